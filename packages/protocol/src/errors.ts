@@ -1,0 +1,143 @@
+/**
+ * The error registry: every error Nereid reports has a stable code, and every code has one kind.
+ * The kind maps to an HTTP status and a gRPC status in exactly one table (protocol.md §2.6).
+ */
+
+/** The error categories of protocol.md §2.6. */
+export type ErrorKind =
+  | 'INTERNAL'
+  | 'NOT_FOUND'
+  | 'UNAVAILABLE'
+  | 'UNSUPPORTED'
+  | 'INVALID_ARG'
+  | 'ALREADY_EXISTS'
+  | 'CANCELLED'
+  | 'UNKNOWN';
+
+/** gRPC status codes used by the mapping (numbers as in grpc/status.h). */
+export const GrpcStatus = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+
+/** The one mapping from error kind to wire status (protocol.md §2.6). */
+export const ERROR_KIND_STATUS: Readonly<Record<ErrorKind, { readonly http: number; readonly grpc: number }>> = {
+  INTERNAL: { http: 500, grpc: GrpcStatus.INTERNAL },
+  NOT_FOUND: { http: 404, grpc: GrpcStatus.NOT_FOUND },
+  UNAVAILABLE: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
+  UNSUPPORTED: { http: 501, grpc: GrpcStatus.UNIMPLEMENTED },
+  INVALID_ARG: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
+  ALREADY_EXISTS: { http: 400, grpc: GrpcStatus.ALREADY_EXISTS },
+  CANCELLED: { http: 400, grpc: GrpcStatus.CANCELLED },
+  UNKNOWN: { http: 400, grpc: GrpcStatus.UNKNOWN },
+};
+
+/**
+ * Registered error codes and their kinds. Codes are stable identifiers (tests and tools may rely
+ * on them); messages are for people and name the model, version, tensor and the likely fix.
+ */
+export const ERROR_CODES = {
+  // Model lookup (protocol.md §2.1)
+  MODEL_NOT_FOUND: 'NOT_FOUND',
+  MODEL_VERSION_NOT_FOUND: 'NOT_FOUND',
+  MODEL_NO_READY_VERSION: 'NOT_FOUND',
+  MODEL_VERSION_NOT_READY: 'UNAVAILABLE',
+  MODEL_VERSION_INVALID: 'INVALID_ARG',
+  SERVER_NOT_READY: 'UNAVAILABLE',
+  SERVER_STOPPING: 'UNAVAILABLE',
+
+  // Request decoding and validation (protocol.md §3.7–§3.12, models-and-scheduling.md §3.7)
+  REQUEST_MALFORMED: 'INVALID_ARG',
+  REQUEST_TOO_LARGE: 'INVALID_ARG',
+  REQUEST_JSON_DATA: 'INTERNAL',
+  REQUEST_PARAMETER: 'INVALID_ARG',
+  REQUEST_PARAMETER_TYPE: 'INVALID_ARG',
+  REQUEST_COMPRESSION_UNSUPPORTED: 'UNSUPPORTED',
+  REQUEST_COMPRESSION_INVALID: 'INVALID_ARG',
+  INPUT_UNKNOWN: 'INVALID_ARG',
+  INPUT_MISSING: 'INVALID_ARG',
+  INPUT_DUPLICATE: 'INVALID_ARG',
+  INPUT_DATATYPE: 'INVALID_ARG',
+  INPUT_SHAPE: 'INVALID_ARG',
+  INPUT_BYTE_SIZE: 'INVALID_ARG',
+  INPUT_DATA_SOURCE: 'INVALID_ARG',
+  INPUT_BYTES_ENCODING: 'INVALID_ARG',
+  BATCH_SIZE: 'INVALID_ARG',
+  OUTPUT_UNKNOWN: 'INVALID_ARG',
+  OUTPUT_PARAMETER: 'INVALID_ARG',
+  OUTPUT_JSON_UNSUPPORTED: 'INVALID_ARG',
+  CLASSIFICATION_UNSUPPORTED: 'INVALID_ARG',
+  MODEL_DECOUPLED_UNSUPPORTED: 'UNSUPPORTED',
+
+  // Configuration and loading (models-and-scheduling.md §2, §3)
+  CONFIG_PARSE: 'INVALID_ARG',
+  CONFIG_INVALID: 'INVALID_ARG',
+  CONFIG_UNSUPPORTED: 'UNSUPPORTED',
+  CONFIG_MISSING: 'INVALID_ARG',
+  MODEL_LOAD_FAILED: 'INVALID_ARG',
+  REPOSITORY_INVALID: 'INVALID_ARG',
+  BACKEND_NOT_FOUND: 'INVALID_ARG',
+
+  // Execution
+  BACKEND_ERROR: 'INTERNAL',
+  REQUEST_CANCELLED: 'CANCELLED',
+  INTERNAL: 'INTERNAL',
+  UNSUPPORTED: 'UNSUPPORTED',
+  NOT_FOUND: 'NOT_FOUND',
+  ALREADY_EXISTS: 'ALREADY_EXISTS',
+  UNAVAILABLE: 'UNAVAILABLE',
+} as const satisfies Record<string, ErrorKind>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The one error type that crosses Nereid's layers. */
+export class NereidError extends Error {
+  readonly code: ErrorCode;
+  readonly kind: ErrorKind;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NereidError';
+    this.code = code;
+    this.kind = ERROR_CODES[code];
+  }
+
+  /** HTTP status of this error's kind (protocol.md §2.6). */
+  get httpStatus(): number {
+    return ERROR_KIND_STATUS[this.kind].http;
+  }
+
+  /** gRPC status code of this error's kind (protocol.md §2.6). */
+  get grpcStatus(): number {
+    return ERROR_KIND_STATUS[this.kind].grpc;
+  }
+}
+
+export function isNereidError(value: unknown): value is NereidError {
+  return value instanceof NereidError;
+}
+
+/**
+ * Turns anything thrown into a NereidError: NereidErrors pass through, everything else becomes
+ * `code` (INTERNAL by default) with the original message, prefixed by `context` when given.
+ */
+export function toNereidError(err: unknown, code: ErrorCode = 'INTERNAL', context?: string): NereidError {
+  if (err instanceof NereidError) return err;
+  const text = err instanceof Error ? err.message : String(err);
+  return new NereidError(code, context ? `${context}: ${text}` : text, { cause: err });
+}

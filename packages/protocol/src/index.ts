@@ -1,0 +1,2 @@
+export * from './datatypes.js';
+export * from './errors.js';
