@@ -1,0 +1,40 @@
+/**
+ * The model configuration layer (models-and-scheduling.md §1.4, §2, §3; protocol.md §3.6, §4.5):
+ * parsing, printing and JSON mapping of `inference.ModelConfig`, server-side derivation,
+ * normalisation and validation. The only way into this folder from outside.
+ */
+export type * from './model-config.js';
+export type { JsonObject, JsonValue } from './message-object.js';
+
+export {
+  MODEL_CONFIG_SCHEMA,
+  reachableMessages,
+  valueSchemaOf,
+  type EnumSchema,
+  type EnumValueSchema,
+  type FieldSchema,
+  type FieldType,
+  type MapKeyType,
+  type MessageSchema,
+  type ScalarType,
+  type ValueSchema,
+} from './schema.js';
+export { parseModelConfigText, type TextParseOptions } from './pbtxt-parser.js';
+export { printModelConfigText } from './pbtxt-printer.js';
+export { completeModelConfig, modelConfigFromJson, modelConfigToJson, type ModelConfigJsonOptions } from './config-json.js';
+export { deriveModelConfig, type FirstSubdirectoryEntries } from './derive.js';
+export { readFirstSubdirectoryEntries } from './model-directory.js';
+export {
+  DEFAULT_MAX_SEQUENCE_IDLE_MICROSECONDS,
+  normalizeInstanceGroups,
+  normalizeModelConfig,
+  type InstanceGroupEnvironment,
+} from './normalize.js';
+export {
+  validateInstanceGroups,
+  validateModelConfig,
+  validateModelIO,
+  validateRateLimiterResources,
+  type InstanceGroupValidationOptions,
+} from './validate.js';
+export { loadLabelFiles, resolveBatchStrategyPath } from './validate-files.js';
