@@ -1,0 +1,11 @@
+export type { BuilderOptions, TestModel } from './test-model.js';
+export { simpleModel, simpleStringModel } from './simple.js';
+export type { MlpLayer, MlpModel, MlpOptions } from './mlp.js';
+export { MLP_CONFIG_EXTRA, mlpModel } from './mlp.js';
+export { ORT_NODE_DATATYPES, identityModel } from './identity.js';
+export { fixedFirstDimModel, noShapeModel, scalarOutputModel, symbolicDimsModel, twoOutputTypesModel } from './shapes.js';
+export type { ConfigTensor, ModelConfigTextOptions } from './config-text.js';
+export { configTensorsFor, modelConfigText } from './config-text.js';
+export type { WriteModelOptions } from './repository.js';
+export { writeModelToRepository } from './repository.js';
+export { Prng } from './prng.js';
