@@ -1,1 +1,35 @@
-export type * from "./config/model-config.js";
+/**
+ * @nereid/server — the public surface. Everything else is internal.
+ */
+export { Server, NEREID_VERSION, type ServerOptions, type StartReport } from './core/server.js';
+export type {
+  InferInput,
+  InferOptions,
+  InferOutput,
+  InferRequest,
+  InferResponse,
+  ModelMetadata,
+  ModelVersionState,
+  ModelVersionStatus,
+  RequestedOutput,
+  ServerMetadata,
+  TensorData,
+  TensorMetadata,
+} from './core/types.js';
+export { HttpFrontend, DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpFrontendOptions } from './frontends/http/http-frontend.js';
+export {
+  BACKEND_SPI_VERSION,
+  type AutoCompleteContext,
+  type Backend,
+  type BackendInstance,
+  type BackendModel,
+  type BackendRequest,
+  type BackendResponse,
+  type BackendTensor,
+  type ExecutionTiming,
+  type InstanceSpec,
+  type ModelContext,
+} from './backends/spi.js';
+export { gatherInput, scatterOutput, unionOfRequestedOutputs } from './backends/batching.js';
+export { createLogger, silentLogger, type Logger, type LogSettings } from './observability/logger.js';
+export type * from './config/model-config.js';

@@ -1,0 +1,270 @@
+/**
+ * An HTTP/REST client for KServe v2 / Triton servers (Nereid or Triton), on Node's `fetch`.
+ * Tensors go binary both ways by default, like Triton's Python client (protocol.md §7.1).
+ */
+import {
+  INFERENCE_HEADER_CONTENT_LENGTH,
+  NereidError,
+  encodeBytesElements,
+  joinInferenceBody,
+  jsonToTensorData,
+  parseJson,
+  splitInferenceBody,
+  tensorDataToJson,
+  typedArrayOf,
+  decodeBytesElements,
+  type DataType,
+  type ParameterValue,
+} from '@nereid/protocol';
+import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
+
+export type TypedTensorData =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array;
+
+export interface ClientInput {
+  name: string;
+  datatype: DataType;
+  shape: readonly number[];
+  /** Typed array (its bytes), BYTES elements (strings or byte arrays), or plain JSON values. */
+  data: TypedTensorData | readonly (string | Uint8Array)[] | readonly (number | boolean | bigint)[];
+  /** Send as JSON `data` instead of binary (default false). */
+  json?: boolean;
+}
+
+export interface ClientRequestedOutput {
+  name: string;
+  /** Ask for binary data (default true). */
+  binary?: boolean;
+  /** Top-k classification (protocol.md §3.11). */
+  classCount?: number;
+}
+
+export interface ClientInferOptions {
+  model: string;
+  version?: string;
+  id?: string;
+  inputs: readonly ClientInput[];
+  /** Absent: all outputs, binary (`binary_data_output: true`). */
+  outputs?: readonly ClientRequestedOutput[];
+  parameters?: Record<string, ParameterValue>;
+  requestCompression?: 'gzip' | 'deflate';
+  responseCompression?: 'gzip' | 'deflate';
+  signal?: AbortSignal;
+}
+
+export class InferResult {
+  readonly model: string;
+  readonly version: string;
+  readonly id: string | undefined;
+  readonly parameters: Record<string, unknown>;
+  readonly #outputs: Map<string, { datatype: DataType; shape: number[]; data?: Uint8Array; json?: unknown }>;
+
+  constructor(header: Record<string, unknown>, binary: Uint8Array) {
+    this.model = String(header.model_name);
+    this.version = String(header.model_version);
+    this.id = typeof header.id === 'string' ? header.id : undefined;
+    this.parameters = (header.parameters as Record<string, unknown>) ?? {};
+    this.#outputs = new Map();
+    let offset = 0;
+    for (const out of (header.outputs as Record<string, unknown>[]) ?? []) {
+      const params = out.parameters as Record<string, unknown> | undefined;
+      const entry: { datatype: DataType; shape: number[]; data?: Uint8Array; json?: unknown } = {
+        datatype: out.datatype as DataType,
+        shape: (out.shape as number[]).map(Number),
+      };
+      if (params?.binary_data_size !== undefined) {
+        const size = Number(params.binary_data_size);
+        entry.data = binary.subarray(offset, offset + size);
+        offset += size;
+      } else {
+        entry.json = out.data;
+      }
+      this.#outputs.set(String(out.name), entry);
+    }
+  }
+
+  outputNames(): string[] {
+    return [...this.#outputs.keys()];
+  }
+
+  shape(name: string): number[] {
+    return this.#get(name).shape;
+  }
+
+  datatype(name: string): DataType {
+    return this.#get(name).datatype;
+  }
+
+  /** Raw bytes of an output (JSON outputs are converted). */
+  bytes(name: string): Uint8Array {
+    const o = this.#get(name);
+    if (o.data === undefined) {
+      const count = o.shape.reduce((a, b) => a * b, 1);
+      o.data = jsonToTensorData(o.datatype, o.json, count, `output '${name}'`);
+    }
+    return o.data;
+  }
+
+  /** The output as a typed array of its datatype (BYTES: use `strings`). */
+  typed(name: string): ReturnType<typeof typedArrayOf> {
+    return typedArrayOf(this.datatype(name), this.bytes(name));
+  }
+
+  /** BYTES output elements decoded as UTF-8 strings. */
+  strings(name: string): string[] {
+    return decodeBytesElements(this.bytes(name), `output '${name}'`).map((b) => b.toString('utf8'));
+  }
+
+  #get(name: string) {
+    const o = this.#outputs.get(name);
+    if (o === undefined) throw new NereidError('OUTPUT_UNKNOWN', `the response has no output '${name}'`);
+    return o;
+  }
+}
+
+function bytesOf(input: ClientInput): Uint8Array {
+  const data = input.data;
+  if (Array.isArray(data)) {
+    if (input.datatype === 'BYTES') return encodeBytesElements(data as (string | Uint8Array)[]);
+    const count = input.shape.reduce((a, b) => a * b, 1);
+    return jsonToTensorData(input.datatype, data, count, `input '${input.name}'`);
+  }
+  const view = data as ArrayBufferView;
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+/** An HTTP error answered by the server: status and its `error` text. */
+export class InferenceServerError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.name = 'InferenceServerError';
+    this.status = status;
+  }
+}
+
+export class HttpClient {
+  readonly url: string;
+
+  /** @param url  e.g. `http://localhost:8000` */
+  constructor(url: string) {
+    this.url = url.replace(/\/+$/, '');
+  }
+
+  async #get(path: string): Promise<Response> {
+    return fetch(`${this.url}${path}`);
+  }
+
+  async #json(res: Response): Promise<unknown> {
+    const text = await res.text();
+    if (!res.ok) {
+      let message = text;
+      try {
+        message = (JSON.parse(text) as { error?: string }).error ?? text;
+      } catch {
+        // not JSON: keep the text
+      }
+      throw new InferenceServerError(res.status, message);
+    }
+    return text.length ? parseJson(text) : undefined;
+  }
+
+  #modelPath(model: string, version?: string): string {
+    return `/v2/models/${encodeURIComponent(model)}${version ? `/versions/${version}` : ''}`;
+  }
+
+  async isServerLive(): Promise<boolean> {
+    return (await this.#get('/v2/health/live')).status === 200;
+  }
+
+  async isServerReady(): Promise<boolean> {
+    return (await this.#get('/v2/health/ready')).status === 200;
+  }
+
+  async isModelReady(model: string, version?: string): Promise<boolean> {
+    return (await this.#get(`${this.#modelPath(model, version)}/ready`)).status === 200;
+  }
+
+  async serverMetadata(): Promise<{ name: string; version: string; extensions: string[] }> {
+    return (await this.#json(await this.#get('/v2'))) as { name: string; version: string; extensions: string[] };
+  }
+
+  async modelMetadata(model: string, version?: string): Promise<Record<string, unknown>> {
+    return (await this.#json(await this.#get(this.#modelPath(model, version)))) as Record<string, unknown>;
+  }
+
+  async modelConfig(model: string, version?: string): Promise<Record<string, unknown>> {
+    return (await this.#json(await this.#get(`${this.#modelPath(model, version)}/config`))) as Record<string, unknown>;
+  }
+
+  async infer(options: ClientInferOptions): Promise<InferResult> {
+    const header: Record<string, unknown> = {};
+    if (options.id) header.id = options.id;
+    const parameters: Record<string, unknown> = { ...(options.parameters ?? {}) };
+    const blobs: Uint8Array[] = [];
+    // JSON data is spliced in as exact text (64-bit integers keep every digit).
+    const rawData: string[] = [];
+    header.inputs = options.inputs.map((input) => {
+      const entry: Record<string, unknown> = { name: input.name, shape: input.shape, datatype: input.datatype };
+      if (input.json) {
+        rawData.push(tensorDataToJson(input.datatype, bytesOf(input), `input '${input.name}'`));
+        entry.data = `\u0000raw${rawData.length - 1}`;
+      } else {
+        const bytes = bytesOf(input);
+        entry.parameters = { binary_data_size: bytes.byteLength };
+        blobs.push(bytes);
+      }
+      return entry;
+    });
+    if (options.outputs) {
+      header.outputs = options.outputs.map((o) => {
+        const params: Record<string, unknown> = { binary_data: o.binary ?? true };
+        if (o.classCount) params.classification = o.classCount;
+        return { name: o.name, parameters: params };
+      });
+    } else {
+      parameters.binary_data_output = true;
+    }
+    if (Object.keys(parameters).length > 0) header.parameters = parameters;
+
+    const json = JSON.stringify(header).replace(/"\\u0000raw(\d+)"/g, (_m, i: string) => rawData[Number(i)]!);
+    const body = joinInferenceBody(json, blobs);
+    let payload: Buffer = Buffer.concat(body.chunks, body.totalLength);
+    const headers: Record<string, string> = {};
+    if (blobs.length > 0) headers[INFERENCE_HEADER_CONTENT_LENGTH] = String(body.headerLength);
+    if (options.requestCompression) {
+      payload = options.requestCompression === 'gzip' ? gzipSync(payload) : deflateSync(payload);
+      headers['Content-Encoding'] = options.requestCompression;
+    }
+    if (options.responseCompression) headers['Accept-Encoding'] = options.responseCompression;
+
+    const init: RequestInit = { method: 'POST', headers, body: payload };
+    if (options.signal) init.signal = options.signal;
+    const res = await fetch(`${this.url}${this.#modelPath(options.model, options.version)}/infer`, init);
+    let raw = Buffer.from(await res.arrayBuffer());
+    // fetch decodes Content-Encoding itself; a body still compressed is handled here.
+    const encoding = res.headers.get('content-encoding');
+    if (encoding && raw.length > 1 && raw[0] === 0x1f && raw[1] === 0x8b) raw = gunzipSync(raw);
+    else if (encoding === 'deflate' && raw.length > 1 && raw[0] === 0x78) raw = inflateSync(raw);
+    if (!res.ok) {
+      let message = raw.toString('utf8');
+      try {
+        message = (JSON.parse(message) as { error?: string }).error ?? message;
+      } catch {
+        // not JSON
+      }
+      throw new InferenceServerError(res.status, message);
+    }
+    const split = splitInferenceBody(raw, res.headers.get(INFERENCE_HEADER_CONTENT_LENGTH) ?? undefined);
+    return new InferResult(parseJson(split.header) as Record<string, unknown>, split.binary);
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * The backend SPI, version 1 (models-and-scheduling.md §8.4).
+ *
+ * A backend turns a model directory into something that executes batches of requests. The server
+ * owns everything around it: configuration, versions, scheduling, statistics and the wire. A
+ * backend is a plain object implementing `Backend`; the registry maps `backend`/`platform` names
+ * to implementations, and a custom backend is a JS module exporting one.
+ *
+ * Lifecycle, per model version:
+ *   autoCompleteConfig? → createModel → createInstance × N → execute … → instance.unload × N →
+ *   model.unload
+ * `execute` is never called concurrently for the same instance. Every request handed to
+ * `execute` must receive exactly one response flagged final (see `BackendRequest.respond`); if
+ * `execute` rejects, the server sends that error to every request that has not received its final
+ * response yet.
+ */
+import type { DataType, NereidError, ParameterValue } from '@nereid/protocol';
+import type { ModelConfig } from '../config/model-config.js';
+import type { Logger } from '../observability/logger.js';
+
+export const BACKEND_SPI_VERSION = 1;
+
+/** A tensor as backends see it: raw little-endian bytes (BYTES: 4-byte length-prefixed elements). */
+export interface BackendTensor {
+  readonly name: string;
+  readonly datatype: DataType;
+  readonly shape: readonly number[];
+  readonly data: Uint8Array;
+}
+
+/** What a backend sends for one request. */
+export interface BackendResponse {
+  readonly outputs: readonly BackendTensor[];
+  readonly parameters?: Readonly<Record<string, ParameterValue>>;
+}
+
+export interface BackendRequest {
+  /** Client-supplied request id ('' when none). */
+  readonly id: string;
+  /**
+   * Inputs by config name. Shapes are what the model sees: the batch dimension first when the
+   * model batches, and `reshape` already applied (models-and-scheduling.md §2.7).
+   */
+  readonly inputs: ReadonlyMap<string, BackendTensor>;
+  /** Config output names the request wants; never empty (no request means all outputs). */
+  readonly requestedOutputs: readonly string[];
+  /** Custom request parameters (reserved keys removed). */
+  readonly parameters: Readonly<Record<string, ParameterValue>>;
+  /** The request's batch size: its first dimension for batching models, 1 otherwise. */
+  readonly batchSize: number;
+  /** Aborted when the client goes away or the request is cancelled. */
+  readonly signal: AbortSignal;
+  /**
+   * Sends a response (or an error) for this request. Output tensors must be named after config
+   * outputs and have the shapes the model produced (batch dimension first for batching models;
+   * the server converts `reshape` back to `dims`). `final` defaults to true; a non-decoupled
+   * model sends exactly one, final, response; `null` with `final` sends a flags-only final
+   * response (decoupled models). Calls after the final response are ignored.
+   */
+  respond(response: BackendResponse | NereidError | null, final?: boolean): void;
+}
+
+/** Timing marks a backend may set while executing a batch (statistics, §9.1). */
+export interface ExecutionTiming {
+  /** Inputs are prepared and the framework starts computing. */
+  markInputsReady(): void;
+  /** The framework finished computing; outputs are being extracted. */
+  markOutputsStart(): void;
+}
+
+export interface InstanceSpec {
+  /** `<group name>_<index within group>` (§2.10). */
+  readonly name: string;
+  readonly groupName: string;
+  readonly kind: 'KIND_CPU' | 'KIND_GPU' | 'KIND_MODEL';
+  readonly deviceId: number;
+  /** Instances of the model being created, in total (for sizing thread pools). */
+  readonly instanceCount: number;
+}
+
+export interface BackendInstance {
+  execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void>;
+  /** Releases the instance. Called once, after its last execute has settled. */
+  unload(): Promise<void>;
+}
+
+export interface BackendModel {
+  createInstance(spec: InstanceSpec): Promise<BackendInstance>;
+  /** Releases the model. Called once, after every instance was unloaded. */
+  unload(): Promise<void>;
+}
+
+export interface ModelContext {
+  readonly name: string;
+  readonly version: number;
+  /** The completed, normalised and validated configuration. */
+  readonly config: Readonly<ModelConfig>;
+  /** `<repository>/<model>` */
+  readonly modelDirectory: string;
+  /** `<repository>/<model>/<version>` */
+  readonly versionDirectory: string;
+  /** `<versionDirectory>/<default_model_filename>` */
+  readonly modelPath: string;
+  /** `--backend-config=<backend>,<key>=<value>` settings for this backend, plus global ones. */
+  readonly backendConfig: Readonly<Record<string, string>>;
+  readonly logger: Logger;
+}
+
+export interface AutoCompleteContext extends Omit<ModelContext, 'config'> {
+  /** The configuration as read, derived and normalised, before validation of inputs/outputs. */
+  readonly config: Readonly<ModelConfig>;
+}
+
+export interface Backend {
+  readonly name: string;
+  readonly spiVersion: typeof BACKEND_SPI_VERSION;
+  /**
+   * Completes a partial configuration from the model itself (models-and-scheduling.md §3.1 step
+   * 7). May change only `max_batch_size`, `input`, `output`, the scheduling choice and
+   * `model_transaction_policy.decoupled`. Called only when auto-complete is enabled.
+   */
+  autoCompleteConfig?(ctx: AutoCompleteContext): Promise<ModelConfig>;
+  /** Default instance count for KIND_CPU groups when the config gives none (§3.3). */
+  readonly defaultCpuInstanceCount?: number;
+  createModel(ctx: ModelContext): Promise<BackendModel>;
+}

@@ -1,0 +1,244 @@
+/**
+ * `nereid serve` options, named as `tritonserver`'s (protocol.md §6). Values come as
+ * `--name=value` or `--name value`; booleans accept true/false, on/off, 1/0 (any case).
+ */
+import { NereidError } from '@nereid/protocol';
+import type { LogFormat } from '../observability/logger.js';
+
+export interface ServeOptions {
+  modelRepositories: string[];
+  modelControlMode: 'none';
+  strictReadiness: boolean;
+  exitOnError: boolean;
+  exitTimeoutSecs: number;
+  autoCompleteConfig: boolean;
+  modelConfigName: string;
+  modelLoadThreadCount: number;
+  id: string;
+  backendConfig: Map<string, Record<string, string>>;
+  allowHttp: boolean;
+  httpAddress: string;
+  httpPort: number;
+  httpMaxInputSize: number;
+  logVerbose: number;
+  logInfo: boolean;
+  logWarning: boolean;
+  logError: boolean;
+  logFormat: LogFormat;
+  logFile: string;
+  /** Triton options accepted for compatibility that have no effect in this version. */
+  ignored: string[];
+}
+
+export function parseBool(name: string, text: string): boolean {
+  const t = text.trim().toLowerCase();
+  if (t === 'true' || t === 'on' || t === '1') return true;
+  if (t === 'false' || t === 'off' || t === '0') return false;
+  throw new NereidError('REQUEST_PARAMETER', `--${name} expects a boolean (true/false, on/off, 1/0), got '${text}'`);
+}
+
+function parseInt(name: string, text: string, min = 0): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) throw new NereidError('REQUEST_PARAMETER', `--${name} expects an integer >= ${min}, got '${text}'`);
+  return n;
+}
+
+type Kind = 'bool' | 'int' | 'string' | 'flag';
+
+interface OptionSpec {
+  kind: Kind;
+  repeatable?: boolean;
+  apply?: (o: ServeOptions, value: string, name: string) => void;
+}
+
+/** Options with an effect. */
+const IMPLEMENTED: Record<string, OptionSpec> = {
+  'model-repository': { kind: 'string', repeatable: true, apply: (o, v) => void o.modelRepositories.push(v) },
+  'model-store': { kind: 'string', repeatable: true, apply: (o, v) => void o.modelRepositories.push(v) },
+  'model-control-mode': {
+    kind: 'string',
+    apply: (_o, v) => {
+      if (v !== 'none') {
+        throw new NereidError('CONFIG_UNSUPPORTED', `--model-control-mode=${v} is not supported by this version of Nereid; only 'none' is`);
+      }
+    },
+  },
+  'strict-readiness': { kind: 'bool', apply: (o, v, n) => (o.strictReadiness = parseBool(n, v)) },
+  'exit-on-error': { kind: 'bool', apply: (o, v, n) => (o.exitOnError = parseBool(n, v)) },
+  'exit-timeout-secs': { kind: 'int', apply: (o, v, n) => (o.exitTimeoutSecs = parseInt(n, v)) },
+  'disable-auto-complete-config': { kind: 'flag', apply: (o) => (o.autoCompleteConfig = false) },
+  'strict-model-config': { kind: 'bool', apply: (o, v, n) => (o.autoCompleteConfig = !parseBool(n, v)) },
+  'model-config-name': {
+    kind: 'string',
+    apply: (o, v, n) => {
+      if (/\s/.test(v)) throw new NereidError('REQUEST_PARAMETER', `--${n} must not contain spaces, got '${v}'`);
+      o.modelConfigName = v;
+    },
+  },
+  'model-load-thread-count': { kind: 'int', apply: (o, v, n) => (o.modelLoadThreadCount = parseInt(n, v, 1)) },
+  id: { kind: 'string', apply: (o, v) => (o.id = v) },
+  'backend-config': {
+    kind: 'string',
+    repeatable: true,
+    apply: (o, v, n) => {
+      // `<backend>,<key>=<value>` or a global `<key>=<value>`.
+      const comma = v.indexOf(',');
+      const eq = v.indexOf('=');
+      if (eq === -1) throw new NereidError('REQUEST_PARAMETER', `--${n} expects <backend>,<key>=<value> or <key>=<value>, got '${v}'`);
+      const backend = comma !== -1 && comma < eq ? v.slice(0, comma) : '';
+      const setting = comma !== -1 && comma < eq ? v.slice(comma + 1) : v;
+      const at = setting.indexOf('=');
+      const settings = o.backendConfig.get(backend) ?? {};
+      settings[setting.slice(0, at)] = setting.slice(at + 1);
+      o.backendConfig.set(backend, settings);
+    },
+  },
+  'allow-http': { kind: 'bool', apply: (o, v, n) => (o.allowHttp = parseBool(n, v)) },
+  'http-address': { kind: 'string', apply: (o, v) => (o.httpAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
+  'http-port': { kind: 'int', apply: (o, v, n) => (o.httpPort = parseInt(n, v)) },
+  'http-max-input-size': { kind: 'int', apply: (o, v, n) => (o.httpMaxInputSize = parseInt(n, v, 1)) },
+  'log-verbose': { kind: 'int', apply: (o, v, n) => (o.logVerbose = parseInt(n, v)) },
+  'log-info': { kind: 'bool', apply: (o, v, n) => (o.logInfo = parseBool(n, v)) },
+  'log-warning': { kind: 'bool', apply: (o, v, n) => (o.logWarning = parseBool(n, v)) },
+  'log-error': { kind: 'bool', apply: (o, v, n) => (o.logError = parseBool(n, v)) },
+  'log-format': {
+    kind: 'string',
+    apply: (o, v, n) => {
+      if (v !== 'default' && v !== 'ISO8601') throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'default' or 'ISO8601', got '${v}'`);
+      o.logFormat = v;
+    },
+  },
+  'log-file': { kind: 'string', apply: (o, v) => (o.logFile = v) },
+};
+
+/** tritonserver options accepted so that existing command lines run, with no effect yet. */
+const ACCEPTED: Record<string, Kind> = {
+  'load-model': 'string',
+  'repository-poll-secs': 'int',
+  'model-load-retry-count': 'int',
+  'model-namespacing': 'bool',
+  'backend-directory': 'string',
+  'repoagent-directory': 'string',
+  'reuse-http-port': 'bool',
+  'http-thread-count': 'int',
+  'http-header-forward-pattern': 'string',
+  'http-restricted-api': 'string',
+  'allow-grpc': 'bool',
+  'grpc-address': 'string',
+  'grpc-port': 'int',
+  'reuse-grpc-port': 'bool',
+  'grpc-header-forward-pattern': 'string',
+  'grpc-restricted-protocol': 'string',
+  'grpc-infer-thread-count': 'int',
+  'grpc-infer-allocation-pool-size': 'int',
+  'grpc-max-response-pool-size': 'int',
+  'grpc-infer-response-compression-level': 'string',
+  'grpc-use-ssl': 'bool',
+  'grpc-use-ssl-mutual': 'bool',
+  'grpc-server-cert': 'string',
+  'grpc-server-key': 'string',
+  'grpc-root-cert': 'string',
+  'grpc-keepalive-time': 'int',
+  'grpc-keepalive-timeout': 'int',
+  'grpc-keepalive-permit-without-calls': 'bool',
+  'grpc-http2-max-pings-without-data': 'int',
+  'grpc-http2-min-recv-ping-interval-without-data': 'int',
+  'grpc-http2-max-ping-strikes': 'int',
+  'grpc-max-connection-age': 'int',
+  'grpc-max-connection-age-grace': 'int',
+  'allow-metrics': 'bool',
+  'allow-gpu-metrics': 'bool',
+  'allow-cpu-metrics': 'bool',
+  'metrics-address': 'string',
+  'metrics-port': 'int',
+  'metrics-interval-ms': 'string',
+  'metrics-config': 'string',
+  'allow-sagemaker': 'bool',
+  'allow-vertex-ai': 'bool',
+  'trace-config': 'string',
+  'trace-file': 'string',
+  'trace-level': 'string',
+  'trace-rate': 'int',
+  'trace-count': 'int',
+  'trace-log-frequency': 'int',
+  'pinned-memory-pool-byte-size': 'int',
+  'cuda-memory-pool-byte-size': 'string',
+  'cuda-virtual-address-size': 'string',
+  'min-supported-compute-capability': 'string',
+  'buffer-manager-thread-count': 'int',
+  'host-policy': 'string',
+  'model-load-gpu-limit': 'string',
+  'enable-peer-access': 'bool',
+  'cache-config': 'string',
+  'response-cache-byte-size': 'int',
+  'cache-directory': 'string',
+  'rate-limit': 'string',
+  'rate-limit-resource': 'string',
+  'allow-client-shm': 'bool',
+};
+
+export function defaultServeOptions(): ServeOptions {
+  return {
+    modelRepositories: [],
+    modelControlMode: 'none',
+    strictReadiness: true,
+    exitOnError: true,
+    exitTimeoutSecs: 30,
+    autoCompleteConfig: true,
+    modelConfigName: '',
+    modelLoadThreadCount: 4,
+    id: 'triton',
+    backendConfig: new Map(),
+    allowHttp: true,
+    httpAddress: '0.0.0.0',
+    httpPort: 8000,
+    httpMaxInputSize: 67_108_864,
+    logVerbose: 0,
+    logInfo: true,
+    logWarning: true,
+    logError: true,
+    logFormat: 'default',
+    logFile: '',
+    ignored: [],
+  };
+}
+
+/** Every option name `nereid serve` knows, for help output. */
+export function knownOptionNames(): { implemented: string[]; accepted: string[] } {
+  return { implemented: Object.keys(IMPLEMENTED), accepted: Object.keys(ACCEPTED) };
+}
+
+/** Parses `nereid serve` arguments. Throws a NereidError naming the offending option. */
+export function parseServeArgs(argv: readonly string[]): ServeOptions {
+  const o = defaultServeOptions();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) {
+      throw new NereidError('REQUEST_PARAMETER', `unexpected argument '${arg}': options look like --name=value`);
+    }
+    const eq = arg.indexOf('=');
+    const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
+    const spec: OptionSpec | undefined = IMPLEMENTED[name] ?? (ACCEPTED[name] ? { kind: ACCEPTED[name]! } : undefined);
+    if (spec === undefined) {
+      throw new NereidError('REQUEST_PARAMETER', `unrecognized option '--${name}'; run 'nereid serve --help' for the list`);
+    }
+    let value: string;
+    if (eq !== -1) value = arg.slice(eq + 1);
+    else if (spec.kind === 'flag') value = 'true';
+    else {
+      const next = argv[i + 1];
+      if (next === undefined || (next.startsWith('--') && spec.kind !== 'string')) {
+        throw new NereidError('REQUEST_PARAMETER', `option '--${name}' needs a value`);
+      }
+      value = next;
+      i++;
+    }
+    if (spec.apply) spec.apply(o, value, name);
+    else {
+      if (spec.kind === 'bool') parseBool(name, value);
+      if (spec.kind === 'int') parseInt(name, value, -Infinity);
+      if (!o.ignored.includes(name)) o.ignored.push(name);
+    }
+  }
+  return o;
+}

@@ -1,0 +1,113 @@
+/**
+ * `nereid serve`: load the repositories, report every model's state, listen, and shut down in
+ * order on SIGINT/SIGTERM (unready → stop listening → drain → unload → exit).
+ */
+import { toNereidError } from '@nereid/protocol';
+import { Server } from '../core/server.js';
+import type { ModelVersionStatus } from '../core/types.js';
+import { HttpFrontend } from '../frontends/http/http-frontend.js';
+import { createLogger } from '../observability/logger.js';
+import { parseServeArgs } from './options.js';
+
+/** Triton-style status table: model, version, status (with the reason when not ready). */
+export function formatModelTable(statuses: readonly ModelVersionStatus[]): string {
+  const rows = statuses.map((s) => [s.name, s.version || '-', s.state === 'READY' ? 'READY' : `${s.state}: ${s.reason}`]);
+  const header = ['Model', 'Version', 'Status'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = `+${widths.map((w) => '-'.repeat(w + 2)).join('+')}+`;
+  const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [line, row(header), line, ...rows.map(row), line].join('\n');
+}
+
+/** Runs the server until a signal stops it; returns the exit code for early failures. */
+export async function runServe(args: readonly string[]): Promise<number | undefined> {
+  let options;
+  try {
+    options = parseServeArgs(args);
+  } catch (err) {
+    process.stderr.write(`nereid serve: ${toNereidError(err).message}\n`);
+    return 3;
+  }
+  const logger = createLogger({
+    info: options.logInfo,
+    warning: options.logWarning,
+    error: options.logError,
+    verboseLevel: options.logVerbose,
+    format: options.logFormat,
+    file: options.logFile,
+  });
+  for (const name of options.ignored) {
+    logger.warning(`option --${name} is not supported by this version of Nereid and has no effect`);
+  }
+  if (options.modelRepositories.length === 0) {
+    logger.error('no model repository given: pass --model-repository=<directory>');
+    return 1;
+  }
+
+  const server = new Server({
+    modelRepositories: options.modelRepositories,
+    id: options.id,
+    strictReadiness: options.strictReadiness,
+    autoCompleteConfig: options.autoCompleteConfig,
+    modelConfigName: options.modelConfigName,
+    modelLoadThreadCount: options.modelLoadThreadCount,
+    backendConfig: options.backendConfig,
+    logger,
+  });
+  let report;
+  try {
+    report = await server.load();
+  } catch (err) {
+    logger.error(toNereidError(err).message);
+    return 1;
+  }
+  const statuses = server.modelStatuses();
+  logger.info(`model status:\n${statuses.length ? formatModelTable(statuses) : '(no models)'}`);
+  if (report.failures.length > 0 && options.exitOnError) {
+    logger.error('failed to load all models; exiting (start with --exit-on-error=false to serve the models that did load)');
+    await server.stop();
+    return 1;
+  }
+
+  const frontends: HttpFrontend[] = [];
+  if (options.allowHttp) {
+    const http = new HttpFrontend(server, {
+      address: options.httpAddress,
+      port: options.httpPort,
+      maxInputSize: options.httpMaxInputSize,
+    });
+    try {
+      const port = await http.listen();
+      logger.info(`Started HTTPService at ${options.httpAddress}:${port}`);
+    } catch (err) {
+      logger.error(toNereidError(err).message);
+      await server.stop();
+      return 1;
+    }
+    frontends.push(http);
+  }
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) {
+      logger.warning(`received ${signal} again; exiting now`);
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info(`received ${signal}: no longer ready; waiting up to ${options.exitTimeoutSecs}s for in-flight requests`);
+    const timer = setTimeout(() => {
+      logger.warning(`in-flight requests did not finish within --exit-timeout-secs=${options.exitTimeoutSecs}; exiting`);
+      process.exit(1);
+    }, options.exitTimeoutSecs * 1000);
+    timer.unref();
+    const closing = frontends.map((f) => f.close());
+    await server.stop();
+    for (const f of frontends) f.closeAllConnections();
+    await Promise.all(closing);
+    logger.info('all models unloaded; exiting');
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  return undefined;
+}

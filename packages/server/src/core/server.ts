@@ -1,0 +1,255 @@
+/**
+ * The `Server` facade: Nereid's in-process API, the counterpart of Triton's C API. Frontends
+ * translate the wire to these calls; a Node program may embed Nereid and call them directly:
+ *
+ * ```ts
+ * import { Server } from '@nereid/server';
+ * const server = await Server.start({ modelRepositories: ['./models'] });
+ * const res = await server.infer({ model: 'simple', inputs: [...] });
+ * await server.stop();
+ * ```
+ */
+import { NereidError, toNereidError, fromConfigDataType, type ParameterValue } from '@nereid/protocol';
+import { BackendRegistry } from '../backends/registry.js';
+import type { Backend, BackendTensor } from '../backends/spi.js';
+import { modelConfigToJson } from '../config/index.js';
+import type { ModelConfig } from '../config/model-config.js';
+import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
+import { ModelManager, type VersionStatus } from '../repository/model-manager.js';
+import { classify } from './classification.js';
+import { InferenceRequest } from './inference-request.js';
+import { ModelVersion, ModelVersionFactory } from './model-version.js';
+import { interpretParameters } from './request-parameters.js';
+import { undoReshape, validateRequest } from './request-validation.js';
+import type {
+  InferOptions,
+  InferOutput,
+  InferRequest,
+  InferResponse,
+  ModelMetadata,
+  ModelVersionStatus,
+  ServerMetadata,
+} from './types.js';
+
+export const NEREID_VERSION = '0.1.0';
+
+/** Extensions this server implements, in Triton's order (protocol.md §2.5). */
+const EXTENSIONS = ['classification', 'model_configuration', 'binary_tensor_data', 'parameters'];
+
+export interface ServerOptions {
+  /** Model repository roots (`--model-repository`, repeatable). */
+  modelRepositories: readonly string[];
+  /** Server name in server metadata (`--id`); default `triton`, as clients expect. */
+  id?: string;
+  /** `--strict-readiness` (default true): ready only while every model is ready. */
+  strictReadiness?: boolean;
+  /** Auto-complete model configurations (default true; `--disable-auto-complete-config`). */
+  autoCompleteConfig?: boolean;
+  /** `--model-config-name`. */
+  modelConfigName?: string;
+  /** `--model-load-thread-count` (default 4). */
+  modelLoadThreadCount?: number;
+  /** `--backend-config`: backend → key → value; key '' holds global settings. */
+  backendConfig?: ReadonlyMap<string, Readonly<Record<string, string>>>;
+  /** Extra backends (custom backends); built-in ones are always available. */
+  backends?: readonly Backend[];
+  /** A logger, or settings for the default console logger. */
+  logger?: Logger;
+  log?: Partial<LogSettings>;
+}
+
+export interface StartReport {
+  /** Model versions (or models) that failed to load, with their reasons; empty if none. */
+  failures: ModelVersionStatus[];
+}
+
+type ServerState = 'created' | 'loading' | 'ready' | 'stopping' | 'stopped';
+
+function toStatus(s: VersionStatus): ModelVersionStatus {
+  return { name: s.name, version: s.version === undefined ? '' : String(s.version), state: s.state, reason: s.reason };
+}
+
+export class Server {
+  readonly logger: Logger;
+  readonly #options: ServerOptions;
+  readonly #models: ModelManager<ModelVersion>;
+  #state: ServerState = 'created';
+  #startReport: StartReport = { failures: [] };
+
+  constructor(options: ServerOptions) {
+    this.#options = options;
+    this.logger = options.logger ?? createLogger(options.log);
+    const registry = new BackendRegistry();
+    for (const b of options.backends ?? []) registry.register(b);
+    const factory = new ModelVersionFactory(registry, {
+      backendConfig: options.backendConfig ?? new Map(),
+      logger: this.logger,
+    });
+    this.#models = new ModelManager(
+      {
+        repositories: options.modelRepositories,
+        autoCompleteConfig: options.autoCompleteConfig ?? true,
+        modelConfigName: options.modelConfigName ?? '',
+        loadThreadCount: options.modelLoadThreadCount ?? 4,
+        logger: this.logger,
+      },
+      factory,
+    );
+  }
+
+  /** Creates a server and loads its repositories. Rejects only for an unusable repository. */
+  static async start(options: ServerOptions): Promise<Server> {
+    const server = new Server(options);
+    await server.load();
+    return server;
+  }
+
+  /**
+   * Loads every model of the repositories (control mode `none`). Models that fail are recorded
+   * (and reported here) while the others serve. Rejects for a missing or unreadable repository.
+   */
+  async load(): Promise<StartReport> {
+    if (this.#state !== 'created') throw new NereidError('INTERNAL', 'the server was already started');
+    this.#state = 'loading';
+    try {
+      const failures = await this.#models.loadAll();
+      this.#startReport = { failures: failures.map(toStatus) };
+    } catch (err) {
+      this.#state = 'stopped';
+      throw toNereidError(err, 'REPOSITORY_INVALID');
+    }
+    this.#state = 'ready';
+    return this.#startReport;
+  }
+
+  get startReport(): StartReport {
+    return this.#startReport;
+  }
+
+  /** Live: able to answer metadata and inference requests (protocol.md §3.3). */
+  isLive(): boolean {
+    return this.#state === 'loading' || this.#state === 'ready';
+  }
+
+  /** Ready: started, not stopping, and with strict readiness every model ready (protocol.md §3.3). */
+  isReady(): boolean {
+    if (this.#state !== 'ready') return false;
+    return this.#options.strictReadiness === false || this.#models.allReady();
+  }
+
+  metadata(): ServerMetadata {
+    return { name: this.#options.id ?? 'triton', version: NEREID_VERSION, extensions: [...EXTENSIONS] };
+  }
+
+  /** Resolves a model version or throws the protocol.md §2.1 lookup error. */
+  #resolve(model: string, version?: string): ModelVersion {
+    if (this.#state !== 'ready' && this.#state !== 'loading') {
+      throw new NereidError('SERVER_NOT_READY', 'Server not ready');
+    }
+    return this.#models.resolve(model, version).servable;
+  }
+
+  /** Whether the resolved version is READY; lookup failures throw (protocol.md §3.3). */
+  isModelReady(model: string, version?: string): boolean {
+    this.#resolve(model, version);
+    return true;
+  }
+
+  modelMetadata(model: string, version?: string): ModelMetadata {
+    const mv = this.#resolve(model, version);
+    const batched = mv.config.max_batch_size > 0;
+    const tensor = (t: { name: string; data_type: ModelConfig['input'][number]['data_type']; dims: number[] }) => ({
+      name: t.name,
+      datatype: fromConfigDataType(t.data_type)!,
+      shape: batched ? [-1, ...t.dims] : [...t.dims],
+    });
+    return {
+      name: model,
+      versions: version ? [String(mv.version)] : this.#models.readyVersions(model).map(String),
+      platform: mv.platform,
+      inputs: mv.config.input.map(tensor),
+      outputs: mv.config.output.map(tensor),
+    };
+  }
+
+  /** The complete, normalised configuration in use (protocol.md §3.6). */
+  modelConfig(model: string, version?: string): ModelConfig {
+    return structuredClone(this.#resolve(model, version).config);
+  }
+
+  /** The configuration as the JSON object the config endpoint returns (protocol.md §3.6). */
+  modelConfigJson(model: string, version?: string): Record<string, unknown> {
+    return modelConfigToJson(this.#resolve(model, version).config, { emitDefaults: true, int64AsString: false });
+  }
+
+  /** Every known model version and its state. */
+  modelStatuses(): ModelVersionStatus[] {
+    return this.#models.statuses().map(toStatus);
+  }
+
+  /**
+   * Runs one inference. Rejects with a NereidError for lookup failures, invalid requests
+   * (synchronously validated, protocol.md §3.7) and execution errors.
+   */
+  async infer(request: InferRequest, options: InferOptions = {}): Promise<InferResponse> {
+    const requestTime = process.hrtime.bigint();
+    const mv = this.#resolve(request.model, request.version);
+    if (mv.config.model_transaction_policy?.decoupled) {
+      throw new NereidError(
+        'MODEL_DECOUPLED_UNSUPPORTED',
+        `model '${mv.name}' uses the decoupled transaction policy, which sends any number of responses; use a streaming API`,
+      );
+    }
+    const params = interpretParameters(request.parameters, mv.name);
+    const validated = validateRequest(mv.io, request.inputs, request.outputs);
+    const inferenceRequest = new InferenceRequest({
+      id: request.id ?? '',
+      model: mv.name,
+      inputs: validated.inputs,
+      requestedOutputs: validated.requestedOutputs,
+      parameters: params.custom,
+      batchSize: validated.batchSize,
+      signal: options.signal ?? new AbortController().signal,
+      requestTime,
+    });
+    mv.scheduler.enqueue(inferenceRequest);
+    const response = await inferenceRequest.response;
+
+    const outputs: InferOutput[] = [];
+    const byName = new Map<string, BackendTensor>();
+    for (const t of response.outputs) byName.set(t.name, t);
+    for (const name of validated.requestedOutputs) {
+      let tensor = byName.get(name);
+      if (tensor === undefined) {
+        throw new NereidError('BACKEND_ERROR', `model '${mv.name}' did not produce requested output '${name}'`);
+      }
+      const spec = mv.io.outputs.get(name)!;
+      if (spec.reshape !== undefined) {
+        const batched = mv.io.maxBatchSize > 0;
+        const item = undoReshape(batched ? tensor.shape.slice(1) : tensor.shape, spec.dims, spec.reshape);
+        tensor = { ...tensor, shape: batched ? [tensor.shape[0]!, ...item] : item };
+      }
+      const k = validated.classification.get(name);
+      if (k !== undefined) tensor = classify(tensor, k, mv.io.maxBatchSize > 0, mv.labels.get(name), mv.name);
+      outputs.push({ name, datatype: tensor.datatype, shape: [...tensor.shape], data: tensor.data });
+    }
+    return {
+      model: mv.name,
+      version: String(mv.version),
+      id: request.id ?? '',
+      parameters: { ...(response.parameters ?? {}) } as Record<string, ParameterValue>,
+      outputs,
+    };
+  }
+
+  /**
+   * Stops the server: not ready from now on, in-flight requests complete, every model is
+   * unloaded. Idempotent.
+   */
+  async stop(): Promise<void> {
+    if (this.#state === 'stopped' || this.#state === 'stopping') return;
+    this.#state = 'stopping';
+    await this.#models.unloadAll();
+    this.#state = 'stopped';
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * The public types of the `Server` facade: what an embedding program, and every frontend, passes
+ * in and gets back. Tensor data is raw little-endian bytes; BYTES tensors use the 4-byte
+ * length-prefixed element encoding (protocol.md §2.3).
+ */
+import type { DataType, ParameterValue } from '@nereid/protocol';
+
+/** Typed arrays accepted as tensor data; they are viewed as bytes, never copied. */
+export type TensorData =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array;
+
+export interface InferInput {
+  name: string;
+  datatype: DataType;
+  /** Full shape, batch dimension first when the model batches. */
+  shape: readonly number[];
+  /**
+   * The tensor's bytes (any typed array is viewed as its bytes). For BYTES tensors either the
+   * serialized form or an array of elements (strings are UTF-8 encoded).
+   */
+  data: TensorData | readonly (string | Uint8Array)[];
+}
+
+export interface RequestedOutput {
+  name: string;
+  /** Return the top-k classes instead of the tensor (protocol.md §3.11); 0 or absent: off. */
+  classification?: number;
+}
+
+export interface InferRequest {
+  model: string;
+  /** Empty or absent: the highest ready version. */
+  version?: string;
+  id?: string;
+  /**
+   * Request parameters (protocol.md §3.12): `sequence_id`, `sequence_start`, `sequence_end`,
+   * `priority`, `timeout` have their protocol meaning; anything else is passed to the model.
+   */
+  parameters?: Readonly<Record<string, ParameterValue>>;
+  inputs: readonly InferInput[];
+  /** Absent or empty: every output of the model, in config order. */
+  outputs?: readonly RequestedOutput[];
+}
+
+export interface InferOutput {
+  name: string;
+  datatype: DataType;
+  shape: number[];
+  data: Uint8Array;
+}
+
+export interface InferResponse {
+  model: string;
+  /** The concrete version that served the request. */
+  version: string;
+  id: string;
+  parameters: Record<string, ParameterValue>;
+  outputs: InferOutput[];
+}
+
+export interface InferOptions {
+  /** Aborting cancels the request wherever it is (queue or execution). */
+  signal?: AbortSignal;
+}
+
+export interface TensorMetadata {
+  name: string;
+  datatype: DataType;
+  shape: number[];
+}
+
+export interface ModelMetadata {
+  name: string;
+  versions: string[];
+  platform: string;
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
+}
+
+export interface ServerMetadata {
+  name: string;
+  version: string;
+  extensions: string[];
+}
+
+export type ModelVersionState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+export interface ModelVersionStatus {
+  name: string;
+  version: string;
+  state: ModelVersionState;
+  reason: string;
+}

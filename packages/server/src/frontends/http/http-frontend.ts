@@ -1,0 +1,234 @@
+/**
+ * The HTTP/REST frontend (protocol.md §3): KServe v2 and Triton's extensions over `node:http`.
+ * It translates requests to `Server` facade calls and never touches schedulers or backends.
+ */
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, toNereidError } from '@nereid/protocol';
+import type { Server } from '../../core/server.js';
+import { decodeContent, readBody } from './body.js';
+import { compressBody, negotiateEncoding } from './compression.js';
+import { decodeJsonInferRequest, decodeRawBinaryRequest, encodeInferResponse } from './infer-codec.js';
+
+export interface HttpFrontendOptions {
+  /** `--http-address`, default 0.0.0.0. */
+  address?: string;
+  /** `--http-port`, default 8000; 0 picks a free port. */
+  port?: number;
+  /** `--http-max-input-size`, default 64 MiB. */
+  maxInputSize?: number;
+}
+
+export const DEFAULT_HTTP_MAX_INPUT_SIZE = 67_108_864;
+
+type Method = 'GET' | 'POST';
+type Handler = (req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined) => Promise<void> | void;
+
+interface Route {
+  methods: Partial<Record<Method, Handler>>;
+  model: string;
+  version: string | undefined;
+}
+
+const JSON_TYPE = 'application/json';
+
+function sendJson(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function sendError(res: ServerResponse, err: unknown, extraHeaders: Record<string, string> = {}): void {
+  const error = toNereidError(err);
+  const body = JSON.stringify({ error: error.message });
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(error.httpStatus, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body), ...extraHeaders });
+  res.end(body);
+}
+
+/** Health and model-ready answers carry no content type (protocol.md §3.2). */
+function sendStatus(res: ServerResponse, status: number): void {
+  res.writeHead(status, { 'Content-Length': 0 });
+  res.end();
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+export class HttpFrontend {
+  readonly #server: Server;
+  readonly #http: HttpServer;
+  readonly #options: Required<HttpFrontendOptions>;
+  readonly #handlers: Record<string, Partial<Record<Method, Handler>>>;
+
+  constructor(server: Server, options: HttpFrontendOptions = {}) {
+    this.#server = server;
+    this.#options = {
+      address: options.address ?? '0.0.0.0',
+      port: options.port ?? 8000,
+      maxInputSize: options.maxInputSize ?? DEFAULT_HTTP_MAX_INPUT_SIZE,
+    };
+    this.#handlers = {
+      serverMetadata: { GET: (_q, res) => sendJson(res, 200, JSON.stringify(this.#server.metadata())) },
+      live: { GET: (_q, res) => sendStatus(res, this.#server.isLive() ? 200 : 400) },
+      ready: { GET: (_q, res) => sendStatus(res, this.#server.isReady() ? 200 : 400) },
+      modelReady: {
+        GET: (_q, res, m, v) => {
+          if (this.#server.isModelReady(m, v)) sendStatus(res, 200);
+          else sendJson(res, 400, JSON.stringify({ error: 'Model version not ready' }));
+        },
+      },
+      modelMetadata: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelMetadata(m, v))) },
+      modelConfig: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelConfigJson(m, v))) },
+      infer: { POST: (req, res, m, v) => this.#infer(req, res, m, v) },
+    };
+    this.#http = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.#handle(req, res));
+    // The C++ client sends an empty `Expect:` header; Node would answer 417 without this.
+    this.#http.on('checkExpectation', (req, res) => void this.#handle(req, res));
+  }
+
+  /** Starts listening; resolves with the bound port. */
+  listen(): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error) => reject(new NereidError('UNAVAILABLE', `HTTP service could not listen on ${this.#options.address}:${this.#options.port}: ${err.message}`));
+      this.#http.once('error', onError);
+      this.#http.listen(this.#options.port, this.#options.address, () => {
+        this.#http.off('error', onError);
+        resolve((this.#http.address() as AddressInfo).port);
+      });
+    });
+  }
+
+  get port(): number {
+    return (this.#http.address() as AddressInfo | null)?.port ?? this.#options.port;
+  }
+
+  /**
+   * Stops accepting connections and closes idle ones; requests in flight finish. Resolves once
+   * every connection is closed (see `closeAllConnections`).
+   */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#http.close(() => resolve());
+      this.#http.closeIdleConnections();
+    });
+  }
+
+  /** Closes every remaining connection, idle or kept alive (after the server has drained). */
+  closeAllConnections(): void {
+    this.#http.closeAllConnections();
+  }
+
+  #route(path: string): Route | undefined {
+    const s = path.split('/');
+    if (s[0] !== '' || s[1] !== 'v2') return undefined;
+    const n = s.length;
+    const route = (name: string, model = '', version?: string): Route | undefined => {
+      const methods = this.#handlers[name];
+      return methods ? { methods, model, version } : undefined;
+    };
+    if (n === 2) return route('serverMetadata');
+    if (s[2] === 'health' && n === 4) return s[3] === 'live' ? route('live') : s[3] === 'ready' ? route('ready') : undefined;
+    if (s[2] !== 'models' || n < 4 || s[3] === '') return undefined;
+    const model = decodeSegment(s[3]!);
+    let rest = s.slice(4);
+    let version: string | undefined;
+    if (rest[0] === 'versions') {
+      if (rest.length < 2 || !/^[0-9]+$/.test(rest[1]!)) return undefined;
+      version = rest[1]!;
+      rest = rest.slice(2);
+    }
+    if (rest.length === 0) return route('modelMetadata', model, version);
+    if (rest.length !== 1) return undefined;
+    switch (rest[0]) {
+      case 'ready':
+        return route('modelReady', model, version);
+      case 'config':
+        return route('modelConfig', model, version);
+      case 'infer':
+        return route('infer', model, version);
+      default:
+        return undefined;
+    }
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const route = this.#route(q === -1 ? url : url.slice(0, q));
+      if (route === undefined) {
+        req.resume();
+        sendJson(res, 404, '{"error":"Not Found"}');
+        return;
+      }
+      const handler = route.methods[req.method as Method];
+      if (handler === undefined) {
+        req.resume();
+        sendJson(res, 405, '{"error":"Method Not Allowed"}');
+        return;
+      }
+      await handler(req, res, route.model, route.version);
+    } catch (err) {
+      req.resume();
+      sendError(res, err);
+    }
+  }
+
+  async #infer(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined): Promise<void> {
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort();
+    };
+    res.once('close', onClose);
+    let body: Buffer;
+    try {
+      body = await readBody(req, this.#options.maxInputSize);
+      body = await decodeContent(body, req.headers['content-encoding'], this.#options.maxInputSize);
+    } catch (err) {
+      const error = toNereidError(err);
+      if (error.code === 'REQUEST_TOO_LARGE') res.setHeader('Connection', 'close');
+      sendError(res, error, error.code === 'REQUEST_COMPRESSION_UNSUPPORTED' ? { 'Accept-Encoding': 'gzip, deflate' } : {});
+      return;
+    }
+    const split = splitInferenceBody(body, req.headers[INFERENCE_HEADER_CONTENT_LENGTH] as string | undefined);
+    const decoded = split.rawBinary
+      ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
+      : decodeJsonInferRequest(split.header, split.binary, model, version);
+    const response = await this.#server.infer(decoded.request, { signal: abort.signal });
+    const encoded = encodeInferResponse(response, decoded);
+
+    const headers: Record<string, string | number> = {
+      'Content-Type': encoded.binary ? 'application/octet-stream' : JSON_TYPE,
+    };
+    if (encoded.binary) headers['Inference-Header-Content-Length'] = encoded.headerLength;
+    const coding = negotiateEncoding(req.headers['accept-encoding']);
+    if (coding !== 'identity') {
+      const whole = Buffer.concat(encoded.chunks, encoded.totalLength);
+      const compressed = await compressBody(coding, whole);
+      if (compressed !== undefined) {
+        headers['Content-Encoding'] = coding;
+        headers['Content-Length'] = compressed.byteLength;
+        res.writeHead(200, headers);
+        res.end(compressed);
+        return;
+      }
+    }
+    headers['Content-Length'] = encoded.totalLength;
+    res.writeHead(200, headers);
+    if (encoded.chunks.length === 1) {
+      res.end(encoded.chunks[0]);
+      return;
+    }
+    res.cork();
+    for (const chunk of encoded.chunks) res.write(chunk);
+    res.end();
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * Reads a model's configuration and prepares it for loading (models-and-scheduling.md §1.5 and
+ * §3.1 steps 1–5): read, derive backend/platform, normalise, validate the model-level rules,
+ * check the name. Backend-dependent steps happen per version, in the core.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { NereidError } from '@nereid/protocol';
+import {
+  completeModelConfig,
+  deriveModelConfig,
+  normalizeModelConfig,
+  parseModelConfigText,
+  readFirstSubdirectoryEntries,
+  validateModelConfig,
+  validateModelIO,
+} from '../config/index.js';
+import type { ModelConfig, Sparse } from '../config/model-config.js';
+import type { ModelLocation } from './repository-scanner.js';
+
+export interface ConfigLoadOptions {
+  /** Auto-complete enabled (default); `--disable-auto-complete-config` turns it off. */
+  autoCompleteConfig: boolean;
+  /** `--model-config-name`: use `configs/<name>.pbtxt` when present. */
+  modelConfigName: string;
+}
+
+export interface PreparedModel {
+  readonly location: ModelLocation;
+  /** Derived, normalised, model-level-validated config (inputs/outputs may still be missing). */
+  readonly config: ModelConfig;
+  /** The file the config came from; undefined when there was none (auto-complete fills it). */
+  readonly configFile: string | undefined;
+  readonly autoComplete: boolean;
+}
+
+async function readIfExists(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new NereidError('CONFIG_PARSE', `unable to read '${path}': ${(err as Error).message}`);
+  }
+}
+
+export async function prepareModelConfig(location: ModelLocation, options: ConfigLoadOptions): Promise<PreparedModel> {
+  const name = location.name;
+  let configFile: string | undefined;
+  let text: string | undefined;
+  if (options.modelConfigName) {
+    const custom = join(location.directory, 'configs', `${options.modelConfigName}.pbtxt`);
+    text = await readIfExists(custom);
+    if (text !== undefined) configFile = custom;
+  }
+  if (text === undefined) {
+    const standard = join(location.directory, 'config.pbtxt');
+    text = await readIfExists(standard);
+    if (text !== undefined) configFile = standard;
+  }
+  let sparse: Sparse<ModelConfig> = {};
+  if (text !== undefined) {
+    sparse = parseModelConfigText(text, configFile);
+  } else if (!options.autoCompleteConfig) {
+    throw new NereidError(
+      'CONFIG_MISSING',
+      `model '${name}': '${join(location.directory, 'config.pbtxt')}' does not exist, and auto-complete is disabled ` +
+        `(--disable-auto-complete-config / --strict-model-config=true): write a config.pbtxt or enable auto-complete`,
+    );
+  }
+
+  let config = completeModelConfig(sparse);
+  config = deriveModelConfig(config, name, await readFirstSubdirectoryEntries(location.directory));
+  config = normalizeModelConfig(config);
+  validateModelConfig(config);
+  if (!options.autoCompleteConfig) validateModelIO(config);
+  if (config.name !== name) {
+    throw new NereidError(
+      'CONFIG_INVALID',
+      `model '${name}': the config's name '${config.name}' must equal the model directory name '${name}'`,
+    );
+  }
+  return { location, config, configFile, autoComplete: options.autoCompleteConfig };
+}

@@ -1,0 +1,60 @@
+/**
+ * A FIFO of scheduled requests that removes a request as soon as its signal aborts (cancelled
+ * while queued) and tells the owner through the callback given at push time.
+ */
+import type { ScheduledRequest } from './scheduler.js';
+
+interface Entry {
+  request: ScheduledRequest;
+  onAbort: (() => void) | undefined;
+  removed: boolean;
+}
+
+export class RequestQueue {
+  #entries: Entry[] = [];
+  #head = 0;
+  #size = 0;
+
+  get size(): number {
+    return this.#size;
+  }
+
+  /** Appends; `onCancel` runs (once) if the request's signal aborts while it is still queued. */
+  push(request: ScheduledRequest, onCancel: () => void): void {
+    const entry: Entry = { request, onAbort: undefined, removed: false };
+    entry.onAbort = () => {
+      if (entry.removed) return;
+      entry.removed = true;
+      this.#size--;
+      onCancel();
+    };
+    request.signal.addEventListener('abort', entry.onAbort, { once: true });
+    this.#entries.push(entry);
+    this.#size++;
+  }
+
+  /** Removes and returns the oldest request still queued. */
+  shift(): ScheduledRequest | undefined {
+    while (this.#head < this.#entries.length) {
+      const entry = this.#entries[this.#head++]!;
+      if (entry.removed) continue;
+      entry.removed = true;
+      this.#size--;
+      entry.request.signal.removeEventListener('abort', entry.onAbort!);
+      this.#compact();
+      return entry.request;
+    }
+    this.#compact();
+    return undefined;
+  }
+
+  #compact(): void {
+    if (this.#head > 1024 && this.#head * 2 > this.#entries.length) {
+      this.#entries = this.#entries.slice(this.#head);
+      this.#head = 0;
+    } else if (this.#head === this.#entries.length) {
+      this.#entries = [];
+      this.#head = 0;
+    }
+  }
+}
