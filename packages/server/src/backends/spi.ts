@@ -9,7 +9,7 @@
  * Lifecycle, per model version:
  *   autoCompleteConfig? → createModel → createInstance × N → execute … → instance.unload × N →
  *   model.unload
- * `execute` is never called concurrently for the same instance. Every request handed to
+ * An instance computes one batch at a time (see `pipelineDepth`). Every request handed to
  * `execute` must receive exactly one response flagged final (see `BackendRequest.respond`); if
  * `execute` rejects, the server sends that error to every request that has not received its final
  * response yet.
@@ -60,12 +60,21 @@ export interface BackendRequest {
   respond(response: BackendResponse | NereidError | null, final?: boolean): void;
 }
 
-/** Timing marks a backend may set while executing a batch (statistics, §9.1). */
+/**
+ * Timing marks a backend may set while executing a batch (statistics, §9.1). Each takes an
+ * optional monotonic timestamp (`process.hrtime.bigint()`, the same clock on every thread), so a
+ * backend that computes elsewhere can report when things really happened; without one, "now".
+ * Unset marks default to the start and end of the `execute` call.
+ */
 export interface ExecutionTiming {
+  /** The batch started executing (after waiting behind earlier batches of the instance). */
+  markComputeStart(at?: bigint): void;
   /** Inputs are prepared and the framework starts computing. */
-  markInputsReady(): void;
+  markInputsReady(at?: bigint): void;
   /** The framework finished computing; outputs are being extracted. */
-  markOutputsStart(): void;
+  markOutputsStart(at?: bigint): void;
+  /** The batch finished executing. */
+  markComputeEnd(at?: bigint): void;
 }
 
 export interface InstanceSpec {
@@ -79,6 +88,13 @@ export interface InstanceSpec {
 }
 
 export interface BackendInstance {
+  /**
+   * How many `execute` calls may be outstanding at once (default 1). With more, the server may
+   * hand the instance its next batch before the current one finished; the instance must still
+   * run them one at a time, in call order, and report real compute times through `timing`. This
+   * keeps an instance that computes on another thread busy instead of idle between batches.
+   */
+  readonly pipelineDepth?: number;
   execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void>;
   /** Releases the instance. Called once, after its last execute has settled. */
   unload(): Promise<void>;

@@ -19,6 +19,7 @@ import { ModelManager, type VersionStatus } from '../repository/model-manager.js
 import { classify } from './classification.js';
 import { InferenceRequest } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
+import { NEVER_ABORTED } from '../scheduling/request-queue.js';
 import { interpretParameters } from './request-parameters.js';
 import { undoReshape, validateRequest } from './request-validation.js';
 import type {
@@ -75,6 +76,7 @@ export class Server {
   readonly #models: ModelManager<ModelVersion>;
   #state: ServerState = 'created';
   #startReport: StartReport = { failures: [] };
+  #stopping: Promise<void> | undefined;
 
   constructor(options: ServerOptions) {
     this.#options = options;
@@ -124,6 +126,11 @@ export class Server {
 
   get startReport(): StartReport {
     return this.#startReport;
+  }
+
+  /** Stopping or stopped: health checks then fail with "Server exiting" (protocol.md §3.3). */
+  get exiting(): boolean {
+    return this.#state === 'stopping' || this.#state === 'stopped';
   }
 
   /** Live: able to answer metadata and inference requests (protocol.md §3.3). */
@@ -209,7 +216,7 @@ export class Server {
       requestedOutputs: validated.requestedOutputs,
       parameters: params.custom,
       batchSize: validated.batchSize,
-      signal: options.signal ?? new AbortController().signal,
+      signal: options.signal ?? NEVER_ABORTED,
       requestTime,
     });
     mv.scheduler.enqueue(inferenceRequest);
@@ -244,12 +251,15 @@ export class Server {
 
   /**
    * Stops the server: not ready from now on, in-flight requests complete, every model is
-   * unloaded. Idempotent.
+   * unloaded. Idempotent: every call resolves once the server has stopped.
    */
-  async stop(): Promise<void> {
-    if (this.#state === 'stopped' || this.#state === 'stopping') return;
-    this.#state = 'stopping';
-    await this.#models.unloadAll();
-    this.#state = 'stopped';
+  stop(): Promise<void> {
+    if (this.#state === 'stopped') return Promise.resolve();
+    this.#stopping ??= (async () => {
+      this.#state = 'stopping';
+      await this.#models.unloadAll();
+      this.#state = 'stopped';
+    })();
+    return this.#stopping;
   }
 }

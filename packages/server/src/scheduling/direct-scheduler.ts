@@ -10,7 +10,7 @@ import { RequestQueue } from './request-queue.js';
 
 export class DirectScheduler implements Scheduler {
   readonly #model: string;
-  readonly #idle: InstanceRunner[];
+  readonly #runners: readonly InstanceRunner[];
   readonly #queue = new RequestQueue();
   #executing = 0;
   #stopped = false;
@@ -19,7 +19,7 @@ export class DirectScheduler implements Scheduler {
   /** @param instances the instances that take work (passive ones excluded) */
   constructor(model: string, instances: readonly InstanceRunner[]) {
     this.#model = model;
-    this.#idle = [...instances].reverse();
+    this.#runners = instances;
   }
 
   get inflightCount(): number {
@@ -58,15 +58,21 @@ export class DirectScheduler implements Scheduler {
     return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
+  /**
+   * Hands queued requests to instances: an idle instance first; when every instance is busy, one
+   * that can hold another batch (pipelined instances), least loaded first.
+   */
   #dispatch(): void {
-    while (this.#idle.length > 0) {
-      const request = this.#queue.shift();
-      if (request === undefined) return;
-      const runner = this.#idle.pop()!;
+    while (this.#queue.size > 0) {
+      let runner: InstanceRunner | undefined;
+      for (const r of this.#runners) {
+        if (r.available && (runner === undefined || r.inflight < runner.inflight)) runner = r;
+      }
+      if (runner === undefined) return;
+      const request = this.#queue.shift()!;
       this.#executing++;
       void runner.run([request]).then(() => {
         this.#executing--;
-        this.#idle.push(runner);
         this.#dispatch();
         this.#settle();
       });

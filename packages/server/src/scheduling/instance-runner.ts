@@ -1,6 +1,9 @@
 /**
- * Runs batches on one backend instance: one batch at a time, timestamps recorded, and the
- * guarantee that every request of the batch ends with a final response whatever the backend does.
+ * Runs batches on one backend instance, records their compute timestamps, and guarantees that
+ * every request of a batch ends with a final response whatever the backend does.
+ *
+ * An instance may accept up to `depth` batches at once (`BackendInstance.pipelineDepth`); it
+ * still computes them one at a time.
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendInstance, InstanceSpec } from '../backends/spi.js';
@@ -8,10 +11,12 @@ import type { ScheduledRequest } from './scheduler.js';
 
 export class InstanceRunner {
   readonly spec: InstanceSpec;
+  /** Batches this instance may hold at once. */
+  readonly depth: number;
   readonly #instance: BackendInstance;
   readonly #backendName: string;
   readonly #decoupled: boolean;
-  #busy = false;
+  #inflight = 0;
 
   /**
    * @param decoupled  decoupled models may keep responding after `execute` returns
@@ -22,10 +27,17 @@ export class InstanceRunner {
     this.#instance = instance;
     this.#backendName = backendName;
     this.#decoupled = decoupled;
+    this.depth = Math.max(1, Math.floor(instance.pipelineDepth ?? 1));
   }
 
-  get busy(): boolean {
-    return this.#busy;
+  /** Batches handed to the instance and not finished. */
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  /** Can take another batch now. */
+  get available(): boolean {
+    return this.#inflight < this.depth;
   }
 
   /**
@@ -33,34 +45,35 @@ export class InstanceRunner {
    * that have no final response yet.
    */
   async run(batch: readonly ScheduledRequest[]): Promise<void> {
-    if (this.#busy) throw new Error(`instance ${this.spec.name} is already executing a batch`);
-    this.#busy = true;
-    const start = process.hrtime.bigint();
+    if (!this.available) throw new Error(`instance ${this.spec.name} already holds ${this.#inflight} batches`);
+    this.#inflight++;
+    const called = process.hrtime.bigint();
+    let start = 0n;
     let inputEnd = 0n;
     let outputStart = 0n;
-    for (const r of batch) r.times.computeStart = start;
+    let end = 0n;
     try {
       await this.#instance.execute(batch, {
-        markInputsReady: () => {
-          inputEnd = process.hrtime.bigint();
-        },
-        markOutputsStart: () => {
-          outputStart = process.hrtime.bigint();
-        },
+        markComputeStart: (at) => void (start = at ?? process.hrtime.bigint()),
+        markInputsReady: (at) => void (inputEnd = at ?? process.hrtime.bigint()),
+        markOutputsStart: (at) => void (outputStart = at ?? process.hrtime.bigint()),
+        markComputeEnd: (at) => void (end = at ?? process.hrtime.bigint()),
       });
     } catch (err) {
       const error = toNereidError(err, 'BACKEND_ERROR', `backend '${this.#backendName}' failed to execute instance '${this.spec.name}'`);
       for (const r of batch) r.fail(error);
     } finally {
-      const end = process.hrtime.bigint();
+      this.#inflight--;
+      if (start === 0n) start = called;
+      if (end === 0n) end = process.hrtime.bigint();
       if (inputEnd === 0n) inputEnd = start;
       if (outputStart === 0n) outputStart = end;
       for (const r of batch) {
+        r.times.computeStart = start;
         r.times.computeInputEnd = inputEnd;
         r.times.computeOutputStart = outputStart;
         r.times.computeEnd = end;
       }
-      this.#busy = false;
     }
     if (this.#decoupled) return;
     for (const r of batch) {

@@ -4,6 +4,12 @@
  */
 import type { ScheduledRequest } from './scheduler.js';
 
+/**
+ * The signal of requests that cannot be cancelled (in-process callers that pass none). Never
+ * aborted; the queue skips listening to it.
+ */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 interface Entry {
   request: ScheduledRequest;
   onAbort: (() => void) | undefined;
@@ -22,6 +28,9 @@ export class RequestQueue {
   /** Appends; `onCancel` runs (once) if the request's signal aborts while it is still queued. */
   push(request: ScheduledRequest, onCancel: () => void): void {
     const entry: Entry = { request, onAbort: undefined, removed: false };
+    this.#entries.push(entry);
+    this.#size++;
+    if (request.signal === NEVER_ABORTED) return;
     entry.onAbort = () => {
       if (entry.removed) return;
       entry.removed = true;
@@ -29,8 +38,6 @@ export class RequestQueue {
       onCancel();
     };
     request.signal.addEventListener('abort', entry.onAbort, { once: true });
-    this.#entries.push(entry);
-    this.#size++;
   }
 
   /** Removes and returns the oldest request still queued. */
@@ -40,7 +47,7 @@ export class RequestQueue {
       if (entry.removed) continue;
       entry.removed = true;
       this.#size--;
-      entry.request.signal.removeEventListener('abort', entry.onAbort!);
+      if (entry.onAbort !== undefined) entry.request.signal.removeEventListener('abort', entry.onAbort);
       this.#compact();
       return entry.request;
     }

@@ -32,7 +32,7 @@ import {
 import { autoCompleteOnnxConfig, checkConfigAgainstModel } from './auto-complete.js';
 import { readOnnxModelInfo } from './onnx-model-info.js';
 import { fromOrtType, toOrtType } from './ort-types.js';
-import type { RunMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
+import type { RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
 
 const WORKER_URL = new URL('./session-worker.js', import.meta.url);
 
@@ -60,6 +60,16 @@ function intParameter(config: ModelConfig, key: string): number | undefined {
     );
   }
   return n;
+}
+
+/**
+ * ONNX Runtime reports a scalar output as shape []; the config describes it as dims of all 1s
+ * (models-and-scheduling.md §3.4), and responses carry those dims, as Triton's backend does.
+ */
+function scalarOutputShape(config: ModelConfig, name: string): number[] {
+  const output = config.output.find((o) => o.name === name);
+  const dims = output?.reshape?.shape ?? output?.dims ?? [];
+  return dims.every((d) => d === 1) ? [...dims] : [];
 }
 
 function boolParameter(config: ModelConfig, key: string, fallback: boolean): boolean {
@@ -93,20 +103,33 @@ function sessionOptions(config: ModelConfig, modelPath: string, instanceCount: n
   };
 }
 
+type RunSuccess = Extract<RunOutcome, { ok: true }>;
+
 interface Pending {
-  resolve: (outputs: WireTensor[]) => void;
+  resolve: (result: RunSuccess) => void;
   reject: (error: NereidError) => void;
 }
 
+/**
+ * Batches an instance may hold: one computing on its worker and the next ones waiting there, so
+ * the worker thread goes straight on instead of sleeping until the main thread answers (waking a
+ * thread costs far more than a small model's run).
+ */
+const PIPELINE_DEPTH = 4;
+
 /** One session on one worker thread; restarted on the next execute if the thread dies. */
 class OnnxInstance implements BackendInstance {
+  readonly pipelineDepth = PIPELINE_DEPTH;
   readonly #spec: InstanceSpec;
   readonly #options: SessionWorkerOptions;
   readonly #config: ModelConfig;
   readonly #logger: Logger;
   #worker: Worker | undefined;
   #ready: Promise<void> | undefined;
+  #isReady = false;
   #pending = new Map<number, Pending>();
+  #outbox: RunRequest[] = [];
+  #outboxTransfer: ArrayBuffer[] = [];
   #nextId = 1;
   #closing = false;
 
@@ -121,24 +144,19 @@ class OnnxInstance implements BackendInstance {
   start(): Promise<void> {
     const worker = new Worker(WORKER_URL, { workerData: this.#options, name: `onnxruntime ${this.#spec.name}` });
     this.#worker = worker;
+    this.#isReady = false;
     this.#ready = new Promise<void>((resolve, reject) => {
-      const onMessage = (reply: WorkerReply) => {
-        if (reply.kind === 'ready') {
+      worker.on('message', (reply: WorkerReply) => {
+        if (reply.kind === 'results') {
+          this.#onResults(reply.results);
+        } else if (reply.kind === 'ready') {
+          this.#isReady = true;
           resolve();
-        } else if (reply.kind === 'init-error') {
+        } else {
           reject(new NereidError('MODEL_LOAD_FAILED', `model '${this.#config.name}': ONNX Runtime could not load '${this.#options.modelPath}': ${reply.message}`));
           void worker.terminate();
-        } else if (reply.kind === 'result') {
-          const p = this.#pending.get(reply.id);
-          this.#pending.delete(reply.id);
-          p?.resolve(reply.outputs);
-        } else if (reply.kind === 'run-error') {
-          const p = this.#pending.get(reply.id);
-          this.#pending.delete(reply.id);
-          p?.reject(new NereidError('BACKEND_ERROR', `onnxruntime execute failure for model '${this.#config.name}' instance '${this.#spec.name}': ${reply.message}`));
         }
-      };
-      worker.on('message', onMessage);
+      });
       worker.once('error', (err) => {
         reject(new NereidError('MODEL_LOAD_FAILED', `model '${this.#config.name}': ONNX Runtime worker failed: ${err.message}`));
         this.#onWorkerGone(`failed: ${err.message}`);
@@ -151,10 +169,27 @@ class OnnxInstance implements BackendInstance {
     return this.#ready;
   }
 
+  #onResults(results: readonly RunOutcome[]): void {
+    for (const r of results) {
+      const p = this.#pending.get(r.id);
+      this.#pending.delete(r.id);
+      if (p === undefined) continue;
+      if (r.ok) p.resolve(r);
+      else {
+        p.reject(
+          new NereidError('BACKEND_ERROR', `onnxruntime execute failure for model '${this.#config.name}' instance '${this.#spec.name}': ${r.message}`),
+        );
+      }
+    }
+  }
+
   #onWorkerGone(why: string): void {
     if (this.#worker === undefined) return;
     this.#worker = undefined;
     this.#ready = undefined;
+    this.#isReady = false;
+    this.#outbox = [];
+    this.#outboxTransfer = [];
     const error = new NereidError(
       'BACKEND_ERROR',
       `ONNX Runtime worker of model '${this.#config.name}' instance '${this.#spec.name}' ${why}; the instance restarts on its next request`,
@@ -164,12 +199,42 @@ class OnnxInstance implements BackendInstance {
     if (!this.#closing) this.#logger.error(error.message);
   }
 
+  /**
+   * Queues a run. Runs queued while the worker is busy follow at the end of the current tick (the
+   * worker is awake, sending is cheap); runs for an idle worker wait for the end of this
+   * event-loop turn, so that every request that arrived in it goes in one message and wakes the
+   * worker once.
+   */
+  #send(run: RunRequest, transfer: ArrayBuffer[]): Promise<RunSuccess> {
+    return new Promise<RunSuccess>((resolve, reject) => {
+      const idle = this.#pending.size === 0;
+      this.#pending.set(run.id, { resolve, reject });
+      this.#outbox.push(run);
+      this.#outboxTransfer.push(...transfer);
+      if (this.#outbox.length === 1) {
+        if (idle) setImmediate(() => this.#flush());
+        else queueMicrotask(() => this.#flush());
+      }
+    });
+  }
+
+  #flush(): void {
+    const runs = this.#outbox;
+    const transfer = this.#outboxTransfer;
+    this.#outbox = [];
+    this.#outboxTransfer = [];
+    if (runs.length === 0) return;
+    if (this.#worker === undefined) {
+      this.#onResults(runs.map((r) => ({ id: r.id, ok: false, message: 'the worker is not running' })));
+      return;
+    }
+    this.#worker.postMessage({ kind: 'runs', runs } satisfies RunsMessage, transfer);
+  }
+
   async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
-    if (this.#worker === undefined) await this.start();
-    else await this.#ready;
-    const worker = this.#worker;
-    if (worker === undefined) {
-      throw new NereidError('BACKEND_ERROR', `ONNX Runtime worker of model '${this.#config.name}' instance '${this.#spec.name}' is not running`);
+    if (!this.#isReady) {
+      if (this.#worker === undefined) await this.start();
+      else await this.#ready;
     }
     const batching = this.#config.max_batch_size > 0;
     const feeds: WireTensor[] = [];
@@ -182,20 +247,17 @@ class OnnxInstance implements BackendInstance {
       transfer.push(data);
     }
     const fetches = unionOfRequestedOutputs(requests);
-    timing.markInputsReady();
-    const outputs = await new Promise<WireTensor[]>((resolve, reject) => {
-      const id = this.#nextId++;
-      this.#pending.set(id, { resolve, reject });
-      worker.postMessage({ kind: 'run', id, feeds, fetches } satisfies RunMessage, transfer);
-    });
-    timing.markOutputsStart();
+    const result = await this.#send({ id: this.#nextId++, feeds, fetches }, transfer);
+    timing.markComputeStart(result.start);
+    timing.markInputsReady(result.inputsReady);
+    timing.markOutputsStart(result.outputsStart);
     const what = `model '${this.#config.name}' instance '${this.#spec.name}'`;
     const perRequest: BackendTensor[][] = requests.map(() => []);
-    for (const out of outputs) {
+    for (const out of result.outputs) {
       const tensor: BackendTensor = {
         name: out.name,
         datatype: fromOrtType(out.type)!,
-        shape: out.dims,
+        shape: out.dims.length === 0 && !batching ? scalarOutputShape(this.#config, out.name) : out.dims,
         data: new Uint8Array(out.data),
       };
       const parts = scatterOutput(tensor, requests, batching, what);
@@ -203,6 +265,7 @@ class OnnxInstance implements BackendInstance {
         if (requests[i]!.requestedOutputs.includes(out.name)) perRequest[i]!.push(parts[i]!);
       }
     }
+    timing.markComputeEnd();
     for (let i = 0; i < requests.length; i++) requests[i]!.respond({ outputs: perRequest[i]! });
   }
 

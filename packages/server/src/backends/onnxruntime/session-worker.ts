@@ -2,15 +2,58 @@
  * Worker-thread entry of one ONNX Runtime instance. `InferenceSession.run()` blocks the thread
  * that calls it while the model computes, so each instance owns a worker and the event loop of
  * the main thread stays free for the network.
+ *
+ * Runs arrive as messages and are executed one at a time, in arrival order; each reply carries
+ * the real compute timestamps, so batches queued behind another are accounted correctly.
  */
+import { createRequire } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import type { RunMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
+import type { RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
 
 const options = workerData as SessionWorkerOptions;
 const port = parentPort!;
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
+
+/** A tensor as the native binding returns it (an `ort.Tensor` or a plain record). */
+interface RawTensor {
+  type: string;
+  dims: readonly number[];
+  data: unknown;
+}
+
+/** Runs the session to completion on this thread. */
+type SyncRun = (feeds: Record<string, ort.Tensor>, fetches: readonly string[]) => Record<string, RawTensor>;
+
+interface NativeSession {
+  loadModel(path: string, options: object): void;
+  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, null>, options: object): Record<string, RawTensor>;
+}
+
+/**
+ * onnxruntime-node's public `run()` defers the (synchronous) native call to `setImmediate` and a
+ * promise, which costs an event-loop turn per run. On this dedicated thread the native session
+ * class is used directly when the binding has the expected shape; otherwise (undefined) the
+ * public API is.
+ */
+function nativeSessionClass(): (new () => NativeSession) | undefined {
+  try {
+    const require = createRequire(import.meta.url);
+    const mod = require('onnxruntime-node/dist/binding.js') as {
+      binding?: { InferenceSession?: new () => NativeSession };
+      initOrt?: () => void;
+    };
+    const Native = mod.binding?.InferenceSession;
+    if (typeof mod.initOrt !== 'function' || typeof Native !== 'function') return undefined;
+    const proto = Native.prototype as Partial<NativeSession>;
+    if (typeof proto.loadModel !== 'function' || typeof proto.run !== 'function') return undefined;
+    mod.initOrt();
+    return Native;
+  } catch {
+    return undefined;
+  }
+}
 
 function decodeStrings(buffer: ArrayBuffer): string[] {
   const view = new DataView(buffer);
@@ -74,7 +117,7 @@ function toOrtTensor(t: WireTensor): ort.Tensor {
   }
 }
 
-function fromOrtTensor(name: string, tensor: ort.Tensor, transfer: ArrayBuffer[]): WireTensor {
+function fromRawTensor(name: string, tensor: RawTensor, transfer: ArrayBuffer[]): WireTensor {
   const dims = [...tensor.dims];
   if (tensor.type === 'string') {
     const data = encodeStrings(tensor.data as string[]);
@@ -92,46 +135,107 @@ function fromOrtTensor(name: string, tensor: ort.Tensor, transfer: ArrayBuffer[]
   return { name, type: tensor.type as WireTensor['type'], dims, data };
 }
 
+/**
+ * Results of one message go back together, except that a result waiting longer than this is sent
+ * at once (with those before it): grouping saves thread wake-ups for small models without holding
+ * back the results of slow ones.
+ */
+const MAX_HOLD_NS = 200_000n;
+
+/** Executes a message's runs in order and replies with their outcomes. */
+async function handle(runs: readonly RunRequest[], execute: (run: RunRequest) => Promise<RunOutcome> | RunOutcome): Promise<void> {
+  let results: RunOutcome[] = [];
+  let transfer: ArrayBuffer[] = [];
+  let oldest = 0n;
+  const flush = () => {
+    port.postMessage({ kind: 'results', results } satisfies WorkerReply, transfer);
+    results = [];
+    transfer = [];
+  };
+  for (let i = 0; i < runs.length; i++) {
+    const outcome = await execute(runs[i]!);
+    if (outcome.ok) for (const o of outcome.outputs) transfer.push(o.data);
+    if (results.length === 0) oldest = process.hrtime.bigint();
+    results.push(outcome);
+    if (i === runs.length - 1 || process.hrtime.bigint() - oldest > MAX_HOLD_NS) flush();
+  }
+}
+
+function outcome(run: RunRequest, results: Record<string, RawTensor>, start: bigint, inputsReady: bigint, outputsStart: bigint): RunOutcome {
+  const transfer: ArrayBuffer[] = [];
+  const outputs = run.fetches.map((name) => fromRawTensor(name, results[name]!, transfer));
+  return { id: run.id, ok: true, outputs, start, inputsReady, outputsStart, end: process.hrtime.bigint() };
+}
+
+function failure(run: RunRequest, err: unknown): RunOutcome {
+  return { id: run.id, ok: false, message: err instanceof Error ? err.message : String(err) };
+}
+
 async function main(): Promise<void> {
-  let session: ort.InferenceSession;
+  const sessionOptions: ort.InferenceSession.SessionOptions = {
+    intraOpNumThreads: options.intraOpNumThreads,
+    interOpNumThreads: options.interOpNumThreads,
+    graphOptimizationLevel: options.graphOptimizationLevel,
+    executionMode: options.executionMode,
+    enableCpuMemArena: options.enableCpuMemArena,
+    enableMemPattern: options.enableMemPattern,
+  };
+  let syncRun: SyncRun | undefined;
+  let session: ort.InferenceSession | undefined;
   try {
-    session = await ort.InferenceSession.create(options.modelPath, {
-      intraOpNumThreads: options.intraOpNumThreads,
-      interOpNumThreads: options.interOpNumThreads,
-      graphOptimizationLevel: options.graphOptimizationLevel,
-      executionMode: options.executionMode,
-      enableCpuMemArena: options.enableCpuMemArena,
-      enableMemPattern: options.enableMemPattern,
-    });
+    const Native = nativeSessionClass();
+    if (Native !== undefined) {
+      const native = new Native();
+      native.loadModel(options.modelPath, sessionOptions);
+      syncRun = (feeds, fetches) => {
+        const wanted: Record<string, null> = {};
+        for (const name of fetches) wanted[name] = null;
+        return native.run(feeds, wanted, {});
+      };
+    } else {
+      session = await ort.InferenceSession.create(options.modelPath, sessionOptions);
+    }
   } catch (err) {
     port.postMessage({ kind: 'init-error', message: err instanceof Error ? err.message : String(err) } satisfies WorkerReply);
     return;
   }
-  port.on('message', (message: RunMessage) => {
-    void run(session, message);
+
+  let execute: (run: RunRequest) => Promise<RunOutcome> | RunOutcome;
+  if (syncRun !== undefined) {
+    const runSync = syncRun;
+    execute = (run) => {
+      const start = process.hrtime.bigint();
+      try {
+        const feeds: Record<string, ort.Tensor> = {};
+        for (const t of run.feeds) feeds[t.name] = toOrtTensor(t);
+        const inputsReady = process.hrtime.bigint();
+        const results = runSync(feeds, run.fetches);
+        return outcome(run, results, start, inputsReady, process.hrtime.bigint());
+      } catch (err) {
+        return failure(run, err);
+      }
+    };
+  } else {
+    const s = session!;
+    execute = async (run) => {
+      const start = process.hrtime.bigint();
+      try {
+        const feeds: Record<string, ort.Tensor> = {};
+        for (const t of run.feeds) feeds[t.name] = toOrtTensor(t);
+        const inputsReady = process.hrtime.bigint();
+        const results = await s.run(feeds, run.fetches);
+        return outcome(run, results, start, inputsReady, process.hrtime.bigint());
+      } catch (err) {
+        return failure(run, err);
+      }
+    };
+  }
+  // Messages are handled strictly one after another, in arrival order.
+  let chain = Promise.resolve();
+  port.on('message', (message: RunsMessage) => {
+    chain = chain.then(() => handle(message.runs, execute));
   });
   port.postMessage({ kind: 'ready' } satisfies WorkerReply);
-}
-
-async function run(session: ort.InferenceSession, message: RunMessage): Promise<void> {
-  try {
-    const feeds: Record<string, ort.Tensor> = {};
-    for (const t of message.feeds) feeds[t.name] = toOrtTensor(t);
-    const start = process.hrtime.bigint();
-    const results = await session.run(feeds, message.fetches);
-    const inferNs = Number(process.hrtime.bigint() - start);
-    const transfer: ArrayBuffer[] = [];
-    const outputs = message.fetches.map((name) => fromOrtTensor(name, results[name]!, transfer));
-    for (const t of Object.values(feeds)) t.dispose();
-    for (const t of Object.values(results)) t.dispose();
-    port.postMessage({ kind: 'result', id: message.id, outputs, inferNs } satisfies WorkerReply, transfer);
-  } catch (err) {
-    port.postMessage({
-      kind: 'run-error',
-      id: message.id,
-      message: err instanceof Error ? err.message : String(err),
-    } satisfies WorkerReply);
-  }
 }
 
 void main();

@@ -22,15 +22,33 @@ export interface WireTensor {
   data: ArrayBuffer;
 }
 
-export interface RunMessage {
-  kind: 'run';
+/** One execution: a batch's gathered inputs and the outputs to fetch. */
+export interface RunRequest {
   id: number;
   feeds: WireTensor[];
   fetches: string[];
 }
 
+/** Runs are sent in groups: everything dispatched to the instance in one tick travels together. */
+export interface RunsMessage {
+  kind: 'runs';
+  runs: RunRequest[];
+}
+
+export type RunOutcome =
+  | {
+      id: number;
+      ok: true;
+      outputs: WireTensor[];
+      /** Monotonic timestamps (process.hrtime.bigint(), shared by all threads). */
+      start: bigint;
+      inputsReady: bigint;
+      outputsStart: bigint;
+      end: bigint;
+    }
+  | { id: number; ok: false; message: string };
+
 export type WorkerReply =
   | { kind: 'ready' }
   | { kind: 'init-error'; message: string }
-  | { kind: 'result'; id: number; outputs: WireTensor[]; inferNs: number }
-  | { kind: 'run-error'; id: number; message: string };
+  | { kind: 'results'; results: RunOutcome[] };
