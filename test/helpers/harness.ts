@@ -63,3 +63,84 @@ export async function startServer(
 export async function removeDir(path: string): Promise<void> {
   await rm(path, { recursive: true, force: true });
 }
+
+/** A whole HTTP reply, body read as text. */
+export interface HttpReply {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+/** `fetch` that reads the whole body; never throws for an HTTP error status. */
+export async function httpRequest(url: string, init?: RequestInit): Promise<HttpReply> {
+  const res = await fetch(url, init);
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+/** The reply's body parsed as JSON, after checking it is labelled `application/json`. */
+export function jsonBody(reply: HttpReply): unknown {
+  const type = reply.headers.get('content-type');
+  if (type !== 'application/json') throw new Error(`expected an application/json body, got ${String(type)}: ${reply.text}`);
+  return JSON.parse(reply.text) as unknown;
+}
+
+/** One input tensor of a JSON inference request (protocol.md §3.7.1). */
+export interface JsonInferInput {
+  name: string;
+  datatype: string;
+  shape: readonly number[];
+  data: readonly (number | string | boolean)[];
+}
+
+/** One output tensor of a JSON inference response (protocol.md §3.7.2). */
+export interface JsonInferOutput {
+  name: string;
+  datatype: string;
+  shape: number[];
+  data: (number | string | boolean)[];
+}
+
+export interface JsonInferResponse {
+  model_name: string;
+  model_version: string;
+  id?: string;
+  outputs: JsonInferOutput[];
+}
+
+/** POSTs a JSON inference request to `/v2/models/{model}[/versions/{version}]/infer`. */
+export async function inferJson(
+  baseUrl: string,
+  model: string,
+  inputs: readonly JsonInferInput[],
+  options: { version?: string; outputs?: readonly string[] } = {},
+): Promise<HttpReply> {
+  const path = options.version === undefined ? `/v2/models/${model}/infer` : `/v2/models/${model}/versions/${options.version}/infer`;
+  const body: Record<string, unknown> = { inputs };
+  if (options.outputs !== undefined) body.outputs = options.outputs.map((name) => ({ name }));
+  return httpRequest(baseUrl + path, { method: 'POST', body: JSON.stringify(body) });
+}
+
+/** The output named `name` of a JSON inference response; throws if absent. */
+export function outputNamed(response: JsonInferResponse, name: string): JsonInferOutput {
+  const out = response.outputs.find((o) => o.name === name);
+  if (out === undefined) throw new Error(`no output '${name}' in ${JSON.stringify(response)}`);
+  return out;
+}
+
+/**
+ * Inputs for Triton's `simple` model (INT32 [batch, 16] × 2) that differ by `seed`, with the
+ * expected OUTPUT0 (sum) and OUTPUT1 (difference).
+ */
+export function simpleCase(batch: number, seed = 0): { inputs: JsonInferInput[]; sum: number[]; difference: number[] } {
+  const n = batch * 16;
+  const a = Array.from({ length: n }, (_, i) => i + seed);
+  const b = Array.from({ length: n }, (_, i) => 1000 - 3 * i + 7 * seed);
+  return {
+    inputs: [
+      { name: 'INPUT0', datatype: 'INT32', shape: [batch, 16], data: a },
+      { name: 'INPUT1', datatype: 'INT32', shape: [batch, 16], data: b },
+    ],
+    sum: a.map((x, i) => x + b[i]!),
+    difference: a.map((x, i) => x - b[i]!),
+  };
+}

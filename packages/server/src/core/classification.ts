@@ -44,7 +44,7 @@ export function classify(
     for (let j = 0; j < kk; j++) {
       const index = order[j]!;
       const v = values[base + index]!;
-      const text = isFloat ? (v as number).toFixed(6) : String(v);
+      const text = isFloat ? formatFixed6(v as number) : String(v);
       const label = labels?.[index];
       strings.push(label !== undefined ? `${text}:${index}:${label}` : `${text}:${index}`);
     }
@@ -55,4 +55,38 @@ export function classify(
     shape: batched ? [batch, kk] : [kk],
     data: encodeBytesElements(strings),
   };
+}
+
+const SCALE = 1_000_000n;
+const F64 = new Float64Array(1);
+const F64_BITS = new BigUint64Array(F64.buffer);
+
+/**
+ * `value` as C's `printf("%f")` (Triton's `std::to_string`) writes it: the exact binary value
+ * rounded half to even at six decimals, never in exponent form, keeping the sign of -0, and
+ * `inf`/`nan` for non-finite values. `toFixed` differs on exact ties and from 1e21 up.
+ */
+export function formatFixed6(value: number): string {
+  if (Number.isNaN(value)) return 'nan';
+  const sign = value < 0 || Object.is(value, -0) ? '-' : '';
+  if (!Number.isFinite(value)) return `${sign}inf`;
+  F64[0] = Math.abs(value);
+  const bits = F64_BITS[0]!;
+  const biased = Number(bits >> 52n);
+  let mantissa = bits & 0xfffffffffffffn;
+  if (biased !== 0) mantissa |= 1n << 52n;
+  const exponent = (biased === 0 ? 1 : biased) - 1075;
+  let scaled: bigint;
+  if (exponent >= 0) {
+    scaled = (mantissa << BigInt(exponent)) * SCALE;
+  } else {
+    const shift = BigInt(-exponent);
+    const num = mantissa * SCALE;
+    scaled = num >> shift;
+    const twice = (num - (scaled << shift)) << 1n;
+    const den = 1n << shift;
+    if (twice > den || (twice === den && (scaled & 1n) === 1n)) scaled += 1n;
+  }
+  const digits = scaled.toString().padStart(7, '0');
+  return `${sign}${digits.slice(0, -6)}.${digits.slice(-6)}`;
 }

@@ -54,6 +54,12 @@ function sendStatus(res: ServerResponse, status: number): void {
   res.end();
 }
 
+/** 200 or 400; while the server exits, Triton's UNAVAILABLE "Server exiting" (protocol.md §3.3). */
+function healthStatus(server: Server, ok: boolean): number {
+  if (server.exiting) throw new NereidError('SERVER_STOPPING', 'Server exiting');
+  return ok ? 200 : 400;
+}
+
 function decodeSegment(segment: string): string {
   try {
     return decodeURIComponent(segment);
@@ -77,8 +83,8 @@ export class HttpFrontend {
     };
     this.#handlers = {
       serverMetadata: { GET: (_q, res) => sendJson(res, 200, JSON.stringify(this.#server.metadata())) },
-      live: { GET: (_q, res) => sendStatus(res, this.#server.isLive() ? 200 : 400) },
-      ready: { GET: (_q, res) => sendStatus(res, this.#server.isReady() ? 200 : 400) },
+      live: { GET: (_q, res) => sendStatus(res, healthStatus(this.#server, this.#server.isLive())) },
+      ready: { GET: (_q, res) => sendStatus(res, healthStatus(this.#server, this.#server.isReady())) },
       modelReady: {
         GET: (_q, res, m, v) => {
           if (this.#server.isModelReady(m, v)) sendStatus(res, 200);
@@ -162,6 +168,8 @@ export class HttpFrontend {
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       const url = req.url ?? '/';
+      const logger = this.#server.logger;
+      if (logger.isVerbose(1)) logger.verbose(1, `HTTP request: ${req.method} ${url}`);
       const q = url.indexOf('?');
       const route = this.#route(q === -1 ? url : url.slice(0, q));
       if (route === undefined) {
