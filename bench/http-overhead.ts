@@ -1,0 +1,187 @@
+/**
+ * Nereid's own overhead on the `simple` model (INT32 [1,16] add/sub), all measured in one run:
+ *   (a) ONNX Runtime in-process: `InferenceSession.run` on this thread, nothing else;
+ *   (b) the `Server` facade (validation, scheduling, worker-thread hop, response assembly);
+ *   (c) HTTP infer with binary tensors against `nereid serve` in a child process, at
+ *       concurrency 1 and 16;
+ *   (d) a bare `node:http` server in a child process answering the same bytes, same load.
+ * Figures: HTTP overhead per request (c − a at concurrency 1), HTTP throughput against the bare
+ * server at concurrency 16 (target ≥ 0.5), facade overhead per request (b − a; target < 20 µs).
+ *
+ * The two HTTP servers are measured in alternating windows, three rounds, and the medians kept.
+ *
+ * Usage: node dist/bench/http-overhead.js [--seconds N] [--json out.json]
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as ort from 'onnxruntime-node';
+import { Server, silentLogger } from '@nereid/server';
+import { simpleModel, writeModelToRepository } from '@nereid/testkit';
+import { httpPoster, report, runLoad, spawnServer, type Figure, type LoadResult } from './lib.js';
+
+const args = process.argv.slice(2);
+const seconds = Number(args[args.indexOf('--seconds') + 1] || 0) || 2;
+const jsonPath = args.includes('--json') ? args[args.indexOf('--json') + 1] : undefined;
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const repo = await mkdtemp(join(tmpdir(), 'nereid-bench-'));
+const model = simpleModel();
+await writeModelToRepository(repo, model);
+
+const in0 = new Int32Array(16).map((_, i) => i);
+const in1 = new Int32Array(16).fill(1);
+
+// (a) ONNX Runtime in-process, one intra-op thread (as each Nereid instance gets on 2 cores).
+const session = await ort.InferenceSession.create(join(repo, 'simple', '1', 'model.onnx'), { intraOpNumThreads: 1 });
+const feeds = { INPUT0: new ort.Tensor('int32', in0, [1, 16]), INPUT1: new ort.Tensor('int32', in1, [1, 16]) };
+const ortRun = await runLoad(() => session.run(feeds), 1, seconds);
+await session.release();
+
+// (b) the facade, in-process.
+const server = new Server({ modelRepositories: [repo], logger: silentLogger() });
+await server.load();
+const request = {
+  model: 'simple',
+  inputs: [
+    { name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 16], data: in0 },
+    { name: 'INPUT1', datatype: 'INT32' as const, shape: [1, 16], data: in1 },
+  ],
+};
+const facade1 = await runLoad(() => server.infer(request), 1, seconds);
+const facade16 = await runLoad(() => server.infer(request), 16, seconds);
+await server.stop();
+
+// The HTTP request: binary inputs and outputs, as the Python client sends it (protocol.md §7.1).
+const header = JSON.stringify({
+  inputs: [
+    { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } },
+    { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } },
+  ],
+  outputs: [
+    { name: 'OUTPUT0', parameters: { binary_data: true } },
+    { name: 'OUTPUT1', parameters: { binary_data: true } },
+  ],
+});
+const body = Buffer.concat([Buffer.from(header), Buffer.from(in0.buffer), Buffer.from(in1.buffer)]);
+const headers = { 'Inference-Header-Content-Length': Buffer.byteLength(header) };
+
+/** Median of a list of numbers. */
+function median(values: number[]): number {
+  const v = [...values].sort((a, b) => a - b);
+  return v.length % 2 ? v[(v.length - 1) / 2]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2;
+}
+
+/** One window per server at concurrency `c`, alternating, `rounds` times (noise hits both alike). */
+async function measureBoth(ports: [number, number], c: number, rounds: number) {
+  const results: [LoadResult[], LoadResult[]] = [[], []];
+  for (let round = 0; round < rounds; round++) {
+    for (const i of [0, 1] as const) {
+      const client = httpPoster(ports[i], '/v2/models/simple/infer', body, headers, c);
+      results[i].push(await runLoad(client.post, c, seconds));
+      client.close();
+    }
+  }
+  const pick = (rs: LoadResult[]) => ({
+    throughput: median(rs.map((r) => r.throughput)),
+    meanLatencyUs: median(rs.map((r) => r.meanLatencyUs)),
+    p99Us: median(rs.map((r) => r.p99Us)),
+  });
+  return { nereid: pick(results[0]), bare: pick(results[1]) };
+}
+
+// (c) nereid serve in a child process.
+const nereid = await spawnServer(
+  [join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1'],
+  /Started HTTPService at [^:]+:(\d+)/,
+);
+// Capture Nereid's real response bytes for the bare server to send back.
+const sample = await fetch(`http://127.0.0.1:${nereid.port}/v2/models/simple/infer`, {
+  method: 'POST',
+  headers: { 'inference-header-content-length': String(headers['Inference-Header-Content-Length']) },
+  body,
+});
+const sampleBody = Buffer.from(await sample.arrayBuffer());
+const sampleHeaderLength = sample.headers.get('inference-header-content-length')!;
+
+// (d) bare node:http server answering the same bytes.
+const responseFile = join(repo, 'response.bin');
+await writeFile(responseFile, sampleBody);
+const bare = await spawnServer([join(root, 'dist/bench/bare-http-server.js'), responseFile, sampleHeaderLength], /port (\d+)/);
+
+const rounds = 3;
+const c1 = await measureBoth([nereid.port, bare.port], 1, rounds);
+const c16 = await measureBoth([nereid.port, bare.port], 16, rounds);
+await nereid.stop();
+await bare.stop();
+await rm(repo, { recursive: true, force: true });
+const httpNereid = { r1: c1.nereid, r16: c16.nereid };
+const httpBare = { r1: c1.bare, r16: c16.bare };
+
+const ortUs = ortRun.meanLatencyUs;
+const figures: Figure[] = [
+  { name: 'ort_inprocess_latency', value: ortUs, unit: 'us' },
+  {
+    name: 'facade_overhead_c1',
+    value: facade1.meanLatencyUs - ortUs,
+    unit: 'us',
+    baseline: ortUs,
+    baselineName: 'ort_run',
+    ratio: facade1.meanLatencyUs / ortUs,
+  },
+  {
+    name: 'facade_time_per_request_c16',
+    value: 1e6 / facade16.throughput,
+    unit: 'us',
+    baseline: ortUs,
+    baselineName: 'ort_run',
+    ratio: 1e6 / facade16.throughput / ortUs,
+  },
+  {
+    name: 'facade_main_thread_per_request_c16',
+    value: facade16.loopBusyUsPerRequest,
+    unit: 'us',
+  },
+  {
+    name: 'http_overhead_c1',
+    value: httpNereid.r1.meanLatencyUs - ortUs,
+    unit: 'us',
+    baseline: ortUs,
+    baselineName: 'ort_run',
+    ratio: httpNereid.r1.meanLatencyUs / ortUs,
+  },
+  {
+    name: 'http_latency_c1',
+    value: httpNereid.r1.meanLatencyUs,
+    unit: 'us',
+    baseline: httpBare.r1.meanLatencyUs,
+    baselineName: 'bare_node_http',
+    ratio: httpNereid.r1.meanLatencyUs / httpBare.r1.meanLatencyUs,
+  },
+  {
+    name: 'http_throughput_c1',
+    value: httpNereid.r1.throughput,
+    unit: 'req/s',
+    baseline: httpBare.r1.throughput,
+    baselineName: 'bare_node_http',
+    ratio: httpNereid.r1.throughput / httpBare.r1.throughput,
+  },
+  {
+    name: 'http_throughput_c16',
+    value: httpNereid.r16.throughput,
+    unit: 'req/s',
+    baseline: httpBare.r16.throughput,
+    baselineName: 'bare_node_http',
+    ratio: httpNereid.r16.throughput / httpBare.r16.throughput,
+  },
+  {
+    name: 'http_p99_latency_c16',
+    value: httpNereid.r16.p99Us,
+    unit: 'us',
+    baseline: httpBare.r16.p99Us,
+    baselineName: 'bare_node_http',
+    ratio: httpNereid.r16.p99Us / httpBare.r16.p99Us,
+  },
+];
+report(figures, jsonPath);
