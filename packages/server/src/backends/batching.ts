@@ -29,7 +29,8 @@ export function gatherInput(requests: readonly BackendRequest[], name: string, b
     total += t.data.byteLength;
     rows += batching ? t.shape[0]! : 1;
   }
-  const data = new Uint8Array(new ArrayBuffer(total));
+  // Every byte is written below: skip zero-filling. Unpooled, so `data.buffer` is this tensor's own.
+  const data: Uint8Array = Buffer.allocUnsafeSlow(total);
   let offset = 0;
   for (const r of requests) {
     const bytes = r.inputs.get(name)!.data;

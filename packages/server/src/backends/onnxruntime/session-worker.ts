@@ -7,7 +7,7 @@
  * the real compute timestamps, so batches queued behind another are accounted correctly.
  */
 import { createRequire } from 'node:module';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
 
@@ -117,11 +117,10 @@ function toOrtTensor(t: WireTensor): ort.Tensor {
   }
 }
 
-function fromRawTensor(name: string, tensor: RawTensor, transfer: ArrayBuffer[]): WireTensor {
+function fromRawTensor(name: string, tensor: RawTensor): WireTensor {
   const dims = [...tensor.dims];
   if (tensor.type === 'string') {
     const data = encodeStrings(tensor.data as string[]);
-    transfer.push(data);
     return { name, type: 'string', dims, data };
   }
   const view = tensor.data as ArrayBufferView;
@@ -131,7 +130,6 @@ function fromRawTensor(name: string, tensor: RawTensor, transfer: ArrayBuffer[])
   } else {
     data = new Uint8Array(view.buffer, view.byteOffset, view.byteLength).slice().buffer;
   }
-  transfer.push(data);
   return { name, type: tensor.type as WireTensor['type'], dims, data };
 }
 
@@ -142,8 +140,12 @@ function fromRawTensor(name: string, tensor: RawTensor, transfer: ArrayBuffer[])
  */
 const MAX_HOLD_NS = 200_000n;
 
-/** Executes a message's runs in order and replies with their outcomes. */
-async function handle(runs: readonly RunRequest[], execute: (run: RunRequest) => Promise<RunOutcome> | RunOutcome): Promise<void> {
+/**
+ * Executes the runs of `message`, and of every message that arrived meanwhile, in order, and
+ * replies with their outcomes (see MAX_HOLD_NS). Messages queued behind the current one are read
+ * synchronously, so one wake-up of this thread serves everything the main thread sent meanwhile.
+ */
+async function handle(message: RunsMessage, execute: (run: RunRequest) => Promise<RunOutcome> | RunOutcome): Promise<void> {
   let results: RunOutcome[] = [];
   let transfer: ArrayBuffer[] = [];
   let oldest = 0n;
@@ -152,18 +154,22 @@ async function handle(runs: readonly RunRequest[], execute: (run: RunRequest) =>
     results = [];
     transfer = [];
   };
-  for (let i = 0; i < runs.length; i++) {
-    const outcome = await execute(runs[i]!);
+  const queue: RunRequest[] = [...message.runs];
+  for (let i = 0; i < queue.length; i++) {
+    const outcome = await execute(queue[i]!);
     if (outcome.ok) for (const o of outcome.outputs) transfer.push(o.data);
     if (results.length === 0) oldest = process.hrtime.bigint();
     results.push(outcome);
-    if (i === runs.length - 1 || process.hrtime.bigint() - oldest > MAX_HOLD_NS) flush();
+    if (i === queue.length - 1) {
+      const next = receiveMessageOnPort(port as unknown as MessagePort)?.message as RunsMessage | undefined;
+      if (next !== undefined) queue.push(...next.runs);
+    }
+    if (i === queue.length - 1 || process.hrtime.bigint() - oldest > MAX_HOLD_NS) flush();
   }
 }
 
 function outcome(run: RunRequest, results: Record<string, RawTensor>, start: bigint, inputsReady: bigint, outputsStart: bigint): RunOutcome {
-  const transfer: ArrayBuffer[] = [];
-  const outputs = run.fetches.map((name) => fromRawTensor(name, results[name]!, transfer));
+  const outputs = run.fetches.map((name) => fromRawTensor(name, results[name]!));
   return { id: run.id, ok: true, outputs, start, inputsReady, outputsStart, end: process.hrtime.bigint() };
 }
 
@@ -233,7 +239,7 @@ async function main(): Promise<void> {
   // Messages are handled strictly one after another, in arrival order.
   let chain = Promise.resolve();
   port.on('message', (message: RunsMessage) => {
-    chain = chain.then(() => handle(message.runs, execute));
+    chain = chain.then(() => handle(message, execute));
   });
   port.postMessage({ kind: 'ready' } satisfies WorkerReply);
 }

@@ -3,7 +3,7 @@
  * It translates requests to `Server` facade calls and never touches schedulers or backends.
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { decodeContent, readBody } from './body.js';
@@ -58,6 +58,26 @@ function sendStatus(res: ServerResponse, status: number): void {
 function healthStatus(server: Server, ok: boolean): number {
   if (server.exiting) throw new NereidError('SERVER_STOPPING', 'Server exiting');
   return ok ? 200 : 400;
+}
+
+const CONNECTION_SIGNAL = Symbol('nereid.connectionSignal');
+
+/**
+ * The cancellation signal of a connection, aborted when it closes. HTTP/1.1 requests on one
+ * connection follow each other, so a close always belongs to the request in flight (if any): a
+ * client that goes away cancels its request (protocol.md §3.1). One controller per connection
+ * rather than per request keeps that off the per-request cost.
+ */
+function connectionSignal(socket: Socket): AbortSignal {
+  const holder = socket as Socket & { [CONNECTION_SIGNAL]?: AbortSignal };
+  let signal = holder[CONNECTION_SIGNAL];
+  if (signal === undefined) {
+    const controller = new AbortController();
+    signal = controller.signal;
+    holder[CONNECTION_SIGNAL] = signal;
+    socket.once('close', () => controller.abort());
+  }
+  return signal;
 }
 
 function decodeSegment(segment: string): string {
@@ -191,11 +211,7 @@ export class HttpFrontend {
   }
 
   async #infer(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined): Promise<void> {
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort();
-    };
-    res.once('close', onClose);
+    const signal = connectionSignal(req.socket);
     let body: Buffer;
     try {
       body = await readBody(req, this.#options.maxInputSize);
@@ -210,7 +226,7 @@ export class HttpFrontend {
     const decoded = split.rawBinary
       ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
       : decodeJsonInferRequest(split.header, split.binary, model, version);
-    const response = await this.#server.infer(decoded.request, { signal: abort.signal });
+    const response = await this.#server.infer(decoded.request, { signal });
     const encoded = encodeInferResponse(response, decoded);
 
     const headers: Record<string, string | number> = {
