@@ -15,20 +15,11 @@ import {
   decodeBytesElements,
   type DataType,
   type ParameterValue,
+  type TypedArray,
 } from '@nereid/protocol';
 import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
 
-export type TypedTensorData =
-  | Uint8Array
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | BigUint64Array
-  | BigInt64Array
-  | Float32Array
-  | Float64Array;
+export type TypedTensorData = TypedArray;
 
 export interface ClientInput {
   name: string;

@@ -120,3 +120,16 @@ export function fixedByteSize(datatype: DataType, shape: readonly number[]): num
   const size = elementSize(datatype);
   return size === 0 ? undefined : size * elementCount(shape);
 }
+
+/** The typed arrays tensor data may be given as; each is viewed as its bytes (little-endian). */
+export type TypedArray =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array;

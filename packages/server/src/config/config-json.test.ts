@@ -5,18 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NereidError } from '@nereid/protocol';
 import { completeModelConfig, modelConfigFromJson, modelConfigToJson, parseModelConfigText } from './index.js';
-
-/** The project root: the nearest ancestor holding a package.json with "workspaces". */
-function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg) && 'workspaces' in (JSON.parse(readFileSync(pkg, 'utf8')) as object)) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error(`no workspace package.json above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
-}
+import { fixturesDir } from './test-support.js';
 
 function jsonError(value: unknown): string {
   try {
@@ -220,7 +209,7 @@ test('fromJson: errors', () => {
 });
 
 test('JSON round trip of every hand-corpus fixture, sparse and complete', () => {
-  const dir = join(projectRoot(), 'packages/server/src/config/fixtures');
+  const dir = fixturesDir();
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.pbtxt'))) {
     const parsed = parseModelConfigText(readFileSync(join(dir, file), 'utf8'));
     for (const int64AsString of [true, false]) {

@@ -6,18 +6,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { modelConfigToJson, parseModelConfigText, printModelConfigText } from './index.js';
-
-/** The project root: the nearest ancestor holding a package.json with "workspaces". */
-function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg) && 'workspaces' in (JSON.parse(readFileSync(pkg, 'utf8')) as object)) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error(`no workspace package.json above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
-}
+import { projectRoot } from './test-support.js';
 
 const corpusDir = resolve(projectRoot(), '../shared/testdata/triton-configs');
 const configsDir = join(corpusDir, 'configs');

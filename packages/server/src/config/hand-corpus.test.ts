@@ -16,20 +16,9 @@ import {
   reachableMessages,
   valueSchemaOf,
 } from './index.js';
+import { fixturesDir as fixturesPath } from './test-support.js';
 
-/** The project root: the nearest ancestor holding a package.json with "workspaces". */
-function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg) && 'workspaces' in (JSON.parse(readFileSync(pkg, 'utf8')) as object)) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error(`no workspace package.json above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
-}
-
-const fixturesDir = join(projectRoot(), 'packages/server/src/config/fixtures');
+const fixturesDir = fixturesPath();
 const files = readdirSync(fixturesDir).filter((f) => f.endsWith('.pbtxt')).sort();
 const parse = (file: string): Sparse<ModelConfig> =>
   parseModelConfigText(readFileSync(join(fixturesDir, file), 'utf8'), { fileName: file });

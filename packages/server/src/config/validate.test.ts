@@ -16,18 +16,7 @@ import {
   validateModelIO,
   validateRateLimiterResources,
 } from './index.js';
-
-/** The project root: the nearest ancestor holding a package.json with "workspaces". */
-function projectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const pkg = join(dir, 'package.json');
-    if (existsSync(pkg) && 'workspaces' in (JSON.parse(readFileSync(pkg, 'utf8')) as object)) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error(`no workspace package.json above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
-}
+import { fixturesDir } from './test-support.js';
 
 /** parse → derive (directory `m`, or the config's name) → normalise → instance groups, CPU-only. */
 function prepare(text: string): ModelConfig {
@@ -64,7 +53,7 @@ function validateAll(config: ModelConfig): void {
 
 test('valid configurations pass every group', () => {
   validateAll(prepare(BASE));
-  const fixtures = join(projectRoot(), 'packages/server/src/config/fixtures');
+  const fixtures = fixturesDir();
   for (const file of ['01-onnx-classifier', '02-stateful-direct', '03-ensemble-pipeline', '09-ragged-batching', '13-oldest-strategy', '14-sequence-controls', '15-implicit-state', '16-warmup', '23-ensemble-namespace', '24-priority-map-list']) {
     const text = readFileSync(join(fixtures, `${file}.pbtxt`), 'utf8');
     assert.doesNotThrow(() => validateAll(prepare(text)), file);

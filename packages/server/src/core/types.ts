@@ -3,20 +3,10 @@
  * in and gets back. Tensor data is raw little-endian bytes; BYTES tensors use the 4-byte
  * length-prefixed element encoding (protocol.md §2.3).
  */
-import type { DataType, ParameterValue } from '@nereid/protocol';
+import type { DataType, ParameterValue, TypedArray } from '@nereid/protocol';
 
 /** Typed arrays accepted as tensor data; they are viewed as bytes, never copied. */
-export type TensorData =
-  | Uint8Array
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | BigUint64Array
-  | BigInt64Array
-  | Float32Array
-  | Float64Array;
+export type TensorData = TypedArray;
 
 export interface InferInput {
   name: string;

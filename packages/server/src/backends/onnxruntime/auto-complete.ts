@@ -129,6 +129,34 @@ function describe(shape: readonly number[] | null): string {
   return shape === null ? 'unknown' : `[${shape.join(',')}]`;
 }
 
+/** Data type and shape of one configured tensor against the model's (§3.4). */
+function checkTensor(
+  kind: 'input' | 'output',
+  tensor: ModelInput | ModelOutput,
+  v: OnnxValueInfo,
+  model: string,
+  mbs: number,
+): void {
+  const want = v.datatype === undefined ? undefined : toConfigDataType(v.datatype);
+  if (want !== tensor.data_type) {
+    throw new NereidError(
+      'MODEL_LOAD_FAILED',
+      `unable to load model '${model}': ${kind} '${tensor.name}' has data type ${tensor.data_type} in the configuration but ${want ?? `ONNX type ${v.elemType}`} in the model`,
+    );
+  }
+  const dims = tensor.reshape?.shape ?? tensor.dims;
+  if (!shapeMatches(v.shape, dims, mbs)) {
+    const rankNote =
+      mbs > 0 && v.shape !== null && v.shape.length === dims.length && v.shape.length > 0
+        ? ` (with max_batch_size > 0 the configuration's dims exclude the batch dimension; the model expects ${v.shape.length} dimensions including it)`
+        : '';
+    throw new NereidError(
+      'MODEL_LOAD_FAILED',
+      `unable to load model '${model}': ${kind} '${tensor.name}' dims ${describe(dims)} with max_batch_size ${mbs} do not match the model's shape ${describe(v.shape)}${rankNote}`,
+    );
+  }
+}
+
 /** Checks a complete config against the ONNX model (§3.4, "Otherwise ... validates"). */
 export function checkConfigAgainstModel(config: ModelConfig, info: OnnxModelInfo): void {
   const model = config.name;
@@ -156,24 +184,7 @@ export function checkConfigAgainstModel(config: ModelConfig, info: OnnxModelInfo
           `allowed inputs are: ${[...graphInputs.map((g) => g.name), ...initializers].join(', ')}`,
       );
     }
-    const want = v.datatype === undefined ? undefined : toConfigDataType(v.datatype);
-    if (want !== input.data_type) {
-      throw new NereidError(
-        'MODEL_LOAD_FAILED',
-        `unable to load model '${model}': input '${input.name}' has data type ${input.data_type} in the configuration but ${want ?? `ONNX type ${v.elemType}`} in the model`,
-      );
-    }
-    const dims = input.reshape?.shape ?? input.dims;
-    if (!shapeMatches(v.shape, dims, mbs)) {
-      const rankNote =
-        mbs > 0 && v.shape !== null && v.shape.length === dims.length && v.shape.length > 0
-          ? ` (with max_batch_size > 0 the configuration's dims exclude the batch dimension; the model expects ${v.shape.length} dimensions including it)`
-          : '';
-      throw new NereidError(
-        'MODEL_LOAD_FAILED',
-        `unable to load model '${model}': input '${input.name}' dims ${describe(dims)} with max_batch_size ${mbs} do not match the model's shape ${describe(v.shape)}${rankNote}`,
-      );
-    }
+    checkTensor('input', input, v, model, mbs);
     if (input.allow_ragged_batch && !(v.shape !== null && v.shape.length === 1 && v.shape[0] === -1)) {
       throw new NereidError(
         'MODEL_LOAD_FAILED',
@@ -196,19 +207,6 @@ export function checkConfigAgainstModel(config: ModelConfig, info: OnnxModelInfo
           `allowed outputs are: ${info.outputs.map((o) => o.name).join(', ')}`,
       );
     }
-    const want = v.datatype === undefined ? undefined : toConfigDataType(v.datatype);
-    if (want !== output.data_type) {
-      throw new NereidError(
-        'MODEL_LOAD_FAILED',
-        `unable to load model '${model}': output '${output.name}' has data type ${output.data_type} in the configuration but ${want ?? `ONNX type ${v.elemType}`} in the model`,
-      );
-    }
-    const dims = output.reshape?.shape ?? output.dims;
-    if (!shapeMatches(v.shape, dims, mbs)) {
-      throw new NereidError(
-        'MODEL_LOAD_FAILED',
-        `unable to load model '${model}': output '${output.name}' dims ${describe(dims)} with max_batch_size ${mbs} do not match the model's shape ${describe(v.shape)}`,
-      );
-    }
+    checkTensor('output', output, v, model, mbs);
   }
 }
