@@ -6,7 +6,8 @@
  *       concurrency 1 and 16;
  *   (d) a bare `node:http` server in a child process answering the same bytes, same load.
  * Figures: HTTP overhead per request (c − a at concurrency 1), HTTP throughput against the bare
- * server at concurrency 16 (target ≥ 0.5), facade overhead per request (b − a; target < 20 µs).
+ * server at concurrency 16 (target ≥ 0.5), facade overhead per request (b − a; target < 20 µs),
+ * and the floor under (b): an empty message to a worker thread and back.
  *
  * The two HTTP servers are measured in alternating windows, three rounds, and the medians kept.
  *
@@ -16,6 +17,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { Server, silentLogger } from '@nereid/server';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
@@ -38,6 +40,15 @@ const session = await ort.InferenceSession.create(join(repo, 'simple', '1', 'mod
 const feeds = { INPUT0: new ort.Tensor('int32', in0, [1, 16]), INPUT1: new ort.Tensor('int32', in1, [1, 16]) };
 const ortRun = await runLoad(() => session.run(feeds), 1, seconds);
 await session.release();
+
+// The floor of any off-thread execution: an empty message to a worker thread and back.
+const echo = new Worker(`require('node:worker_threads').parentPort.on('message', (m) => require('node:worker_threads').parentPort.postMessage(m));`, { eval: true });
+const echoOnce = () => new Promise<void>((resolve) => {
+  echo.once('message', () => resolve());
+  echo.postMessage(0);
+});
+const threadHop = await runLoad(echoOnce, 1, seconds);
+await echo.terminate();
 
 // (b) the facade, in-process.
 const server = new Server({ modelRepositories: [repo], logger: silentLogger() });
@@ -122,6 +133,7 @@ const httpBare = { r1: c1.bare, r16: c16.bare };
 const ortUs = ortRun.meanLatencyUs;
 const figures: Figure[] = [
   { name: 'ort_inprocess_latency', value: ortUs, unit: 'us' },
+  { name: 'thread_roundtrip_latency', value: threadHop.meanLatencyUs, unit: 'us' },
   {
     name: 'facade_overhead_c1',
     value: facade1.meanLatencyUs - ortUs,
