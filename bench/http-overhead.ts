@@ -104,7 +104,7 @@ async function measureBoth(ports: [number, number], c: number, rounds: number) {
 
 // (c) nereid serve in a child process.
 const nereid = await spawnServer(
-  [join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1'],
+  [join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--allow-grpc=false'],
   /Started HTTPService at [^:]+:(\d+)/,
 );
 // Capture Nereid's real response bytes for the bare server to send back.

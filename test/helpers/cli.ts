@@ -129,16 +129,22 @@ export async function runNereid(args: readonly string[]): Promise<{ exit: Exit; 
   return { exit, stdout: p.stdout, stderr: p.stderr };
 }
 
+/** Endpoint flags tests add so that servers listen on 127.0.0.1, on ports the OS picks. */
+export const LOCAL_ENDPOINTS = ['--http-address=127.0.0.1', '--http-port=0', '--grpc-address=127.0.0.1', '--grpc-port=0'];
+
 /**
- * Starts `nereid serve <args> --http-address=127.0.0.1 --http-port=0` and waits for
+ * Starts `nereid serve <args>` on 127.0.0.1 with OS-chosen ports and waits for
  * `Started HTTPService at 127.0.0.1:<port>`. The caller must `stop()` the process.
  */
-export async function startNereidServe(args: readonly string[]): Promise<{ process: NereidProcess; port: number; url: string }> {
-  const p = new NereidProcess(['serve', ...args, '--http-address=127.0.0.1', '--http-port=0']);
+export async function startNereidServe(
+  args: readonly string[],
+): Promise<{ process: NereidProcess; port: number; url: string; grpcPort: number | undefined }> {
+  const p = new NereidProcess(['serve', ...args, ...LOCAL_ENDPOINTS]);
   try {
     const m = await p.waitFor(/Started HTTPService at 127\.0\.0\.1:(\d+)/);
     const port = Number(m[1]);
-    return { process: p, port, url: `http://127.0.0.1:${port}` };
+    const g = /Started GRPCInferenceService at 127\.0\.0\.1:(\d+)/.exec(p.stdout);
+    return { process: p, port, url: `http://127.0.0.1:${port}`, grpcPort: g ? Number(g[1]) : undefined };
   } catch (err) {
     await p.stop('SIGKILL');
     throw err;

@@ -5,3 +5,7 @@ export { parseJson, parseJsonExact, MAX_JSON_DEPTH } from './json.js';
 export * from './json-tensor.js';
 export * from './binary-data.js';
 export * from './parameters.js';
+export * as pb from './generated/grpc_service.js';
+export * as configPb from './generated/model_config.js';
+export * as healthPb from './generated/health.js';
+export * from './grpc-services.js';

@@ -16,6 +16,7 @@ export type {
   TensorData,
   TensorMetadata,
 } from './core/types.js';
+export { GrpcFrontend, type GrpcFrontendOptions } from './frontends/grpc/grpc-frontend.js';
 export { HttpFrontend, DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpFrontendOptions } from './frontends/http/http-frontend.js';
 export {
   BACKEND_SPI_VERSION,

@@ -106,7 +106,7 @@ describe('nereid serve: argument errors', () => {
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
     try {
       const port = (blocker.address() as { port: number }).port;
-      const { exit, stderr } = await runNereid(['serve', `--model-repository=${repo}`, '--http-address=127.0.0.1', `--http-port=${port}`]);
+      const { exit, stderr } = await runNereid(['serve', `--model-repository=${repo}`, '--http-address=127.0.0.1', `--http-port=${port}`, '--grpc-address=127.0.0.1', '--grpc-port=0']);
       assert.notEqual(exit.code, 0);
       assert.ok(stderr.includes(`HTTP service could not listen on 127.0.0.1:${port}`), stderr);
     } finally {

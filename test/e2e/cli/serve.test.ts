@@ -43,9 +43,9 @@ describe('nereid serve with the example repository', () => {
       '--model-repository',
       EXAMPLE_REPOSITORY,
       // tritonserver options accepted and ignored:
-      '--allow-grpc=false',
-      '--grpc-port',
-      '8001',
+      '--allow-sagemaker=false',
+      '--grpc-infer-thread-count',
+      '2',
       '--allow-metrics=false',
       '--metrics-port=8002',
       '--pinned-memory-pool-byte-size=268435456',
@@ -65,7 +65,7 @@ describe('nereid serve with the example repository', () => {
   });
 
   it('warns about each accepted-but-ignored option', () => {
-    for (const option of ['allow-grpc', 'grpc-port', 'allow-metrics', 'metrics-port', 'pinned-memory-pool-byte-size']) {
+    for (const option of ['allow-sagemaker', 'grpc-infer-thread-count', 'allow-metrics', 'metrics-port', 'pinned-memory-pool-byte-size']) {
       assert.match(
         server.process.stderr,
         new RegExp(`^W.* option --${option} is not supported by this version of Nereid and has no effect$`, 'm'),
@@ -248,7 +248,7 @@ describe('log options', () => {
 
   it('--log-info=false keeps info lines out; --log-file writes the log to a file', async () => {
     const file = join(repo, 'nereid.log');
-    const p = new NereidProcess(['serve', `--model-repository=${repo}`, '--http-address=127.0.0.1', '--http-port=0', `--log-file=${file}`, '--allow-grpc=0']);
+    const p = new NereidProcess(['serve', `--model-repository=${repo}`, '--http-address=127.0.0.1', '--http-port=0', `--log-file=${file}`, '--allow-sagemaker=0', '--allow-grpc=false']);
     try {
       // Nothing reaches the console; wait for the start line in the file.
       let text = '';
@@ -257,7 +257,7 @@ describe('log options', () => {
         text = await readFile(file, 'utf8').catch(() => '');
       }
       assert.match(text, /^I.* Started HTTPService at 127\.0\.0\.1:\d+$/m);
-      assert.match(text, /^W.* option --allow-grpc is not supported/m);
+      assert.match(text, /^W.* option --allow-sagemaker is not supported/m);
     } finally {
       await p.stop();
     }

@@ -20,6 +20,13 @@ export interface ServeOptions {
   httpAddress: string;
   httpPort: number;
   httpMaxInputSize: number;
+  allowGrpc: boolean;
+  grpcAddress: string;
+  grpcPort: number;
+  grpcKeepaliveTimeMs: number;
+  grpcKeepaliveTimeoutMs: number;
+  grpcMaxConnectionAgeMs: number | undefined;
+  grpcMaxConnectionAgeGraceMs: number | undefined;
   logVerbose: number;
   logInfo: boolean;
   logWarning: boolean;
@@ -97,6 +104,13 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
   'http-address': { kind: 'string', apply: (o, v) => (o.httpAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
   'http-port': { kind: 'int', apply: (o, v, n) => (o.httpPort = parseInt(n, v)) },
   'http-max-input-size': { kind: 'int', apply: (o, v, n) => (o.httpMaxInputSize = parseInt(n, v, 1)) },
+  'allow-grpc': { kind: 'bool', apply: (o, v, n) => (o.allowGrpc = parseBool(n, v)) },
+  'grpc-address': { kind: 'string', apply: (o, v) => (o.grpcAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
+  'grpc-port': { kind: 'int', apply: (o, v, n) => (o.grpcPort = parseInt(n, v)) },
+  'grpc-keepalive-time': { kind: 'int', apply: (o, v, n) => (o.grpcKeepaliveTimeMs = parseInt(n, v, 1)) },
+  'grpc-keepalive-timeout': { kind: 'int', apply: (o, v, n) => (o.grpcKeepaliveTimeoutMs = parseInt(n, v, 1)) },
+  'grpc-max-connection-age': { kind: 'int', apply: (o, v, n) => (o.grpcMaxConnectionAgeMs = parseInt(n, v, 1)) },
+  'grpc-max-connection-age-grace': { kind: 'int', apply: (o, v, n) => (o.grpcMaxConnectionAgeGraceMs = parseInt(n, v, 1)) },
   'log-verbose': { kind: 'int', apply: (o, v, n) => (o.logVerbose = parseInt(n, v)) },
   'log-info': { kind: 'bool', apply: (o, v, n) => (o.logInfo = parseBool(n, v)) },
   'log-warning': { kind: 'bool', apply: (o, v, n) => (o.logWarning = parseBool(n, v)) },
@@ -123,9 +137,6 @@ const ACCEPTED: Record<string, Kind> = {
   'http-thread-count': 'int',
   'http-header-forward-pattern': 'string',
   'http-restricted-api': 'string',
-  'allow-grpc': 'bool',
-  'grpc-address': 'string',
-  'grpc-port': 'int',
   'reuse-grpc-port': 'bool',
   'grpc-header-forward-pattern': 'string',
   'grpc-restricted-protocol': 'string',
@@ -138,14 +149,10 @@ const ACCEPTED: Record<string, Kind> = {
   'grpc-server-cert': 'string',
   'grpc-server-key': 'string',
   'grpc-root-cert': 'string',
-  'grpc-keepalive-time': 'int',
-  'grpc-keepalive-timeout': 'int',
   'grpc-keepalive-permit-without-calls': 'bool',
   'grpc-http2-max-pings-without-data': 'int',
   'grpc-http2-min-recv-ping-interval-without-data': 'int',
   'grpc-http2-max-ping-strikes': 'int',
-  'grpc-max-connection-age': 'int',
-  'grpc-max-connection-age-grace': 'int',
   'allow-metrics': 'bool',
   'allow-gpu-metrics': 'bool',
   'allow-cpu-metrics': 'bool',
@@ -193,6 +200,13 @@ export function defaultServeOptions(): ServeOptions {
     httpAddress: '0.0.0.0',
     httpPort: 8000,
     httpMaxInputSize: 67_108_864,
+    allowGrpc: true,
+    grpcAddress: '0.0.0.0',
+    grpcPort: 8001,
+    grpcKeepaliveTimeMs: 7_200_000,
+    grpcKeepaliveTimeoutMs: 20_000,
+    grpcMaxConnectionAgeMs: undefined,
+    grpcMaxConnectionAgeGraceMs: undefined,
     logVerbose: 0,
     logInfo: true,
     logWarning: true,

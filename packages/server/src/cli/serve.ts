@@ -5,6 +5,7 @@
 import { toNereidError } from '@nereid/protocol';
 import { Server } from '../core/server.js';
 import type { ModelVersionStatus } from '../core/types.js';
+import { GrpcFrontend } from '../frontends/grpc/grpc-frontend.js';
 import { HttpFrontend } from '../frontends/http/http-frontend.js';
 import { createLogger } from '../observability/logger.js';
 import { parseServeArgs } from './options.js';
@@ -69,21 +70,55 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     return 1;
   }
 
-  const frontends: HttpFrontend[] = [];
+  if (
+    options.allowHttp &&
+    options.allowGrpc &&
+    options.httpPort === options.grpcPort &&
+    options.httpPort !== 0 &&
+    options.httpAddress === options.grpcAddress
+  ) {
+    logger.error(`the HTTP and gRPC services are both configured on ${options.httpAddress}:${options.httpPort}; give them different ports`);
+    await server.stop();
+    return 1;
+  }
+
+  /** A started endpoint, closed in order on shutdown. */
+  interface Endpoint {
+    close(): Promise<void>;
+    closeAllConnections(): void;
+  }
+  const frontends: Endpoint[] = [];
+  const start = async (name: string, address: string, listen: () => Promise<number>): Promise<boolean> => {
+    try {
+      const port = await listen();
+      logger.info(`Started ${name} at ${address}:${port}`);
+      return true;
+    } catch (err) {
+      logger.error(toNereidError(err).message);
+      await Promise.all(frontends.map((f) => f.close()));
+      await server.stop();
+      return false;
+    }
+  };
+  if (options.allowGrpc) {
+    const grpc = new GrpcFrontend(server, {
+      address: options.grpcAddress,
+      port: options.grpcPort,
+      keepaliveTimeMs: options.grpcKeepaliveTimeMs,
+      keepaliveTimeoutMs: options.grpcKeepaliveTimeoutMs,
+      ...(options.grpcMaxConnectionAgeMs !== undefined ? { maxConnectionAgeMs: options.grpcMaxConnectionAgeMs } : {}),
+      ...(options.grpcMaxConnectionAgeGraceMs !== undefined ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs } : {}),
+    });
+    if (!(await start('GRPCInferenceService', options.grpcAddress, () => grpc.listen()))) return 1;
+    frontends.push({ close: () => grpc.close(options.exitTimeoutSecs * 1000), closeAllConnections: () => grpc.forceClose() });
+  }
   if (options.allowHttp) {
     const http = new HttpFrontend(server, {
       address: options.httpAddress,
       port: options.httpPort,
       maxInputSize: options.httpMaxInputSize,
     });
-    try {
-      const port = await http.listen();
-      logger.info(`Started HTTPService at ${options.httpAddress}:${port}`);
-    } catch (err) {
-      logger.error(toNereidError(err).message);
-      await server.stop();
-      return 1;
-    }
+    if (!(await start('HTTPService', options.httpAddress, () => http.listen()))) return 1;
     frontends.push(http);
   }
 

@@ -38,3 +38,4 @@ export {
   type InstanceGroupValidationOptions,
 } from './validate.js';
 export { loadLabelFiles, resolveBatchStrategyPath } from './validate-files.js';
+export { fromProtoModelConfig, toProtoModelConfig } from './config-proto.js';

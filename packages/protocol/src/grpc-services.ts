@@ -1,0 +1,73 @@
+/**
+ * grpc-js service definitions of `inference.GRPCInferenceService` and `grpc.health.v1.Health`
+ * (protocol.md §4.2, §4.4), built on the message codecs generated from `proto/*.proto`.
+ *
+ * Serialized messages are handed to grpc-js as Buffer views over the encoder's output (no second
+ * copy); decoded `bytes` fields are views over the received message.
+ */
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import * as pb from './generated/grpc_service.js';
+import * as health from './generated/health.js';
+
+interface Codec<T> {
+  encode(message: T): { finish(): Uint8Array };
+  decode(input: Uint8Array): T;
+}
+
+/** Wraps bytes as a Buffer without copying. */
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function method<Req, Res>(
+  service: string,
+  name: string,
+  request: Codec<Req>,
+  response: Codec<Res>,
+  requestStream = false,
+  responseStream = false,
+) {
+  return {
+    path: `/${service}/${name}`,
+    requestStream,
+    responseStream,
+    originalName: name,
+    requestSerialize: (value: Req): Buffer => asBuffer(request.encode(value).finish()),
+    requestDeserialize: (bytes: Buffer): Req => request.decode(bytes),
+    responseSerialize: (value: Res): Buffer => asBuffer(response.encode(value).finish()),
+    responseDeserialize: (bytes: Buffer): Res => response.decode(bytes),
+  };
+}
+
+const SERVICE = 'inference.GRPCInferenceService';
+
+/** The RPCs of `inference.GRPCInferenceService`, keyed by RPC name. */
+export const GRPC_INFERENCE_SERVICE = {
+  ServerLive: method(SERVICE, 'ServerLive', pb.ServerLiveRequest, pb.ServerLiveResponse),
+  ServerReady: method(SERVICE, 'ServerReady', pb.ServerReadyRequest, pb.ServerReadyResponse),
+  ModelReady: method(SERVICE, 'ModelReady', pb.ModelReadyRequest, pb.ModelReadyResponse),
+  ServerMetadata: method(SERVICE, 'ServerMetadata', pb.ServerMetadataRequest, pb.ServerMetadataResponse),
+  ModelMetadata: method(SERVICE, 'ModelMetadata', pb.ModelMetadataRequest, pb.ModelMetadataResponse),
+  ModelInfer: method(SERVICE, 'ModelInfer', pb.ModelInferRequest, pb.ModelInferResponse),
+  ModelStreamInfer: method(SERVICE, 'ModelStreamInfer', pb.ModelInferRequest, pb.ModelStreamInferResponse, true, true),
+  ModelConfig: method(SERVICE, 'ModelConfig', pb.ModelConfigRequest, pb.ModelConfigResponse),
+  ModelStatistics: method(SERVICE, 'ModelStatistics', pb.ModelStatisticsRequest, pb.ModelStatisticsResponse),
+  RepositoryIndex: method(SERVICE, 'RepositoryIndex', pb.RepositoryIndexRequest, pb.RepositoryIndexResponse),
+  RepositoryModelLoad: method(SERVICE, 'RepositoryModelLoad', pb.RepositoryModelLoadRequest, pb.RepositoryModelLoadResponse),
+  RepositoryModelUnload: method(SERVICE, 'RepositoryModelUnload', pb.RepositoryModelUnloadRequest, pb.RepositoryModelUnloadResponse),
+  SystemSharedMemoryStatus: method(SERVICE, 'SystemSharedMemoryStatus', pb.SystemSharedMemoryStatusRequest, pb.SystemSharedMemoryStatusResponse),
+  SystemSharedMemoryRegister: method(SERVICE, 'SystemSharedMemoryRegister', pb.SystemSharedMemoryRegisterRequest, pb.SystemSharedMemoryRegisterResponse),
+  SystemSharedMemoryUnregister: method(SERVICE, 'SystemSharedMemoryUnregister', pb.SystemSharedMemoryUnregisterRequest, pb.SystemSharedMemoryUnregisterResponse),
+  CudaSharedMemoryStatus: method(SERVICE, 'CudaSharedMemoryStatus', pb.CudaSharedMemoryStatusRequest, pb.CudaSharedMemoryStatusResponse),
+  CudaSharedMemoryRegister: method(SERVICE, 'CudaSharedMemoryRegister', pb.CudaSharedMemoryRegisterRequest, pb.CudaSharedMemoryRegisterResponse),
+  CudaSharedMemoryUnregister: method(SERVICE, 'CudaSharedMemoryUnregister', pb.CudaSharedMemoryUnregisterRequest, pb.CudaSharedMemoryUnregisterResponse),
+  TraceSetting: method(SERVICE, 'TraceSetting', pb.TraceSettingRequest, pb.TraceSettingResponse),
+  LogSettings: method(SERVICE, 'LogSettings', pb.LogSettingsRequest, pb.LogSettingsResponse),
+} satisfies ServiceDefinition;
+
+export type GrpcInferenceRpc = keyof typeof GRPC_INFERENCE_SERVICE;
+
+/** `grpc.health.v1.Health` (Check only, as Triton). */
+export const GRPC_HEALTH_SERVICE = {
+  Check: method('grpc.health.v1.Health', 'Check', health.HealthCheckRequest, health.HealthCheckResponse),
+} satisfies ServiceDefinition;

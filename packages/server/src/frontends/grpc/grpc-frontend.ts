@@ -1,0 +1,208 @@
+/**
+ * The gRPC frontend (protocol.md §4): `inference.GRPCInferenceService` and `grpc.health.v1.Health`
+ * on @grpc/grpc-js. A translation layer to the `Server` facade, like the HTTP frontend; it never
+ * touches schedulers or backends.
+ */
+import {
+  Server as GrpcServer,
+  ServerCredentials,
+  status as GrpcStatus,
+  type sendUnaryData,
+  type ServerDuplexStream,
+  type ServerUnaryCall,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import {
+  GRPC_HEALTH_SERVICE,
+  GRPC_INFERENCE_SERVICE,
+  NereidError,
+  healthPb,
+  type GrpcInferenceRpc,
+  type pb,
+} from '@nereid/protocol';
+import { toProtoModelConfig } from '../../config/index.js';
+import type { Server } from '../../core/server.js';
+import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE } from './infer-codec.js';
+import { InferStream } from './infer-stream.js';
+import { grpcError } from './status.js';
+
+export interface GrpcFrontendOptions {
+  /** `--grpc-address`, default 0.0.0.0. */
+  address?: string;
+  /** `--grpc-port`, default 8001; 0 picks a free port. */
+  port?: number;
+  /** `--grpc-keepalive-time` (ms), default 7 200 000. */
+  keepaliveTimeMs?: number;
+  /** `--grpc-keepalive-timeout` (ms), default 20 000. */
+  keepaliveTimeoutMs?: number;
+  /** `--grpc-max-connection-age` (ms); unset: unlimited. */
+  maxConnectionAgeMs?: number;
+  /** `--grpc-max-connection-age-grace` (ms); unset: unlimited. */
+  maxConnectionAgeGraceMs?: number;
+}
+
+type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
+
+/** RPCs of capabilities this version does not have, and what each one is. */
+const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
+  ModelStatistics: 'the statistics extension',
+  RepositoryIndex: 'the model repository extension',
+  RepositoryModelLoad: 'the model repository extension',
+  RepositoryModelUnload: 'the model repository extension',
+  SystemSharedMemoryStatus: 'the system shared memory extension',
+  SystemSharedMemoryRegister: 'the system shared memory extension',
+  SystemSharedMemoryUnregister: 'the system shared memory extension',
+  CudaSharedMemoryStatus: 'the CUDA shared memory extension',
+  CudaSharedMemoryRegister: 'the CUDA shared memory extension',
+  CudaSharedMemoryUnregister: 'the CUDA shared memory extension',
+  TraceSetting: 'the trace extension',
+  LogSettings: 'the logging extension',
+};
+
+export class GrpcFrontend {
+  readonly #server: Server;
+  readonly #grpc: GrpcServer;
+  readonly #options: Required<Pick<GrpcFrontendOptions, 'address' | 'port'>>;
+  #port = 0;
+  #shuttingDown = false;
+
+  constructor(server: Server, options: GrpcFrontendOptions = {}) {
+    this.#server = server;
+    this.#options = { address: options.address ?? '0.0.0.0', port: options.port ?? 8001 };
+    const channelOptions: Record<string, number> = {
+      'grpc.max_receive_message_length': MAX_MESSAGE_SIZE,
+      'grpc.max_send_message_length': MAX_MESSAGE_SIZE,
+      'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 7_200_000,
+      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
+    };
+    if (options.maxConnectionAgeMs !== undefined) channelOptions['grpc.max_connection_age_ms'] = options.maxConnectionAgeMs;
+    if (options.maxConnectionAgeGraceMs !== undefined) channelOptions['grpc.max_connection_age_grace_ms'] = options.maxConnectionAgeGraceMs;
+    this.#grpc = new GrpcServer(channelOptions);
+    this.#grpc.addService(GRPC_INFERENCE_SERVICE, this.#inferenceService());
+    this.#grpc.addService(GRPC_HEALTH_SERVICE, { Check: this.#check });
+  }
+
+  /** Starts listening; resolves with the bound port. */
+  listen(): Promise<number> {
+    const host = this.#options.address.includes(':') ? `[${this.#options.address}]` : this.#options.address;
+    return new Promise((resolve, reject) => {
+      this.#grpc.bindAsync(`${host}:${this.#options.port}`, ServerCredentials.createInsecure(), (err, port) => {
+        if (err) {
+          reject(new NereidError('UNAVAILABLE', `gRPC service could not listen on ${this.#options.address}:${this.#options.port}: ${err.message}`));
+          return;
+        }
+        this.#port = port;
+        resolve(port);
+      });
+    });
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  /** Refuses new inference calls from now on (shutdown); calls in flight finish. */
+  stopAccepting(): void {
+    this.#shuttingDown = true;
+  }
+
+  /** Waits for open calls to finish, then closes; after `graceMs`, closes them by force. */
+  close(graceMs = 30_000): Promise<void> {
+    this.#shuttingDown = true;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#grpc.forceShutdown(), graceMs);
+      timer.unref();
+      this.#grpc.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Closes every connection now. */
+  forceClose(): void {
+    this.#grpc.forceShutdown();
+  }
+
+  #refuseIfStopping(): void {
+    if (this.#shuttingDown || this.#server.exiting) {
+      throw new NereidError('SERVER_STOPPING', 'GRPC server is shutting down and has stopped accepting new requests.');
+    }
+  }
+
+  #inferenceService(): UntypedServiceImplementation {
+    const server = this.#server;
+    const unary =
+      <Req, Res>(fn: (request: Req, call: ServerUnaryCall<Req, Res>) => Res | Promise<Res>): Unary<Req, Res> =>
+      (call, callback) => {
+        let result: Res | Promise<Res>;
+        try {
+          result = fn(call.request, call);
+        } catch (err) {
+          callback(grpcError(err));
+          return;
+        }
+        if (result instanceof Promise) result.then((r) => callback(null, r), (err: unknown) => callback(grpcError(err)));
+        else callback(null, result);
+      };
+
+    const impl: UntypedServiceImplementation = {
+      ServerLive: unary<pb.ServerLiveRequest, pb.ServerLiveResponse>(() => {
+        if (server.exiting) throw new NereidError('SERVER_STOPPING', 'Server exiting');
+        return { live: server.isLive() };
+      }),
+      ServerReady: unary<pb.ServerReadyRequest, pb.ServerReadyResponse>(() => {
+        if (server.exiting) throw new NereidError('SERVER_STOPPING', 'Server exiting');
+        return { ready: server.isReady() };
+      }),
+      ModelReady: unary<pb.ModelReadyRequest, pb.ModelReadyResponse>((r) => ({
+        ready: server.isModelReady(r.name, r.version || undefined),
+      })),
+      ServerMetadata: unary<pb.ServerMetadataRequest, pb.ServerMetadataResponse>(() => server.metadata()),
+      ModelMetadata: unary<pb.ModelMetadataRequest, pb.ModelMetadataResponse>((r) => {
+        const m = server.modelMetadata(r.name, r.version || undefined);
+        const tensor = (t: { name: string; datatype: string; shape: number[] }) => ({
+          name: t.name,
+          datatype: t.datatype,
+          shape: t.shape.map((d) => BigInt(d)),
+        });
+        return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs.map(tensor), outputs: m.outputs.map(tensor) };
+      }),
+      ModelConfig: unary<pb.ModelConfigRequest, pb.ModelConfigResponse>((r) => ({
+        config: toProtoModelConfig(server.modelConfig(r.name, r.version || undefined)),
+      })),
+      ModelInfer: unary<pb.ModelInferRequest, pb.ModelInferResponse>(async (request, call) => {
+        this.#refuseIfStopping();
+        const abort = new AbortController();
+        call.once('cancelled', () => abort.abort());
+        const response = await server.infer(decodeInferRequest(request), { signal: abort.signal });
+        return encodeInferResponse(response);
+      }),
+      ModelStreamInfer: (call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>) => {
+        if (this.#shuttingDown || server.exiting) {
+          call.emit('error', grpcError(new NereidError('SERVER_STOPPING', 'GRPC server is shutting down and has stopped accepting new requests.')));
+          return;
+        }
+        new InferStream(server, call, server.logger);
+      },
+    };
+    for (const [rpc, capability] of Object.entries(UNAVAILABLE_CAPABILITIES)) {
+      impl[rpc] = (_call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) =>
+        callback({
+          code: GrpcStatus.UNIMPLEMENTED,
+          details: `${rpc} is not available: ${capability} is not implemented by this version of Nereid`,
+        });
+    }
+    return impl;
+  }
+
+  #check = (
+    _call: ServerUnaryCall<healthPb.HealthCheckRequest, healthPb.HealthCheckResponse>,
+    callback: sendUnaryData<healthPb.HealthCheckResponse>,
+  ): void => {
+    const serving = !this.#server.exiting && this.#server.isReady();
+    callback(null, {
+      status: serving ? healthPb.HealthCheckResponse_ServingStatus.SERVING : healthPb.HealthCheckResponse_ServingStatus.NOT_SERVING,
+    });
+  };
+}
