@@ -8,6 +8,7 @@
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import * as pb from './generated/grpc_service.js';
 import * as health from './generated/health.js';
+import { encodeModelInferResponse, encodeModelStreamInferResponse } from './infer-response-encoder.js';
 
 interface Codec<T> {
   encode(message: T): { finish(): Uint8Array };
@@ -26,6 +27,7 @@ function method<Req, Res>(
   response: Codec<Res>,
   requestStream = false,
   responseStream = false,
+  encodeResponse: (value: Res) => Buffer = (value) => asBuffer(response.encode(value).finish()),
 ) {
   return {
     path: `/${service}/${name}`,
@@ -34,7 +36,7 @@ function method<Req, Res>(
     originalName: name,
     requestSerialize: (value: Req): Buffer => asBuffer(request.encode(value).finish()),
     requestDeserialize: (bytes: Buffer): Req => request.decode(bytes),
-    responseSerialize: (value: Res): Buffer => asBuffer(response.encode(value).finish()),
+    responseSerialize: encodeResponse,
     responseDeserialize: (bytes: Buffer): Res => response.decode(bytes),
   };
 }
@@ -48,8 +50,16 @@ export const GRPC_INFERENCE_SERVICE = {
   ModelReady: method(SERVICE, 'ModelReady', pb.ModelReadyRequest, pb.ModelReadyResponse),
   ServerMetadata: method(SERVICE, 'ServerMetadata', pb.ServerMetadataRequest, pb.ServerMetadataResponse),
   ModelMetadata: method(SERVICE, 'ModelMetadata', pb.ModelMetadataRequest, pb.ModelMetadataResponse),
-  ModelInfer: method(SERVICE, 'ModelInfer', pb.ModelInferRequest, pb.ModelInferResponse),
-  ModelStreamInfer: method(SERVICE, 'ModelStreamInfer', pb.ModelInferRequest, pb.ModelStreamInferResponse, true, true),
+  ModelInfer: method(SERVICE, 'ModelInfer', pb.ModelInferRequest, pb.ModelInferResponse, false, false, encodeModelInferResponse),
+  ModelStreamInfer: method(
+    SERVICE,
+    'ModelStreamInfer',
+    pb.ModelInferRequest,
+    pb.ModelStreamInferResponse,
+    true,
+    true,
+    encodeModelStreamInferResponse,
+  ),
   ModelConfig: method(SERVICE, 'ModelConfig', pb.ModelConfigRequest, pb.ModelConfigResponse),
   ModelStatistics: method(SERVICE, 'ModelStatistics', pb.ModelStatisticsRequest, pb.ModelStatisticsResponse),
   RepositoryIndex: method(SERVICE, 'RepositoryIndex', pb.RepositoryIndexRequest, pb.RepositoryIndexResponse),

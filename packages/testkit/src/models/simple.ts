@@ -41,3 +41,20 @@ export function simpleStringModel(options: BuilderOptions = {}): TestModel {
     .node('Cast', ['diff'], ['OUTPUT1'], { to: toString });
   return finishModel(g, options.name ?? 'simple_string', options.maxBatchSize ?? 8, options.model);
 }
+
+/**
+ * Triton's `simple_int8`: INT8 [-1, 16] × 2 → sum and difference, wrapping at the INT8 range as
+ * Triton's example does.
+ */
+export function simpleInt8Model(options: BuilderOptions = {}): TestModel {
+  const shape = ['batch', 16];
+  const g = new OnnxGraphBuilder('simple_int8')
+    .input('INPUT0', 'INT8', shape)
+    .input('INPUT1', 'INT8', shape)
+    .output('OUTPUT0', 'INT8', shape)
+    .output('OUTPUT1', 'INT8', shape)
+    .node('Add', ['INPUT0', 'INPUT1'], ['OUTPUT0'])
+    .node('Sub', ['INPUT0', 'INPUT1'], ['OUTPUT1']);
+  // Add and Sub take INT8 from opset 14 on.
+  return finishModel(g, options.name ?? 'simple_int8', options.maxBatchSize ?? 8, { opsets: [{ domain: '', version: 14 }], ...options.model });
+}

@@ -1,0 +1,57 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import * as pb from './generated/grpc_service.js';
+import { encodeModelInferResponse, encodeModelStreamInferResponse } from './infer-response-encoder.js';
+
+function response(overrides: Partial<pb.ModelInferResponse> = {}): pb.ModelInferResponse {
+  return {
+    model_name: 'simple',
+    model_version: '1',
+    id: 'req-7',
+    parameters: {
+      triton_final_response: { bool_param: true },
+      big: { int64_param: -(2n ** 63n) },
+      unsigned: { uint64_param: 2n ** 64n - 1n },
+      text: { string_param: 'héllo ✓' },
+      ratio: { double_param: -0.125 },
+      '': { bool_param: false },
+    },
+    outputs: [
+      { name: 'OUTPUT0', datatype: 'INT32', shape: [1n, 16n], parameters: {}, contents: undefined },
+      { name: 'OUT_Ω', datatype: 'BYTES', shape: [3n, 300n, 2n ** 40n], parameters: { p: { int64_param: 1n } }, contents: undefined },
+      { name: 'EMPTY', datatype: 'FP32', shape: [], parameters: {}, contents: undefined },
+    ],
+    raw_output_contents: [new Uint8Array(64).fill(7), new Uint8Array(200_000).map((_, i) => i & 0xff), new Uint8Array(0)],
+    ...overrides,
+  };
+}
+
+test('encodes exactly the bytes of the generated encoder', () => {
+  for (const m of [
+    response(),
+    response({ id: '', model_version: '', parameters: {} }),
+    response({ outputs: [], raw_output_contents: [] }),
+    response({ model_name: 'x'.repeat(300) }),
+  ]) {
+    const want = Buffer.from(pb.ModelInferResponse.encode(m).finish());
+    assert.deepEqual(encodeModelInferResponse(m), want);
+  }
+});
+
+test('encodes stream responses, with and without an error, like the generated encoder', () => {
+  for (const m of [
+    { error_message: '', infer_response: response() },
+    { error_message: "in ensemble 'e', bad input", infer_response: response({ outputs: [], raw_output_contents: [] }) },
+    { error_message: 'only an error', infer_response: undefined },
+  ]) {
+    const want = Buffer.from(pb.ModelStreamInferResponse.encode(m).finish());
+    assert.deepEqual(encodeModelStreamInferResponse(m), want);
+    assert.deepEqual(pb.ModelStreamInferResponse.decode(encodeModelStreamInferResponse(m)).error_message, m.error_message);
+  }
+});
+
+test('refuses typed output contents', () => {
+  const m = response();
+  m.outputs[0]!.contents = { bool_contents: [], int_contents: [1], int64_contents: [], uint_contents: [], uint64_contents: [], fp32_contents: [], fp64_contents: [], bytes_contents: [] };
+  assert.throws(() => encodeModelInferResponse(m), /typed output contents/);
+});
