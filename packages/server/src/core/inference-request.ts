@@ -14,6 +14,8 @@ export interface InferenceRequestInit {
   requestedOutputs: readonly string[];
   parameters: Readonly<Record<string, ParameterValue>>;
   batchSize: number;
+  priority: number;
+  timeoutUs: number;
   signal: AbortSignal;
   requestTime: bigint;
 }
@@ -25,13 +27,20 @@ export class InferenceRequest implements ScheduledRequest {
   readonly requestedOutputs: readonly string[];
   readonly parameters: Readonly<Record<string, ParameterValue>>;
   readonly batchSize: number;
+  readonly priority: number;
+  readonly timeoutUs: number;
   readonly signal: AbortSignal;
   readonly times: RequestTimes;
   /** Settles with the request's one data response, or rejects with its error. */
   readonly response: Promise<BackendResponse>;
+  /** `response`, released in order when the scheduler asked for it (`deliverAfter`). */
+  delivered: Promise<BackendResponse>;
 
   #completed = false;
+  #completedAt = 0n;
+  #error: NereidError | undefined;
   #data: BackendResponse | undefined;
+  #callbacks: (() => void)[] | undefined;
   #resolve!: (r: BackendResponse) => void;
   #reject!: (e: NereidError) => void;
 
@@ -42,6 +51,8 @@ export class InferenceRequest implements ScheduledRequest {
     this.requestedOutputs = init.requestedOutputs;
     this.parameters = init.parameters;
     this.batchSize = init.batchSize;
+    this.priority = init.priority;
+    this.timeoutUs = init.timeoutUs;
     this.signal = init.signal;
     this.times = {
       request: init.requestTime,
@@ -55,25 +66,32 @@ export class InferenceRequest implements ScheduledRequest {
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    // Callers await `response`; an unobserved rejection must not crash the process meanwhile.
+    // Callers await `delivered`; an unobserved rejection must not crash the process meanwhile.
     this.response.catch(() => undefined);
+    this.delivered = this.response;
   }
 
   get completed(): boolean {
     return this.#completed;
   }
 
+  get completedAt(): bigint {
+    return this.#completedAt;
+  }
+
+  get error(): NereidError | undefined {
+    return this.#error;
+  }
+
   respond(response: BackendResponse | NereidError | null, final = true): void {
     if (this.#completed) return;
     if (response instanceof NereidError) {
-      this.#completed = true;
-      this.#reject(response);
+      this.#finish(response);
       return;
     }
     if (response !== null) {
       if (this.#data !== undefined) {
-        this.#completed = true;
-        this.#reject(
+        this.#finish(
           new NereidError(
             'BACKEND_ERROR',
             `model '${this.model}' sent more than one response for request '${this.id}'; only decoupled models may do that`,
@@ -84,17 +102,39 @@ export class InferenceRequest implements ScheduledRequest {
       this.#data = response;
     }
     if (!final) return;
-    this.#completed = true;
     if (this.#data === undefined) {
-      this.#reject(
-        new NereidError('BACKEND_ERROR', `model '${this.model}' completed request '${this.id}' without sending a response`),
-      );
+      this.#finish(new NereidError('BACKEND_ERROR', `model '${this.model}' completed request '${this.id}' without sending a response`));
     } else {
-      this.#resolve(this.#data);
+      this.#finish(undefined);
     }
+  }
+
+  #finish(error: NereidError | undefined): void {
+    this.#completed = true;
+    this.#completedAt = process.hrtime.bigint();
+    this.#error = error;
+    if (error) this.#reject(error);
+    else this.#resolve(this.#data!);
+    const callbacks = this.#callbacks;
+    this.#callbacks = undefined;
+    if (callbacks) for (const cb of callbacks) cb();
   }
 
   fail(error: NereidError): void {
     this.respond(error, true);
+  }
+
+  onComplete(callback: () => void): void {
+    if (this.#completed) callback();
+    else (this.#callbacks ??= []).push(callback);
+  }
+
+  deliverAfter(previous: Promise<unknown>): void {
+    const own = this.response;
+    this.delivered = previous.then(
+      () => own,
+      () => own,
+    );
+    this.delivered.catch(() => undefined);
   }
 }

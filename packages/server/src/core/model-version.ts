@@ -18,7 +18,9 @@ import type { ModelConfig } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
 import type { PreparedModel } from '../repository/config-loader.js';
 import type { Servable, VersionFactory } from '../repository/model-manager.js';
+import { ModelStatistics } from '../observability/model-statistics.js';
 import { DirectScheduler } from '../scheduling/direct-scheduler.js';
+import { DynamicBatcher } from '../scheduling/dynamic-batcher.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
@@ -31,6 +33,8 @@ export class ModelVersion implements Servable {
   /** Label lines per output with a `label_filename` (classification, protocol.md §3.11). */
   readonly labels: ReadonlyMap<string, readonly string[]>;
   readonly scheduler: Scheduler;
+  /** Cumulative statistics since this version was loaded (models-and-scheduling.md §9). */
+  readonly stats: ModelStatistics;
   readonly #runners: readonly InstanceRunner[];
   readonly #backendModel: BackendModel;
   #unloading: Promise<void> | undefined;
@@ -42,6 +46,7 @@ export class ModelVersion implements Servable {
     scheduler: Scheduler;
     runners: InstanceRunner[];
     backendModel: BackendModel;
+    stats: ModelStatistics;
   }) {
     this.name = init.config.name;
     this.version = init.version;
@@ -49,6 +54,7 @@ export class ModelVersion implements Servable {
     this.io = buildIOSpec(init.config, init.version);
     this.labels = init.labels;
     this.scheduler = init.scheduler;
+    this.stats = init.stats;
     this.#runners = init.runners;
     this.#backendModel = init.backendModel;
   }
@@ -125,9 +131,6 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     validateModelConfig(config);
     validateModelIO(config);
     const labels = await loadLabelFiles(config, prepared.location.directory);
-    if (config.dynamic_batching) {
-      logger.warning(`model '${name}': dynamic batching is not available in this version of Nereid; requests execute one by one`);
-    }
 
     // Step 10: backend model, instances, scheduler.
     const backendModel = await backend.createModel(context());
@@ -146,14 +149,30 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       }
       const created = await Promise.allSettled(specs.map((s) => backendModel.createInstance(s.spec)));
       const decoupled = config.model_transaction_policy?.decoupled ?? false;
+      const stats = new ModelStatistics(name, version);
       created.forEach((c, i) => {
-        if (c.status === 'fulfilled') runners.push(new InstanceRunner(specs[i]!.spec, c.value, backend.name, decoupled));
+        if (c.status === 'fulfilled') {
+          runners.push(new InstanceRunner(specs[i]!.spec, c.value, backend.name, { decoupled, observer: stats }));
+        }
       });
       const failure = created.find((c): c is PromiseRejectedResult => c.status === 'rejected');
       if (failure) throw toNereidError(failure.reason, 'MODEL_LOAD_FAILED');
       const active = runners.filter((_, i) => !specs[i]!.passive);
-      const scheduler = new DirectScheduler(name, active);
-      return new ModelVersion({ config, version, labels, scheduler, runners, backendModel });
+      const scheduler = config.dynamic_batching
+        ? new DynamicBatcher({
+            model: name,
+            maxBatchSize: config.max_batch_size,
+            config: config.dynamic_batching,
+            shapeCheckedInputs: config.input
+              .filter((t) => t.is_shape_tensor || (t.dims.includes(-1) && !t.allow_ragged_batch))
+              .map((t) => t.name),
+            hasOptionalInputs: config.input.some((t) => t.optional),
+            runners: active,
+            observer: stats,
+            logger,
+          })
+        : new DirectScheduler(name, active, stats);
+      return new ModelVersion({ config, version, labels, scheduler, runners, backendModel, stats });
     } catch (err) {
       await Promise.allSettled(runners.map((r) => r.unload()));
       await backendModel.unload().catch(() => undefined);

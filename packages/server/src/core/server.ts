@@ -16,6 +16,7 @@ import { modelConfigToJson } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
 import { ModelManager, type VersionStatus } from '../repository/model-manager.js';
+import type { ModelStatistics } from '../observability/model-statistics.js';
 import { classify } from './classification.js';
 import { InferenceRequest } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
@@ -28,6 +29,7 @@ import type {
   InferRequest,
   InferResponse,
   ModelMetadata,
+  ModelStatisticsReport,
   ModelVersionStatus,
   ServerMetadata,
 } from './types.js';
@@ -68,6 +70,35 @@ type ServerState = 'created' | 'loading' | 'ready' | 'stopping' | 'stopped';
 
 function toStatus(s: VersionStatus): ModelVersionStatus {
   return { name: s.name, version: s.version === undefined ? '' : String(s.version), state: s.state, reason: s.reason };
+}
+
+function statisticsReport(s: ModelStatistics): ModelStatisticsReport {
+  const d = (x: { count: number; ns: bigint }) => ({ count: x.count, ns: x.ns });
+  return {
+    name: s.name,
+    version: s.version,
+    last_inference: s.lastInference,
+    inference_count: s.inferenceCount,
+    execution_count: s.executionCount,
+    inference_stats: {
+      success: d(s.success),
+      fail: d(s.fail),
+      queue: d(s.queue),
+      compute_input: d(s.computeInput),
+      compute_infer: d(s.computeInfer),
+      compute_output: d(s.computeOutput),
+      cache_hit: d(s.cacheHit),
+      cache_miss: d(s.cacheMiss),
+    },
+    response_stats: {},
+    batch_stats: s.batchStats().map((b) => ({
+      batch_size: b.batchSize,
+      compute_input: d(b.computeInput),
+      compute_infer: d(b.computeInfer),
+      compute_output: d(b.computeOutput),
+    })),
+    memory_usage: [],
+  };
 }
 
 export class Server {
@@ -189,6 +220,29 @@ export class Server {
     return modelConfigToJson(this.#resolve(model, version).config, { emitDefaults: true, int64AsString: false });
   }
 
+  /**
+   * Statistics of every READY version (no model), of one model's READY versions, or of one
+   * version (protocol.md §3.14). Unknown or unready models are INVALID_ARG errors, as Triton's.
+   */
+  modelStatistics(model?: string, version?: string): ModelStatisticsReport[] {
+    if (this.#state !== 'ready' && this.#state !== 'loading') {
+      throw new NereidError('SERVER_NOT_READY', 'Server not ready');
+    }
+    if (model === undefined || model === '') {
+      return this.#models.readyServables().map((s) => statisticsReport(s.servable.stats));
+    }
+    const ready = this.#models.readyServables(model);
+    if (ready.length === 0) {
+      throw new NereidError('STATISTICS_UNAVAILABLE', `requested model '${model}' is not available`);
+    }
+    if (version === undefined || version === '' || version === '-1') return ready.map((s) => statisticsReport(s.servable.stats));
+    const one = ready.find((s) => String(s.version) === version);
+    if (one === undefined) {
+      throw new NereidError('STATISTICS_UNAVAILABLE', `requested model version is not available for model '${model}'`);
+    }
+    return [statisticsReport(one.servable.stats)];
+  }
+
   /** Every known model version and its state. */
   modelStatuses(): ModelVersionStatus[] {
     return this.#models.statuses().map(toStatus);
@@ -216,11 +270,13 @@ export class Server {
       requestedOutputs: validated.requestedOutputs,
       parameters: params.custom,
       batchSize: validated.batchSize,
+      priority: params.priority,
+      timeoutUs: params.timeoutUs,
       signal: options.signal ?? NEVER_ABORTED,
       requestTime,
     });
     mv.scheduler.enqueue(inferenceRequest);
-    const response = await inferenceRequest.response;
+    const response = await inferenceRequest.delivered;
 
     const outputs: InferOutput[] = [];
     const byName = new Map<string, BackendTensor>();

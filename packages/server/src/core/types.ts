@@ -90,3 +90,30 @@ export interface ModelVersionStatus {
   state: ModelVersionState;
   reason: string;
 }
+
+export interface StatisticDuration {
+  count: number;
+  /** Cumulative nanoseconds. */
+  ns: bigint;
+}
+
+/** One version's statistics, in the shape of the statistics extension (protocol.md §3.14). */
+export interface ModelStatisticsReport {
+  name: string;
+  version: string;
+  last_inference: number;
+  inference_count: number;
+  execution_count: number;
+  inference_stats: Record<
+    'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss',
+    StatisticDuration
+  >;
+  response_stats: Record<string, Record<string, StatisticDuration>>;
+  batch_stats: {
+    batch_size: number;
+    compute_input: StatisticDuration;
+    compute_infer: StatisticDuration;
+    compute_output: StatisticDuration;
+  }[];
+  memory_usage: { type: string; id: number; byte_size: number }[];
+}

@@ -164,6 +164,21 @@ export class ModelManager<S extends Servable> {
     return [...entry.versions].filter(([, s]) => s.state === 'READY').map(([v]) => v).sort((a, b) => a - b);
   }
 
+  /** Every READY servable, sorted by model name then version; optionally of one model only. */
+  readyServables(name?: string): { name: string; version: number; servable: S }[] {
+    const out: { name: string; version: number; servable: S }[] = [];
+    const names = name === undefined ? [...this.#models.keys()].sort() : [name];
+    for (const n of names) {
+      const entry = this.#models.get(n);
+      if (entry === undefined) continue;
+      for (const v of [...entry.versions.keys()].sort((a, b) => a - b)) {
+        const slot = entry.versions.get(v)!;
+        if (slot.state === 'READY' && slot.servable !== undefined) out.push({ name: n, version: v, servable: slot.servable });
+      }
+    }
+    return out;
+  }
+
   /** Every known (model, version) with its state, sorted by name then version. */
   statuses(): VersionStatus[] {
     const out: VersionStatus[] = [];

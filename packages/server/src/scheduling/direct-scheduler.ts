@@ -5,21 +5,23 @@
  */
 import { NereidError } from '@nereid/protocol';
 import type { InstanceRunner } from './instance-runner.js';
-import type { ScheduledRequest, Scheduler } from './scheduler.js';
+import { NO_OBSERVER, type ScheduledRequest, type Scheduler, type SchedulerObserver } from './scheduler.js';
 import { RequestQueue } from './request-queue.js';
 
 export class DirectScheduler implements Scheduler {
   readonly #model: string;
   readonly #runners: readonly InstanceRunner[];
   readonly #queue = new RequestQueue();
+  readonly #observer: SchedulerObserver;
   #executing = 0;
   #stopped = false;
   #drainWaiters: (() => void)[] = [];
 
   /** @param instances the instances that take work (passive ones excluded) */
-  constructor(model: string, instances: readonly InstanceRunner[]) {
+  constructor(model: string, instances: readonly InstanceRunner[], observer: SchedulerObserver = NO_OBSERVER) {
     this.#model = model;
     this.#runners = instances;
+    this.#observer = observer;
   }
 
   get inflightCount(): number {
@@ -39,11 +41,13 @@ export class DirectScheduler implements Scheduler {
     }
     if (request.signal.aborted) {
       request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled`));
+      this.#observer.onRequestComplete(request, 'CANCELED');
       return;
     }
     request.times.queue = process.hrtime.bigint();
     this.#queue.push(request, () => {
       request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled while queued`));
+      this.#observer.onRequestComplete(request, 'CANCELED');
       this.#settle();
     });
     this.#dispatch();

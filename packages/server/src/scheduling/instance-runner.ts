@@ -7,7 +7,14 @@
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendInstance, InstanceSpec } from '../backends/spi.js';
-import type { ScheduledRequest } from './scheduler.js';
+import { NO_OBSERVER, type FailureReason, type ScheduledRequest, type SchedulerObserver } from './scheduler.js';
+
+/** The failure reason of a request that went through an instance (§9.1). */
+function executionFailure(request: ScheduledRequest): FailureReason | undefined {
+  const error = request.error;
+  if (error === undefined) return undefined;
+  return error.kind === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
+}
 
 export class InstanceRunner {
   readonly spec: InstanceSpec;
@@ -16,17 +23,25 @@ export class InstanceRunner {
   readonly #instance: BackendInstance;
   readonly #backendName: string;
   readonly #decoupled: boolean;
+  readonly #observer: SchedulerObserver;
   #inflight = 0;
 
   /**
-   * @param decoupled  decoupled models may keep responding after `execute` returns
-   *                   (models-and-scheduling.md §8.1); others must have answered every request.
+   * @param options.decoupled  decoupled models may keep responding after `execute` returns
+   *                           (models-and-scheduling.md §8.1); others must answer every request.
+   * @param options.observer   told of every execution and of every request's completion
    */
-  constructor(spec: InstanceSpec, instance: BackendInstance, backendName: string, decoupled = false) {
+  constructor(
+    spec: InstanceSpec,
+    instance: BackendInstance,
+    backendName: string,
+    options: { decoupled?: boolean; observer?: SchedulerObserver } = {},
+  ) {
     this.spec = spec;
     this.#instance = instance;
     this.#backendName = backendName;
-    this.#decoupled = decoupled;
+    this.#decoupled = options.decoupled ?? false;
+    this.#observer = options.observer ?? NO_OBSERVER;
     this.depth = Math.max(1, Math.floor(instance.pipelineDepth ?? 1));
   }
 
@@ -75,17 +90,22 @@ export class InstanceRunner {
         r.times.computeEnd = end;
       }
     }
-    if (this.#decoupled) return;
-    for (const r of batch) {
-      if (!r.completed) {
-        r.fail(
-          new NereidError(
-            'BACKEND_ERROR',
-            `backend '${this.#backendName}' returned from execute without sending a final response for request '${r.id}' on instance '${this.spec.name}'`,
-          ),
-        );
+    if (!this.#decoupled) {
+      for (const r of batch) {
+        if (!r.completed) {
+          r.fail(
+            new NereidError(
+              'BACKEND_ERROR',
+              `backend '${this.#backendName}' returned from execute without sending a final response for request '${r.id}' on instance '${this.spec.name}'`,
+            ),
+          );
+        }
       }
     }
+    let size = 0;
+    for (const r of batch) size += Math.max(1, r.batchSize);
+    this.#observer.onExecution(batch, size);
+    for (const r of batch) r.onComplete(() => this.#observer.onRequestComplete(r, executionFailure(r)));
   }
 
   unload(): Promise<void> {

@@ -15,14 +15,48 @@ export interface RequestTimes {
   computeEnd: bigint;
 }
 
+/** Why an accepted request failed (the `reason` label of `nv_inference_request_failure`). */
+export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
+
 /** A validated request as a scheduler sees it. */
 export interface ScheduledRequest extends BackendRequest {
   readonly times: RequestTimes;
+  /** Resolved priority parameter: 0 = the model's default level (protocol.md §3.12). */
+  readonly priority: number;
+  /** Requested queue timeout in microseconds; 0 = none. */
+  readonly timeoutUs: number;
   /** Set once the final response (or an error) was delivered. */
   readonly completed: boolean;
+  /** The error the request ended with, if it failed. */
+  readonly error: NereidError | undefined;
+  /** Monotonic time of completion (0n while in flight). */
+  readonly completedAt: bigint;
   /** Ends the request with an error (ignored if already completed). */
   fail(error: NereidError): void;
+  /** Runs `callback` once the request has completed (at once if it already has). */
+  onComplete(callback: () => void): void;
+  /**
+   * Delivers this request's response only after `previous` settles (preserve_ordering,
+   * models-and-scheduling.md §4.7).
+   */
+  deliverAfter(previous: Promise<unknown>): void;
+  /** Settles once the response was delivered to the caller (see `deliverAfter`). */
+  readonly delivered: Promise<unknown>;
 }
+
+/** Receives what schedulers and instances observe, for statistics and metrics. */
+export interface SchedulerObserver {
+  /** A batch executed: `batchSize` is the sum of its requests' batch sizes. */
+  onExecution(batch: readonly ScheduledRequest[], batchSize: number): void;
+  /** An accepted request completed; `reason` is set when it failed. */
+  onRequestComplete(request: ScheduledRequest, reason: FailureReason | undefined): void;
+}
+
+/** An observer that records nothing. */
+export const NO_OBSERVER: SchedulerObserver = {
+  onExecution: () => undefined,
+  onRequestComplete: () => undefined,
+};
 
 export interface Scheduler {
   /**

@@ -1,0 +1,105 @@
+/**
+ * Per-version inference statistics (models-and-scheduling.md §9, protocol.md §3.14): one
+ * aggregator per loaded (model, version), fed by the scheduler and the instances, read by the
+ * statistics extension and the metrics endpoint. Durations are cumulative nanoseconds (bigint:
+ * a busy server exceeds 2^53 ns within months).
+ */
+import type { FailureReason, ScheduledRequest, SchedulerObserver } from '../scheduling/scheduler.js';
+
+export class StatDuration {
+  count = 0;
+  ns = 0n;
+
+  add(ns: bigint): void {
+    this.count++;
+    this.ns += ns > 0n ? ns : 0n;
+  }
+
+  toJSON(): { count: number; ns: bigint } {
+    return { count: this.count, ns: this.ns };
+  }
+}
+
+export interface BatchStat {
+  batchSize: number;
+  computeInput: StatDuration;
+  computeInfer: StatDuration;
+  computeOutput: StatDuration;
+}
+
+/** Per-request and per-batch observations, for histograms (metrics). */
+export interface StatisticsListener {
+  /** A successful request: end-to-end, queue and compute (input + infer + output) nanoseconds. */
+  request(requestNs: bigint, queueNs: bigint, computeNs: bigint): void;
+  /** An executed batch of `size` (sum of request batch sizes). */
+  batch(size: number): void;
+}
+
+export const FAILURE_REASONS: readonly FailureReason[] = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'];
+
+export class ModelStatistics implements SchedulerObserver {
+  readonly name: string;
+  readonly version: string;
+  /** Milliseconds since the epoch of the last execution; 0 before any. */
+  lastInference = 0;
+  inferenceCount = 0;
+  executionCount = 0;
+  readonly success = new StatDuration();
+  readonly fail = new StatDuration();
+  readonly queue = new StatDuration();
+  readonly computeInput = new StatDuration();
+  readonly computeInfer = new StatDuration();
+  readonly computeOutput = new StatDuration();
+  readonly cacheHit = new StatDuration();
+  readonly cacheMiss = new StatDuration();
+  /** Failed requests by reason (`nv_inference_request_failure`). */
+  readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
+  readonly #batches = new Map<number, BatchStat>();
+  #listener: StatisticsListener | undefined;
+
+  constructor(name: string, version: number | string) {
+    this.name = name;
+    this.version = String(version);
+  }
+
+  setListener(listener: StatisticsListener | undefined): void {
+    this.#listener = listener;
+  }
+
+  /** Executions by total batch size, ascending. */
+  batchStats(): BatchStat[] {
+    return [...this.#batches.values()].sort((a, b) => a.batchSize - b.batchSize);
+  }
+
+  onExecution(batch: readonly ScheduledRequest[], batchSize: number): void {
+    const t = batch[0]!.times;
+    this.executionCount++;
+    this.lastInference = Date.now();
+    let stat = this.#batches.get(batchSize);
+    if (stat === undefined) {
+      stat = { batchSize, computeInput: new StatDuration(), computeInfer: new StatDuration(), computeOutput: new StatDuration() };
+      this.#batches.set(batchSize, stat);
+    }
+    stat.computeInput.add(t.computeInputEnd - t.computeStart);
+    stat.computeInfer.add(t.computeOutputStart - t.computeInputEnd);
+    stat.computeOutput.add(t.computeEnd - t.computeOutputStart);
+    this.#listener?.batch(batchSize);
+  }
+
+  onRequestComplete(request: ScheduledRequest, reason: FailureReason | undefined): void {
+    const t = request.times;
+    const total = request.completedAt - t.request;
+    if (reason !== undefined) {
+      this.fail.add(total);
+      this.failures[reason]++;
+      return;
+    }
+    this.success.add(total);
+    this.queue.add(t.computeStart - t.queue);
+    this.computeInput.add(t.computeInputEnd - t.computeStart);
+    this.computeInfer.add(t.computeOutputStart - t.computeInputEnd);
+    this.computeOutput.add(t.computeEnd - t.computeOutputStart);
+    this.inferenceCount += Math.max(1, request.batchSize);
+    this.#listener?.request(total, t.computeStart - t.queue, t.computeEnd - t.computeStart);
+  }
+}

@@ -1,0 +1,462 @@
+/**
+ * The dynamic batcher (models-and-scheduling.md §4.2–§4.7): requests that arrive one by one are
+ * combined into batches within a latency budget, by priority level and queue policy.
+ *
+ * Queue structure (§4.2): one FIFO per priority level (a single one when `priority_levels` is
+ * 0), each with a normal part and a delayed part (requests whose timeout expired under DELAY).
+ * Batches are taken in global order — level 1 normal, level 1 delayed, level 2 normal, … — and a
+ * request is never skipped to find a compatible one (§4.4).
+ *
+ * A batch is formed when an instance can take it: an idle instance always; an instance that is
+ * busy but can hold another batch (pipelined instances, at most two batches ahead) only when the
+ * batch cannot grow any more (full, preferred maximum reached, next request does not fit, or the
+ * delay expired) — so batches keep growing while every instance is busy.
+ */
+import { NereidError } from '@nereid/protocol';
+import type { ModelDynamicBatching, ModelQueuePolicy } from '../config/model-config.js';
+import type { Logger } from '../observability/logger.js';
+import type { InstanceRunner } from './instance-runner.js';
+import { NEVER_ABORTED } from './request-queue.js';
+import { NO_OBSERVER, type ScheduledRequest, type Scheduler, type SchedulerObserver } from './scheduler.js';
+
+/** Time source and timers, injectable for tests (a controllable clock). */
+export interface BatcherClock {
+  /** Monotonic nanoseconds. */
+  now(): bigint;
+  setTimer(callback: () => void, delayNs: bigint): unknown;
+  clearTimer(handle: unknown): void;
+}
+
+export const SYSTEM_CLOCK: BatcherClock = {
+  now: () => process.hrtime.bigint(),
+  setTimer: (callback, delayNs) => setTimeout(callback, Math.max(0, Math.ceil(Number(delayNs) / 1e6))),
+  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+export interface DynamicBatcherOptions {
+  model: string;
+  /** The model's `max_batch_size` (0: every batch holds one request). */
+  maxBatchSize: number;
+  /** The normalised `dynamic_batching` section. */
+  config: ModelDynamicBatching;
+  /**
+   * Inputs whose non-batch shape must be equal for requests to share a batch (dims with -1 and
+   * not `allow_ragged_batch`, §4.5).
+   */
+  shapeCheckedInputs: readonly string[];
+  /** The model has optional inputs: only requests providing the same inputs share a batch. */
+  hasOptionalInputs: boolean;
+  /** Instances that take work (passive ones excluded). */
+  runners: readonly InstanceRunner[];
+  observer?: SchedulerObserver;
+  logger?: Logger;
+  clock?: BatcherClock;
+}
+
+type Place = 'normal' | 'delayed' | 'gone';
+
+interface Entry {
+  request: ScheduledRequest;
+  level: Level;
+  /** Monotonic ns after which the queue timeout expires; 0n: never. */
+  expiry: bigint;
+  /** When the request entered this batcher. */
+  start: bigint;
+  /** max(1, request batch size). */
+  size: number;
+  /** Compatibility key (§4.5): equal keys may share a batch. */
+  key: string;
+  place: Place;
+  onAbort: (() => void) | undefined;
+}
+
+class Level {
+  readonly number: number;
+  readonly policy: ModelQueuePolicy;
+  normal: Entry[] = [];
+  normalHead = 0;
+  delayed: Entry[] = [];
+  delayedHead = 0;
+  /** Entries in either part. */
+  size = 0;
+
+  constructor(number: number, policy: ModelQueuePolicy) {
+    this.number = number;
+    this.policy = policy;
+  }
+
+  compact(): void {
+    while (this.normalHead < this.normal.length && this.normal[this.normalHead]!.place !== 'normal') this.normalHead++;
+    while (this.delayedHead < this.delayed.length && this.delayed[this.delayedHead]!.place !== 'delayed') this.delayedHead++;
+    if (this.normalHead > 64 && this.normalHead * 2 > this.normal.length) {
+      this.normal = this.normal.slice(this.normalHead);
+      this.normalHead = 0;
+    }
+    if (this.delayedHead > 64 && this.delayedHead * 2 > this.delayed.length) {
+      this.delayed = this.delayed.slice(this.delayedHead);
+      this.delayedHead = 0;
+    }
+  }
+}
+
+const DEFAULT_POLICY: ModelQueuePolicy = {
+  timeout_action: 'REJECT',
+  default_timeout_microseconds: 0,
+  allow_timeout_override: false,
+  max_queue_size: 0,
+};
+
+type Decision =
+  | { kind: 'execute'; entries: Entry[]; size: number; reason: string }
+  | { kind: 'wait'; wakeAt: bigint }
+  | { kind: 'none' };
+
+export class DynamicBatcher implements Scheduler {
+  readonly #model: string;
+  readonly #mbs: number;
+  readonly #preferred: ReadonlySet<number>;
+  readonly #pmax: number;
+  readonly #delayNs: bigint;
+  readonly #preserveOrdering: boolean;
+  readonly #levels: Level[];
+  readonly #defaultLevel: Level;
+  readonly #shapeChecked: readonly string[];
+  readonly #hasOptional: boolean;
+  readonly #runners: readonly InstanceRunner[];
+  readonly #observer: SchedulerObserver;
+  readonly #logger: Logger | undefined;
+  readonly #clock: BatcherClock;
+  /** Whether any level can time requests out (then expired entries are purged while busy). */
+  readonly #timeouts: boolean;
+
+  #queued = 0;
+  #executing = 0;
+  #stopped = false;
+  #timer: unknown;
+  #timerAt = 0n;
+  #lastDelivered: Promise<unknown> = Promise.resolve();
+  #drainWaiters: (() => void)[] = [];
+
+  constructor(options: DynamicBatcherOptions) {
+    const c = options.config;
+    this.#model = options.model;
+    this.#mbs = Math.max(1, options.maxBatchSize);
+    this.#preferred = new Set(options.maxBatchSize > 0 ? c.preferred_batch_size : []);
+    this.#pmax = Math.max(0, ...this.#preferred);
+    this.#delayNs = BigInt(c.max_queue_delay_microseconds) * 1000n;
+    this.#preserveOrdering = c.preserve_ordering;
+    const defaultPolicy = c.default_queue_policy ?? DEFAULT_POLICY;
+    if (c.priority_levels > 0) {
+      this.#levels = [];
+      for (let l = 1; l <= c.priority_levels; l++) {
+        this.#levels.push(new Level(l, c.priority_queue_policy[String(l)] ?? defaultPolicy));
+      }
+      this.#defaultLevel = this.#levels[Math.min(Math.max(1, c.default_priority_level), c.priority_levels) - 1]!;
+    } else {
+      this.#defaultLevel = new Level(0, defaultPolicy);
+      this.#levels = [this.#defaultLevel];
+    }
+    this.#timeouts = this.#levels.some((l) => l.policy.default_timeout_microseconds > 0);
+    this.#shapeChecked = options.shapeCheckedInputs;
+    this.#hasOptional = options.hasOptionalInputs;
+    this.#runners = options.runners;
+    this.#observer = options.observer ?? NO_OBSERVER;
+    this.#logger = options.logger;
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
+  }
+
+  get inflightCount(): number {
+    return this.#queued + this.#executing;
+  }
+
+  get queuedCount(): number {
+    return this.#queued;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  drain(): Promise<void> {
+    if (this.inflightCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  }
+
+  #levelOf(priority: number): Level {
+    if (this.#levels.length === 1 && this.#levels[0]!.number === 0) return this.#defaultLevel;
+    if (priority < 1 || priority > this.#levels.length) return this.#defaultLevel;
+    return this.#levels[priority - 1]!;
+  }
+
+  #keyOf(request: ScheduledRequest): string {
+    let key = '';
+    for (const name of this.#shapeChecked) {
+      const t = request.inputs.get(name);
+      if (t !== undefined) key += `${name}:${t.shape.slice(1).join('x')};`;
+    }
+    if (this.#hasOptional) key += `|${[...request.inputs.keys()].sort().join(',')}`;
+    return key;
+  }
+
+  enqueue(request: ScheduledRequest): void {
+    if (this.#stopped) {
+      throw new NereidError(
+        'SERVER_STOPPING',
+        `Server is stopping, scheduler for model '${this.#model}' has stopped accepting new inference requests`,
+      );
+    }
+    const level = this.#levelOf(request.priority);
+    const policy = level.policy;
+    if (policy.max_queue_size > 0 && level.size >= policy.max_queue_size) {
+      throw new NereidError(
+        'UNAVAILABLE',
+        `Exceeds maximum queue size: model '${this.#model}'${level.number ? ` priority level ${level.number}` : ''} ` +
+          `already holds ${level.size} queued requests (max_queue_size ${policy.max_queue_size}); retry later`,
+      );
+    }
+    if (request.signal.aborted) {
+      request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled`));
+      this.#observer.onRequestComplete(request, 'CANCELED');
+      return;
+    }
+    const now = this.#clock.now();
+    request.times.queue = process.hrtime.bigint();
+    let timeoutUs = policy.default_timeout_microseconds;
+    if (policy.allow_timeout_override && request.timeoutUs > 0 && request.timeoutUs < timeoutUs) timeoutUs = request.timeoutUs;
+    const entry: Entry = {
+      request,
+      level,
+      expiry: timeoutUs > 0 ? now + BigInt(timeoutUs) * 1000n : 0n,
+      start: now,
+      size: Math.max(1, request.batchSize),
+      key: this.#keyOf(request),
+      place: 'normal',
+      onAbort: undefined,
+    };
+    if (request.signal !== NEVER_ABORTED) {
+      entry.onAbort = () => {
+        if (entry.place === 'gone') return;
+        this.#remove(entry);
+        request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled while queued`));
+        this.#observer.onRequestComplete(request, 'CANCELED');
+        this.#settle();
+      };
+      request.signal.addEventListener('abort', entry.onAbort, { once: true });
+    }
+    level.normal.push(entry);
+    level.size++;
+    this.#queued++;
+    this.#schedule();
+  }
+
+  #remove(entry: Entry): void {
+    entry.place = 'gone';
+    entry.level.size--;
+    this.#queued--;
+    if (entry.onAbort !== undefined) entry.request.signal.removeEventListener('abort', entry.onAbort);
+  }
+
+  #expire(entry: Entry): void {
+    if (entry.level.policy.timeout_action === 'DELAY') {
+      if (entry.place === 'normal') {
+        entry.place = 'delayed';
+        entry.level.delayed.push(entry);
+      }
+      return;
+    }
+    this.#remove(entry);
+    entry.request.fail(new NereidError('UNAVAILABLE', `Request timeout expired for request '${entry.request.id}' of model '${this.#model}'`));
+    this.#observer.onRequestComplete(entry.request, 'REJECTED');
+  }
+
+  /** Entries in global order (§4.2). Safe against entries moving to the delayed part meanwhile. */
+  *#ordered(): Generator<Entry> {
+    for (const level of this.#levels) {
+      for (let i = level.normalHead; i < level.normal.length; i++) {
+        const e = level.normal[i]!;
+        if (e.place === 'normal') yield e;
+      }
+      for (let i = level.delayedHead; i < level.delayed.length; i++) {
+        const e = level.delayed[i]!;
+        if (e.place === 'delayed') yield e;
+      }
+    }
+  }
+
+  /**
+   * FORM_BATCH of §4.4. `ahead`: the instance is busy (a batch prepared ahead), so only a batch
+   * that cannot grow any more is taken.
+   */
+  #formBatch(now: bigint, ahead: boolean): Decision {
+    const pending: Entry[] = [];
+    let size = 0;
+    let best = 0;
+    let bestCount = 0;
+    let sendNow = false;
+    let ref = '';
+    let earliestExpiry = 0n;
+    for (const e of this.#ordered()) {
+      if (e.expiry !== 0n && now > e.expiry) {
+        const wasDelayed = e.place === 'delayed';
+        this.#expire(e);
+        if (e.place === 'gone' || !wasDelayed) continue;
+      }
+      if (pending.length === 0) {
+        ref = e.key;
+      } else {
+        if (size + e.size > this.#pmax && best === 0) {
+          best = size;
+          bestCount = pending.length;
+        }
+        if (size + e.size > this.#mbs || e.key !== ref) {
+          sendNow = true;
+          break;
+        }
+      }
+      pending.push(e);
+      size += e.size;
+      if (e.expiry !== 0n && e.place === 'normal' && (earliestExpiry === 0n || e.expiry < earliestExpiry)) earliestExpiry = e.expiry;
+      if (this.#preferred.has(size)) {
+        best = size;
+        bestCount = pending.length;
+      }
+    }
+    if (pending.length === 0) return { kind: 'none' };
+    let oldest = pending[0]!.start;
+    for (const e of pending) if (e.start < oldest) oldest = e.start;
+    const delay = this.#delayNs;
+    const delayExceeded = delay > 0n && now - oldest >= delay;
+    const full = sendNow || size >= this.#pmax || delayExceeded || size >= this.#mbs;
+    if (ahead && !full) {
+      return { kind: 'wait', wakeAt: this.#wakeAt(oldest, earliestExpiry) };
+    }
+    if (best !== 0 && !delayExceeded) {
+      const entries = pending.slice(0, bestCount);
+      return { kind: 'execute', entries, size: best, reason: 'preferred batch size' };
+    }
+    if (sendNow || size >= this.#pmax || delay === 0n || delayExceeded) {
+      const reason = delayExceeded
+        ? 'queue delay expired'
+        : sendNow
+          ? 'next request does not fit'
+          : size >= this.#pmax
+            ? 'full'
+            : 'no queue delay';
+      return { kind: 'execute', entries: pending, size, reason };
+    }
+    return { kind: 'wait', wakeAt: this.#wakeAt(oldest, earliestExpiry) };
+  }
+
+  #wakeAt(oldest: bigint, earliestExpiry: bigint): bigint {
+    let wake = this.#delayNs > 0n ? oldest + this.#delayNs : 0n;
+    if (earliestExpiry !== 0n && (wake === 0n || earliestExpiry < wake)) wake = earliestExpiry + 1n;
+    return wake;
+  }
+
+  /** An idle instance, else one that can hold a batch ahead (least loaded), else none. */
+  #pickRunner(): { runner: InstanceRunner; ahead: boolean } | undefined {
+    let busy: InstanceRunner | undefined;
+    for (const r of this.#runners) {
+      if (r.inflight === 0) return { runner: r, ahead: false };
+      if (r.inflight < Math.min(r.depth, 2) && (busy === undefined || r.inflight < busy.inflight)) busy = r;
+    }
+    return busy ? { runner: busy, ahead: true } : undefined;
+  }
+
+  #schedule(): void {
+    // Compaction happens here only: entries are iterated by index while batches form.
+    for (const level of this.#levels) level.compact();
+    try {
+      this.#scheduleLoop();
+    } finally {
+      this.#settle();
+    }
+  }
+
+  #scheduleLoop(): void {
+    for (;;) {
+      if (this.#queued === 0) {
+        this.#setTimer(0n);
+        return;
+      }
+      const pick = this.#pickRunner();
+      const now = this.#clock.now();
+      if (pick === undefined) {
+        // Every instance is full: expired REJECT requests are still purged meanwhile (§4.4).
+        this.#setTimer(this.#timeouts ? this.#purge(now) : 0n);
+        return;
+      }
+      const decision = this.#formBatch(now, pick.ahead);
+      if (decision.kind === 'none') {
+        this.#setTimer(0n);
+        return;
+      }
+      if (decision.kind === 'wait') {
+        this.#setTimer(decision.wakeAt);
+        return;
+      }
+      this.#dispatch(pick.runner, decision.entries, decision.size, decision.reason, now);
+    }
+  }
+
+  /** Removes expired requests; returns the next expiry still pending (0n: none). */
+  #purge(now: bigint): bigint {
+    let next = 0n;
+    for (const e of [...this.#ordered()]) {
+      if (e.expiry === 0n) continue;
+      if (now > e.expiry) this.#expire(e);
+      else if (e.place === 'normal' && (next === 0n || e.expiry < next)) next = e.expiry + 1n;
+    }
+    return next;
+  }
+
+  #setTimer(at: bigint): void {
+    if (at === this.#timerAt && (at === 0n || this.#timer !== undefined)) return;
+    if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = at;
+    if (at === 0n) return;
+    const delay = at - this.#clock.now();
+    this.#timer = this.#clock.setTimer(() => {
+      this.#timer = undefined;
+      this.#timerAt = 0n;
+      this.#schedule();
+    }, delay > 0n ? delay : 0n);
+  }
+
+  #dispatch(runner: InstanceRunner, entries: Entry[], size: number, reason: string, now: bigint): void {
+    const batch: ScheduledRequest[] = new Array(entries.length);
+    let oldest = entries[0]!.start;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (e.start < oldest) oldest = e.start;
+      this.#remove(e);
+      batch[i] = e.request;
+      if (this.#preserveOrdering) {
+        e.request.deliverAfter(this.#lastDelivered);
+        this.#lastDelivered = e.request.delivered;
+      }
+    }
+    if (this.#logger?.isVerbose(1)) {
+      this.#logger.verbose(
+        1,
+        `dynamic batcher for model '${this.#model}': batch of ${size} (${batch.length} requests) to ${runner.spec.name}, ` +
+          `oldest waited ${Number(now - oldest) / 1000} us, reason: ${reason}`,
+      );
+    }
+    this.#executing += batch.length;
+    void runner.run(batch).then(() => {
+      this.#executing -= batch.length;
+      this.#schedule();
+      this.#settle();
+    });
+  }
+
+  #settle(): void {
+    if (this.inflightCount === 0 && this.#drainWaiters.length > 0) {
+      const waiters = this.#drainWaiters;
+      this.#drainWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+}
