@@ -5,7 +5,15 @@
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { HttpFrontend, Server, silentLogger, type ServerOptions, type HttpFrontendOptions } from '@nereid/server';
+import {
+  GrpcFrontend,
+  HttpFrontend,
+  Server,
+  silentLogger,
+  type GrpcFrontendOptions,
+  type HttpFrontendOptions,
+  type ServerOptions,
+} from '@nereid/server';
 
 /** Files of one model directory, by path relative to it (`config.pbtxt`, `1/model.onnx`, …). */
 export type ModelFiles = Record<string, string | Uint8Array>;
@@ -34,30 +42,63 @@ export interface RunningServer {
   port: number;
   /** `http://127.0.0.1:<port>` */
   url: string;
+  /** Closes the frontends (and their connections) and stops the server. */
   stop(): Promise<void>;
 }
 
-/** Starts a server (quiet logger) and its HTTP frontend on an OS-chosen port. */
-export async function startServer(
-  options: Partial<ServerOptions> & { modelRepositories: readonly string[] },
-  http: HttpFrontendOptions = {},
-): Promise<RunningServer> {
-  const server = new Server({ logger: silentLogger(), ...options });
+/** A server started with `grpc`: its gRPC frontend listens too. */
+export interface RunningGrpcServer extends RunningServer {
+  grpc: GrpcFrontend;
+  grpcPort: number;
+  /** `127.0.0.1:<grpcPort>`, a grpc-js channel target. */
+  grpcTarget: string;
+}
+
+export type StartOptions = Partial<ServerOptions> & {
+  modelRepositories: readonly string[];
+  /** Also start a gRPC frontend on 127.0.0.1, port 0 (options other than address and port apply). */
+  grpc?: boolean | GrpcFrontendOptions;
+};
+
+/**
+ * Starts a server (quiet logger) and its HTTP frontend on an OS-chosen port; with `grpc`, also
+ * its gRPC frontend on another.
+ */
+export async function startServer(options: StartOptions & { grpc: true | GrpcFrontendOptions }, http?: HttpFrontendOptions): Promise<RunningGrpcServer>;
+export async function startServer(options: StartOptions, http?: HttpFrontendOptions): Promise<RunningServer>;
+export async function startServer(options: StartOptions, http: HttpFrontendOptions = {}): Promise<RunningServer | RunningGrpcServer> {
+  const { grpc: grpcOption, ...serverOptions } = options;
+  const server = new Server({ logger: silentLogger(), ...serverOptions });
   await server.load();
   const frontend = new HttpFrontend(server, { address: '127.0.0.1', port: 0, ...http });
   const port = await frontend.listen();
-  return {
+  let grpc: GrpcFrontend | undefined;
+  let grpcPort = 0;
+  if (grpcOption !== undefined && grpcOption !== false) {
+    grpc = new GrpcFrontend(server, { ...(grpcOption === true ? {} : grpcOption), address: '127.0.0.1', port: 0 });
+    try {
+      grpcPort = await grpc.listen();
+    } catch (err) {
+      const closing = frontend.close();
+      frontend.closeAllConnections();
+      await Promise.all([closing, server.stop()]);
+      throw err;
+    }
+  }
+  const running: RunningServer = {
     server,
     http: frontend,
     port,
     url: `http://127.0.0.1:${port}`,
     async stop() {
-      const closing = frontend.close();
+      const closing = [frontend.close(), ...(grpc ? [grpc.close()] : [])];
       await server.stop();
       frontend.closeAllConnections();
-      await closing;
+      grpc?.forceClose();
+      await Promise.all(closing);
     },
   };
+  return grpc === undefined ? running : { ...running, grpc, grpcPort, grpcTarget: `127.0.0.1:${grpcPort}` };
 }
 
 export async function removeDir(path: string): Promise<void> {

@@ -4,143 +4,42 @@
  */
 import {
   INFERENCE_HEADER_CONTENT_LENGTH,
-  NereidError,
-  encodeBytesElements,
   joinInferenceBody,
-  jsonToTensorData,
   parseJson,
   splitInferenceBody,
   tensorDataToJson,
-  typedArrayOf,
-  decodeBytesElements,
   type DataType,
-  type ParameterValue,
-  type TypedArray,
 } from '@nereid/protocol';
 import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
+import { InferenceServerError } from './errors.js';
+import { inputBytes, type ClientInferOptions } from './infer-options.js';
+import { InferResult, type ResultOutput } from './infer-result.js';
 
-export type TypedTensorData = TypedArray;
-
-export interface ClientInput {
-  name: string;
-  datatype: DataType;
-  shape: readonly number[];
-  /** Typed array (its bytes), BYTES elements (strings or byte arrays), or plain JSON values. */
-  data: TypedTensorData | readonly (string | Uint8Array)[] | readonly (number | boolean | bigint)[];
-  /** Send as JSON `data` instead of binary (default false). */
-  json?: boolean;
-}
-
-export interface ClientRequestedOutput {
-  name: string;
-  /** Ask for binary data (default true). */
-  binary?: boolean;
-  /** Top-k classification (protocol.md §3.11). */
-  classCount?: number;
-}
-
-export interface ClientInferOptions {
-  model: string;
-  version?: string;
-  id?: string;
-  inputs: readonly ClientInput[];
-  /** Absent: all outputs, binary (`binary_data_output: true`). */
-  outputs?: readonly ClientRequestedOutput[];
-  parameters?: Record<string, ParameterValue>;
-  requestCompression?: 'gzip' | 'deflate';
-  responseCompression?: 'gzip' | 'deflate';
-  signal?: AbortSignal;
-}
-
-export class InferResult {
-  readonly model: string;
-  readonly version: string;
-  readonly id: string | undefined;
-  readonly parameters: Record<string, unknown>;
-  readonly #outputs: Map<string, { datatype: DataType; shape: number[]; data?: Uint8Array; json?: unknown }>;
-
-  constructor(header: Record<string, unknown>, binary: Uint8Array) {
-    this.model = String(header.model_name);
-    this.version = String(header.model_version);
-    this.id = typeof header.id === 'string' ? header.id : undefined;
-    this.parameters = (header.parameters as Record<string, unknown>) ?? {};
-    this.#outputs = new Map();
-    let offset = 0;
-    for (const out of (header.outputs as Record<string, unknown>[]) ?? []) {
-      const params = out.parameters as Record<string, unknown> | undefined;
-      const entry: { datatype: DataType; shape: number[]; data?: Uint8Array; json?: unknown } = {
-        datatype: out.datatype as DataType,
-        shape: (out.shape as number[]).map(Number),
-      };
-      if (params?.binary_data_size !== undefined) {
-        const size = Number(params.binary_data_size);
-        entry.data = binary.subarray(offset, offset + size);
-        offset += size;
-      } else {
-        entry.json = out.data;
-      }
-      this.#outputs.set(String(out.name), entry);
+/**
+ * Reads an HTTP inference response's JSON header and binary blobs into the shared result form:
+ * outputs with `binary_data_size` take the next blob (a view), the others keep their JSON `data`.
+ */
+function httpResult(header: Record<string, unknown>, binary: Uint8Array): InferResult {
+  const outputs: ResultOutput[] = [];
+  let offset = 0;
+  for (const out of (header.outputs as Record<string, unknown>[]) ?? []) {
+    const params = out.parameters as Record<string, unknown> | undefined;
+    const base = { name: String(out.name), datatype: out.datatype as DataType, shape: (out.shape as number[]).map(Number) };
+    if (params?.binary_data_size !== undefined) {
+      const size = Number(params.binary_data_size);
+      outputs.push({ ...base, data: binary.subarray(offset, offset + size) });
+      offset += size;
+    } else {
+      outputs.push({ ...base, json: out.data });
     }
   }
-
-  outputNames(): string[] {
-    return [...this.#outputs.keys()];
-  }
-
-  shape(name: string): number[] {
-    return this.#get(name).shape;
-  }
-
-  datatype(name: string): DataType {
-    return this.#get(name).datatype;
-  }
-
-  /** Raw bytes of an output (JSON outputs are converted). */
-  bytes(name: string): Uint8Array {
-    const o = this.#get(name);
-    if (o.data === undefined) {
-      const count = o.shape.reduce((a, b) => a * b, 1);
-      o.data = jsonToTensorData(o.datatype, o.json, count, `output '${name}'`);
-    }
-    return o.data;
-  }
-
-  /** The output as a typed array of its datatype (BYTES: use `strings`). */
-  typed(name: string): ReturnType<typeof typedArrayOf> {
-    return typedArrayOf(this.datatype(name), this.bytes(name));
-  }
-
-  /** BYTES output elements decoded as UTF-8 strings. */
-  strings(name: string): string[] {
-    return decodeBytesElements(this.bytes(name), `output '${name}'`).map((b) => b.toString('utf8'));
-  }
-
-  #get(name: string) {
-    const o = this.#outputs.get(name);
-    if (o === undefined) throw new NereidError('OUTPUT_UNKNOWN', `the response has no output '${name}'`);
-    return o;
-  }
-}
-
-function bytesOf(input: ClientInput): Uint8Array {
-  const data = input.data;
-  if (Array.isArray(data)) {
-    if (input.datatype === 'BYTES') return encodeBytesElements(data as (string | Uint8Array)[]);
-    const count = input.shape.reduce((a, b) => a * b, 1);
-    return jsonToTensorData(input.datatype, data, count, `input '${input.name}'`);
-  }
-  const view = data as ArrayBufferView;
-  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
-}
-
-/** An HTTP error answered by the server: status and its `error` text. */
-export class InferenceServerError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.name = 'InferenceServerError';
-    this.status = status;
-  }
+  return new InferResult({
+    model: String(header.model_name),
+    version: String(header.model_version),
+    id: typeof header.id === 'string' ? header.id : undefined,
+    parameters: (header.parameters as Record<string, unknown>) ?? {},
+    outputs,
+  });
 }
 
 export class HttpClient {
@@ -207,10 +106,10 @@ export class HttpClient {
     header.inputs = options.inputs.map((input) => {
       const entry: Record<string, unknown> = { name: input.name, shape: input.shape, datatype: input.datatype };
       if (input.json) {
-        rawData.push(tensorDataToJson(input.datatype, bytesOf(input), `input '${input.name}'`));
+        rawData.push(tensorDataToJson(input.datatype, inputBytes(input), `input '${input.name}'`));
         entry.data = `\u0000raw${rawData.length - 1}`;
       } else {
-        const bytes = bytesOf(input);
+        const bytes = inputBytes(input);
         entry.parameters = { binary_data_size: bytes.byteLength };
         blobs.push(bytes);
       }
@@ -256,6 +155,6 @@ export class HttpClient {
       throw new InferenceServerError(res.status, message);
     }
     const split = splitInferenceBody(raw, res.headers.get(INFERENCE_HEADER_CONTENT_LENGTH) ?? undefined);
-    return new InferResult(parseJson(split.header) as Record<string, unknown>, split.binary);
+    return httpResult(parseJson(split.header) as Record<string, unknown>, split.binary);
   }
 }

@@ -1,12 +1,28 @@
 /**
  * @nereid/client — TypeScript client for Nereid and Triton inference servers.
  */
+export { HttpClient } from './http-client.js';
 export {
-  HttpClient,
-  InferResult,
-  InferenceServerError,
+  GrpcClient,
+  GRPC_MAX_MESSAGE_SIZE,
+  type GrpcCallOptions,
+  type GrpcClientOptions,
+  type GrpcInferOptions,
+  type GrpcKeepaliveOptions,
+  type GrpcStreamOptions,
+  type HealthStatus,
+  type ModelConfig,
+  type ModelMetadata,
+  type ServerMetadata,
+  type TensorMetadata,
+} from './grpc-client.js';
+export type { GrpcInferStream, GrpcStreamInferOptions, StreamResult } from './grpc-infer-stream.js';
+export { InferResult, type InferResultInit, type ResultOutput } from './infer-result.js';
+export { InferenceServerError } from './errors.js';
+export {
+  type BaseInferOptions,
   type ClientInferOptions,
   type ClientInput,
   type ClientRequestedOutput,
   type TypedTensorData,
-} from './http-client.js';
+} from './infer-options.js';

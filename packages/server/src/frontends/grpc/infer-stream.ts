@@ -8,6 +8,7 @@
  * that order even when they complete out of order; a decoupled model's responses (several per
  * request) will be written as they come through the same slot mechanism.
  */
+import { setMaxListeners } from 'node:events';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { toNereidError, type pb } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
@@ -44,6 +45,9 @@ export class InferStream {
     this.#server = server;
     this.#call = call;
     this.#logger = logger;
+    // Every queued request of the stream listens to this one signal, and a stream may hold any
+    // number: past ten, Node would warn of a listener leak.
+    setMaxListeners(0, this.#abort.signal);
     const flag = call.metadata.get('triton_grpc_error')[0];
     this.#strict = typeof flag === 'string' && flag.toLowerCase() === 'true';
     call.on('data', (request: pb.ModelInferRequest) => this.#onRequest(request));

@@ -1,0 +1,267 @@
+/**
+ * A gRPC client for KServe v2 / Triton servers (Nereid or Triton) on @grpc/grpc-js, with the
+ * surface of `HttpClient` (protocol.md §4, §7.4). Tensors always travel as raw bytes.
+ */
+import {
+  Metadata,
+  credentials as grpcCredentials,
+  makeGenericClientConstructor,
+  type CallOptions,
+  type ChannelCredentials,
+  type Client,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { GRPC_HEALTH_SERVICE, GRPC_INFERENCE_SERVICE, NereidError, configPb, healthPb, type pb } from '@nereid/protocol';
+import { grpcServerError } from './errors.js';
+import { decodeInferResponse, encodeInferRequest } from './grpc-codec.js';
+import { GrpcInferStream } from './grpc-infer-stream.js';
+import type { BaseInferOptions } from './infer-options.js';
+import type { InferResult } from './infer-result.js';
+
+/** The largest message either way, as Triton's clients configure it (protocol.md §4.9). */
+export const GRPC_MAX_MESSAGE_SIZE = 2_147_483_647;
+
+/** Keepalive pings (grpc-js channel options `grpc.keepalive_*`); unset fields keep grpc-js's defaults (no pings). */
+export interface GrpcKeepaliveOptions {
+  /** `grpc.keepalive_time_ms`: idle time before a ping. */
+  timeMs?: number;
+  /** `grpc.keepalive_timeout_ms`: how long to wait for the ping's answer. */
+  timeoutMs?: number;
+  /** `grpc.keepalive_permit_without_calls`: ping with no call open. */
+  permitWithoutCalls?: boolean;
+}
+
+export interface GrpcClientOptions {
+  /** Default: insecure (plaintext). */
+  credentials?: ChannelCredentials;
+  keepalive?: GrpcKeepaliveOptions;
+  /**
+   * Compression of every message this client sends (`grpc.default_compression_algorithm`);
+   * default 'none'. Compressed responses are always accepted.
+   */
+  compression?: 'gzip' | 'deflate' | 'none';
+  /** Largest message sent and received, in bytes; default 2 147 483 647 (protocol.md §7.4 item 4). */
+  maxMessageSize?: number;
+  /** Further grpc-js channel options; they override the ones above. */
+  channelOptions?: Readonly<Record<string, string | number>>;
+}
+
+/** Per-call settings, for every method. */
+export interface GrpcCallOptions {
+  /** Aborting cancels the call; it then rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Milliseconds until the call's deadline; past it the call fails with DEADLINE_EXCEEDED. */
+  timeout?: number;
+  /** Metadata sent with the call (e.g. `triton_grpc_error` on a stream, authorization). */
+  headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * `GrpcClient.infer` options: those of `HttpClient.infer` less the HTTP-only ones, plus the call
+ * settings. `timeout` here is the client's deadline; the server-side request timeout is
+ * `parameters.timeout` (microseconds, protocol.md §3.12).
+ */
+export interface GrpcInferOptions extends BaseInferOptions, GrpcCallOptions {}
+
+/** `GrpcClient.stream` options: settings of the whole call (its deadline covers every request). */
+export type GrpcStreamOptions = GrpcCallOptions;
+
+export interface ServerMetadata {
+  name: string;
+  version: string;
+  extensions: string[];
+}
+
+export interface TensorMetadata {
+  name: string;
+  datatype: string;
+  /** -1 for a variable dimension. */
+  shape: number[];
+}
+
+export interface ModelMetadata {
+  name: string;
+  versions: string[];
+  platform: string;
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
+}
+
+/** `grpc.health.v1` serving status (protocol.md §4.4). */
+export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN';
+
+/** The decoded `ModelConfig` message: snake_case fields, enums by name, 64-bit integers as numbers. */
+export type ModelConfig = configPb.ModelConfig;
+
+interface UnaryMethod<Req, Res> {
+  path: string;
+  requestSerialize(value: Req): Buffer;
+  responseDeserialize(bytes: Buffer): Res;
+}
+
+const InferenceClient = makeGenericClientConstructor(GRPC_INFERENCE_SERVICE, 'GRPCInferenceService');
+
+const COMPRESSION_ALGORITHM = { none: 0, deflate: 1, gzip: 2 } as const;
+
+/**
+ * A client of `inference.GRPCInferenceService` (and `grpc.health.v1.Health`) over one grpc-js
+ * channel. Methods may be called concurrently; the channel connects on first use and reconnects
+ * as grpc-js does. Failed calls reject with InferenceServerError (`grpcCode` and the server's
+ * message, or the transport's for a connection failure); requests this client cannot encode
+ * reject with NereidError before anything is sent. Call `close()` when done.
+ */
+export class GrpcClient {
+  /** The channel target, e.g. `localhost:8001`. */
+  readonly url: string;
+  readonly #client: Client;
+  #closed = false;
+
+  /** @param url  `host:port`, e.g. `localhost:8001` (any grpc-js target). */
+  constructor(url: string, options: GrpcClientOptions = {}) {
+    this.url = url;
+    const maxMessageSize = options.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE;
+    const channel: Record<string, string | number> = {
+      'grpc.max_send_message_length': maxMessageSize,
+      'grpc.max_receive_message_length': maxMessageSize,
+    };
+    if (options.compression !== undefined) channel['grpc.default_compression_algorithm'] = COMPRESSION_ALGORITHM[options.compression];
+    const keepalive = options.keepalive ?? {};
+    if (keepalive.timeMs !== undefined) channel['grpc.keepalive_time_ms'] = keepalive.timeMs;
+    if (keepalive.timeoutMs !== undefined) channel['grpc.keepalive_timeout_ms'] = keepalive.timeoutMs;
+    if (keepalive.permitWithoutCalls !== undefined) channel['grpc.keepalive_permit_without_calls'] = keepalive.permitWithoutCalls ? 1 : 0;
+    Object.assign(channel, options.channelOptions);
+    this.#client = new InferenceClient(url, options.credentials ?? grpcCredentials.createInsecure(), channel);
+  }
+
+  /**
+   * Closes the channel. Calls already under way finish; calls made just before that have not
+   * started yet fail (UNAVAILABLE); later calls reject with NereidError (UNAVAILABLE).
+   */
+  close(): void {
+    this.#closed = true;
+    this.#client.close();
+  }
+
+  async isServerLive(options?: GrpcCallOptions): Promise<boolean> {
+    return (await this.#unary(GRPC_INFERENCE_SERVICE.ServerLive, {}, options)).live;
+  }
+
+  async isServerReady(options?: GrpcCallOptions): Promise<boolean> {
+    return (await this.#unary(GRPC_INFERENCE_SERVICE.ServerReady, {}, options)).ready;
+  }
+
+  /**
+   * Whether the model (version) is ready. An unknown model or version is an error (NOT_FOUND), not
+   * `false`, as with Triton's Python client (protocol.md §7.4 item 6).
+   */
+  async isModelReady(model: string, version?: string, options?: GrpcCallOptions): Promise<boolean> {
+    return (await this.#unary(GRPC_INFERENCE_SERVICE.ModelReady, { name: model, version: version ?? '' }, options)).ready;
+  }
+
+  async serverMetadata(options?: GrpcCallOptions): Promise<ServerMetadata> {
+    const m = await this.#unary(GRPC_INFERENCE_SERVICE.ServerMetadata, {}, options);
+    return { name: m.name, version: m.version, extensions: m.extensions };
+  }
+
+  async modelMetadata(model: string, version?: string, options?: GrpcCallOptions): Promise<ModelMetadata> {
+    const m = await this.#unary(GRPC_INFERENCE_SERVICE.ModelMetadata, { name: model, version: version ?? '' }, options);
+    const tensor = (t: pb.ModelMetadataResponse_TensorMetadata): TensorMetadata => ({
+      name: t.name,
+      datatype: t.datatype,
+      shape: t.shape.map(Number),
+    });
+    return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs.map(tensor), outputs: m.outputs.map(tensor) };
+  }
+
+  /** The model's normalized configuration (protocol.md §4.5), decoded. */
+  async modelConfig(model: string, version?: string, options?: GrpcCallOptions): Promise<ModelConfig> {
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.ModelConfig, { name: model, version: version ?? '' }, options);
+    // An absent message field is its default value (proto3).
+    return r.config ?? configPb.ModelConfig.decode(new Uint8Array(0));
+  }
+
+  /** `grpc.health.v1.Health/Check` (protocol.md §4.4): SERVING when the server is ready. */
+  async healthCheck(service = '', options?: GrpcCallOptions): Promise<HealthStatus> {
+    const r = await this.#unary(GRPC_HEALTH_SERVICE.Check, { service }, options);
+    const S = healthPb.HealthCheckResponse_ServingStatus;
+    switch (r.status) {
+      case S.SERVING:
+        return 'SERVING';
+      case S.NOT_SERVING:
+        return 'NOT_SERVING';
+      case S.SERVICE_UNKNOWN:
+        return 'SERVICE_UNKNOWN';
+      default:
+        return 'UNKNOWN';
+    }
+  }
+
+  /**
+   * One inference (`ModelInfer`). Input bytes are sent from the caller's typed arrays without a
+   * copy; the caller must not change them until the promise settles. Output bytes are views over
+   * the received message.
+   */
+  async infer(options: GrpcInferOptions): Promise<InferResult> {
+    const request = encodeInferRequest(options);
+    return decodeInferResponse(await this.#unary(GRPC_INFERENCE_SERVICE.ModelInfer, request, options));
+  }
+
+  /**
+   * Opens a `ModelStreamInfer` call (protocol.md §4.7): `send` requests, read results with
+   * `for await`, `end()` when done sending. Requests of non-decoupled models are answered in the
+   * order sent; in-band errors arrive as results with `error` and the stream stays open.
+   */
+  stream(options: GrpcStreamOptions = {}): GrpcInferStream {
+    this.#checkOpen();
+    const method = GRPC_INFERENCE_SERVICE.ModelStreamInfer;
+    const call = this.#client.makeBidiStreamRequest(
+      method.path,
+      method.requestSerialize,
+      method.responseDeserialize,
+      metadataOf(options.headers),
+      callOptionsOf(options),
+    );
+    return new GrpcInferStream(call, options.signal);
+  }
+
+  #unary<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, options: GrpcCallOptions = {}): Promise<Res> {
+    const signal = options.signal;
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      this.#checkOpen();
+      const call = this.#client.makeUnaryRequest(
+        method.path,
+        method.requestSerialize,
+        method.responseDeserialize,
+        request,
+        metadataOf(options.headers),
+        callOptionsOf(options),
+        (err: ServiceError | null, response?: Res) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (signal?.aborted) reject(signal.reason);
+          else if (err) reject(grpcServerError(err.code, err.details, err));
+          else resolve(response!);
+        },
+      );
+      const onAbort = () => call.cancel();
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new NereidError('UNAVAILABLE', `this GrpcClient of ${this.url} has been closed`);
+  }
+}
+
+function metadataOf(headers: Readonly<Record<string, string>> | undefined): Metadata {
+  const metadata = new Metadata();
+  if (headers !== undefined) for (const key of Object.keys(headers)) metadata.set(key, headers[key]!);
+  return metadata;
+}
+
+function callOptionsOf(options: GrpcCallOptions): CallOptions {
+  return options.timeout === undefined ? {} : { deadline: Date.now() + options.timeout };
+}

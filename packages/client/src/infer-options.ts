@@ -1,0 +1,64 @@
+/**
+ * What an inference request is made of, the same for both clients, and the encoding of an input's
+ * data into tensor bytes (protocol.md §2.3).
+ */
+import { encodeBytesElements, jsonToTensorData, type DataType, type ParameterValue, type TypedArray } from '@nereid/protocol';
+
+export type TypedTensorData = TypedArray;
+
+export interface ClientInput {
+  name: string;
+  datatype: DataType;
+  shape: readonly number[];
+  /**
+   * Typed array (its bytes, sent as they are: a view, not a copy), BYTES elements (strings or
+   * byte arrays), or plain values converted to the datatype.
+   */
+  data: TypedTensorData | readonly (string | Uint8Array)[] | readonly (number | boolean | bigint)[];
+  /** HTTP only: send as JSON `data` instead of binary (default false). gRPC always sends raw bytes. */
+  json?: boolean;
+}
+
+export interface ClientRequestedOutput {
+  name: string;
+  /** HTTP only: ask for binary data (default true). gRPC outputs are always raw bytes. */
+  binary?: boolean;
+  /** Top-k classification (protocol.md §3.11). */
+  classCount?: number;
+}
+
+/** The parts of an inference request both clients take. */
+export interface BaseInferOptions {
+  model: string;
+  /** Empty or absent: the server's version policy picks. */
+  version?: string;
+  id?: string;
+  inputs: readonly ClientInput[];
+  /** Absent: all outputs. */
+  outputs?: readonly ClientRequestedOutput[];
+  /** Request parameters (protocol.md §3.12), e.g. `sequence_id`, `priority`, `timeout`, custom keys. */
+  parameters?: Record<string, ParameterValue>;
+  /** Aborting cancels the request; the call then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** `HttpClient.infer` options. */
+export interface ClientInferOptions extends BaseInferOptions {
+  requestCompression?: 'gzip' | 'deflate';
+  responseCompression?: 'gzip' | 'deflate';
+}
+
+/**
+ * The bytes of an input's data (protocol.md §2.3): a typed array's own bytes (a view), BYTES
+ * elements length-prefixed, plain values converted. Throws NereidError for values that do not fit.
+ */
+export function inputBytes(input: ClientInput): Uint8Array {
+  const data = input.data;
+  if (Array.isArray(data)) {
+    if (input.datatype === 'BYTES') return encodeBytesElements(data as (string | Uint8Array)[]);
+    const count = input.shape.reduce((a, b) => a * b, 1);
+    return jsonToTensorData(input.datatype, data, count, `input '${input.name}'`);
+  }
+  const view = data as ArrayBufferView;
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}

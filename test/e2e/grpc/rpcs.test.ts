@@ -1,0 +1,260 @@
+/**
+ * The non-inference RPCs of the gRPC frontend over real sockets (protocol.md §4.2, §4.4, §4.8,
+ * §7.4): health, readiness, server and model metadata, model configuration, grpc.health.v1, and
+ * UNIMPLEMENTED for the capabilities this version does not have.
+ */
+import assert from 'node:assert/strict';
+import { status, type Client } from '@grpc/grpc-js';
+import { after, before, describe, it } from 'node:test';
+import { healthPb } from '@nereid/protocol';
+import { NEREID_VERSION } from '@nereid/server';
+import { simpleModel } from '@nereid/testkit';
+import {
+  assertStatus,
+  bigintReplacer,
+  collectStream,
+  healthCheck,
+  healthClient,
+  inferenceClient,
+  openStream,
+  simpleRequest,
+  unary,
+  unaryError,
+  type UnaryRpc,
+} from '../../helpers/grpc.js';
+import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { modelFiles } from '../../helpers/models.js';
+
+const NOT_ONNX = new TextEncoder().encode('this is not an ONNX model');
+
+let repo: string;
+let srv: RunningGrpcServer;
+let client: Client;
+let health: Client;
+
+before(async () => {
+  repo = await makeRepository({
+    simple: modelFiles(simpleModel()),
+    multi: modelFiles(simpleModel({ name: 'multi' }), {
+      config: simpleModel({ name: 'multi' }).config + 'version_policy: { all: { } }\n',
+      extra: { '2/model.onnx': simpleModel({ name: 'multi' }).onnx.bytes },
+    }),
+  });
+  srv = await startServer({ modelRepositories: [repo], id: 'nereid-grpc', grpc: true });
+  client = inferenceClient(srv.grpcTarget);
+  health = healthClient(srv.grpcTarget);
+});
+
+after(async () => {
+  client?.close();
+  health?.close();
+  await srv?.stop();
+  if (repo) await removeDir(repo);
+});
+
+describe('health and readiness', () => {
+  it('ServerLive and ServerReady are true', async () => {
+    assert.deepEqual(await unary(client, 'ServerLive', {}), { live: true });
+    assert.deepEqual(await unary(client, 'ServerReady', {}), { ready: true });
+  });
+
+  it('ModelReady is true for a ready model, with or without a version', async () => {
+    assert.deepEqual(await unary(client, 'ModelReady', { name: 'simple', version: '' }), { ready: true });
+    assert.deepEqual(await unary(client, 'ModelReady', { name: 'simple', version: '1' }), { ready: true });
+    assert.deepEqual(await unary(client, 'ModelReady', { name: 'multi', version: '2' }), { ready: true });
+  });
+
+  it('ModelReady for an unknown model or version is a NOT_FOUND error, not ready=false', async () => {
+    let err = await unaryError(client, 'ModelReady', { name: 'nope', version: '' });
+    assertStatus(err, status.NOT_FOUND, "Request for unknown model: 'nope' is not found");
+    err = await unaryError(client, 'ModelReady', { name: 'simple', version: '7' });
+    assertStatus(err, status.NOT_FOUND, "Request for unknown model: 'simple' version 7 is not found");
+  });
+
+  it('ModelReady with a version that is not an integer is INVALID_ARGUMENT', async () => {
+    const err = await unaryError(client, 'ModelReady', { name: 'simple', version: 'one' });
+    assertStatus(err, status.INVALID_ARGUMENT, 'integral value');
+  });
+
+  it('grpc.health.v1.Health/Check is SERVING', async () => {
+    assert.deepEqual(await healthCheck(health), { status: healthPb.HealthCheckResponse_ServingStatus.SERVING });
+  });
+});
+
+describe('metadata', () => {
+  it('ServerMetadata: name (the id option), version and extensions', async () => {
+    const m = await unary(client, 'ServerMetadata', {});
+    assert.equal(m.name, 'nereid-grpc');
+    assert.equal(m.version, NEREID_VERSION);
+    assert.deepEqual(m.extensions, srv.server.metadata().extensions);
+    for (const ext of ['classification', 'model_configuration', 'binary_tensor_data', 'parameters']) {
+      assert.ok(m.extensions.includes(ext), ext);
+    }
+  });
+
+  it('ModelMetadata: versions, platform and shapes with a -1 batch dimension as int64', async () => {
+    const m = await unary(client, 'ModelMetadata', { name: 'simple', version: '' });
+    assert.deepEqual(m, {
+      name: 'simple',
+      versions: ['1'],
+      platform: 'onnxruntime_onnx',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [-1n, 16n] },
+        { name: 'INPUT1', datatype: 'INT32', shape: [-1n, 16n] },
+      ],
+      outputs: [
+        { name: 'OUTPUT0', datatype: 'INT32', shape: [-1n, 16n] },
+        { name: 'OUTPUT1', datatype: 'INT32', shape: [-1n, 16n] },
+      ],
+    });
+  });
+
+  it('ModelMetadata lists every ready version, as strings', async () => {
+    const m = await unary(client, 'ModelMetadata', { name: 'multi', version: '' });
+    assert.deepEqual([...m.versions].sort(), ['1', '2']);
+    const err = await unaryError(client, 'ModelMetadata', { name: 'multi', version: '3' });
+    assertStatus(err, status.NOT_FOUND, "'multi' version 3 is not found");
+  });
+
+  it('ModelConfig decodes to the normalised config', async () => {
+    const { config } = await unary(client, 'ModelConfig', { name: 'simple', version: '' });
+    assert.ok(config);
+    assert.equal(config.name, 'simple');
+    assert.equal(config.platform, 'onnxruntime_onnx');
+    assert.equal(config.backend, 'onnxruntime');
+    assert.equal(config.max_batch_size, 8);
+    assert.deepEqual(
+      config.input.map((t) => [t.name, t.data_type, t.dims]),
+      [
+        ['INPUT0', 'TYPE_INT32', [16]],
+        ['INPUT1', 'TYPE_INT32', [16]],
+      ],
+    );
+    assert.deepEqual(
+      config.output.map((t) => [t.name, t.data_type, t.dims]),
+      [
+        ['OUTPUT0', 'TYPE_INT32', [16]],
+        ['OUTPUT1', 'TYPE_INT32', [16]],
+      ],
+    );
+    assert.equal(config.instance_group.length, 1);
+    assert.equal(config.instance_group[0]!.kind, 'KIND_CPU');
+    assert.equal(config.instance_group[0]!.count, 2);
+    assert.equal(config.instance_group[0]!.name, 'simple');
+    assert.equal(config.version_policy?.latest?.num_versions, 1);
+    assert.equal(config.version_policy?.all, undefined);
+    assert.equal(config.default_model_filename, 'model.onnx');
+  });
+
+  it('ModelConfig of an unknown model is NOT_FOUND', async () => {
+    const err = await unaryError(client, 'ModelConfig', { name: 'nope', version: '' });
+    assertStatus(err, status.NOT_FOUND, "Request for unknown model: 'nope' is not found");
+  });
+});
+
+describe('capabilities not in this version', () => {
+  const cases: [UnaryRpc, () => Promise<unknown>, string][] = [
+    ['ModelStatistics', () => unary(client, 'ModelStatistics', { name: '', version: '' }), 'statistics'],
+    ['RepositoryIndex', () => unary(client, 'RepositoryIndex', { repository_name: '', ready: false }), 'model repository'],
+    ['RepositoryModelLoad', () => unary(client, 'RepositoryModelLoad', { repository_name: '', model_name: 'simple', parameters: {} }), 'model repository'],
+    ['RepositoryModelUnload', () => unary(client, 'RepositoryModelUnload', { repository_name: '', model_name: 'simple', parameters: {} }), 'model repository'],
+    ['SystemSharedMemoryStatus', () => unary(client, 'SystemSharedMemoryStatus', { name: '' }), 'system shared memory'],
+    ['SystemSharedMemoryRegister', () => unary(client, 'SystemSharedMemoryRegister', { name: 'r', key: '/k', offset: 0n, byte_size: 64n }), 'system shared memory'],
+    ['SystemSharedMemoryUnregister', () => unary(client, 'SystemSharedMemoryUnregister', { name: '' }), 'system shared memory'],
+    ['CudaSharedMemoryStatus', () => unary(client, 'CudaSharedMemoryStatus', { name: '' }), 'CUDA shared memory'],
+    [
+      'CudaSharedMemoryRegister',
+      () => unary(client, 'CudaSharedMemoryRegister', { name: 'r', raw_handle: new Uint8Array(64), device_id: 0n, byte_size: 64n }),
+      'CUDA shared memory',
+    ],
+    ['CudaSharedMemoryUnregister', () => unary(client, 'CudaSharedMemoryUnregister', { name: '' }), 'CUDA shared memory'],
+    ['TraceSetting', () => unary(client, 'TraceSetting', { settings: {}, model_name: '' }), 'trace'],
+    ['LogSettings', () => unary(client, 'LogSettings', { settings: {} }), 'logging'],
+  ];
+  for (const [rpc, call, capability] of cases) {
+    it(`${rpc} is UNIMPLEMENTED, naming ${capability}`, async () => {
+      const err = await call().then(
+        (r) => assert.fail(`${rpc} answered ${JSON.stringify(r, bigintReplacer)}`),
+        (e: unknown) => e as { code: number; details: string },
+      );
+      assertStatus(err, status.UNIMPLEMENTED, rpc, capability);
+    });
+  }
+
+  it('the server keeps serving afterwards', async () => {
+    assert.deepEqual(await unary(client, 'ServerReady', {}), { ready: true });
+  });
+});
+
+describe('strict readiness with a model that failed to load', () => {
+  let failingRepo: string;
+  let failing: RunningGrpcServer;
+  let failingClient: Client;
+  let failingHealth: Client;
+
+  before(async () => {
+    failingRepo = await makeRepository({
+      simple: modelFiles(simpleModel()),
+      broken: { 'config.pbtxt': simpleModel({ name: 'broken' }).config!, '1/model.onnx': NOT_ONNX },
+    });
+    failing = await startServer({ modelRepositories: [failingRepo], grpc: true });
+    failingClient = inferenceClient(failing.grpcTarget);
+    failingHealth = healthClient(failing.grpcTarget);
+  });
+
+  after(async () => {
+    failingClient?.close();
+    failingHealth?.close();
+    await failing?.stop();
+    if (failingRepo) await removeDir(failingRepo);
+  });
+
+  it('Health/Check is NOT_SERVING and ServerReady false, while ServerLive stays true', async () => {
+    assert.deepEqual(await healthCheck(failingHealth), { status: healthPb.HealthCheckResponse_ServingStatus.NOT_SERVING });
+    assert.deepEqual(await unary(failingClient, 'ServerReady', {}), { ready: false });
+    assert.deepEqual(await unary(failingClient, 'ServerLive', {}), { live: true });
+  });
+
+  it('ModelReady: the good model is ready; the failed version is UNAVAILABLE, the failed model NOT_FOUND', async () => {
+    assert.deepEqual(await unary(failingClient, 'ModelReady', { name: 'simple', version: '' }), { ready: true });
+    let err = await unaryError(failingClient, 'ModelReady', { name: 'broken', version: '1' });
+    assertStatus(err, status.UNAVAILABLE, "'broken' version 1 is not at ready state");
+    err = await unaryError(failingClient, 'ModelReady', { name: 'broken', version: '' });
+    assertStatus(err, status.NOT_FOUND, "'broken' has no available versions");
+  });
+});
+
+describe('a frontend that stopped accepting (shutdown)', () => {
+  let stoppingRepo: string;
+  let stopping: RunningGrpcServer;
+  let stoppingClient: Client;
+
+  before(async () => {
+    stoppingRepo = await makeRepository({ simple: modelFiles(simpleModel()) });
+    stopping = await startServer({ modelRepositories: [stoppingRepo], grpc: true });
+    stoppingClient = inferenceClient(stopping.grpcTarget);
+    stopping.grpc.stopAccepting();
+  });
+
+  after(async () => {
+    stoppingClient?.close();
+    await stopping?.stop();
+    if (stoppingRepo) await removeDir(stoppingRepo);
+  });
+
+  it('refuses ModelInfer and ModelStreamInfer with UNAVAILABLE; metadata RPCs still answer', async () => {
+    const message = 'GRPC server is shutting down and has stopped accepting new requests.';
+    const err = await unaryError(stoppingClient, 'ModelInfer', simpleRequest(1, 0).request);
+    assertStatus(err, status.UNAVAILABLE, message);
+    const stream = openStream(stoppingClient);
+    const done = collectStream(stream);
+    stream.write(simpleRequest(1, 0).request);
+    stream.end();
+    const result = await done;
+    assertStatus(result.status, status.UNAVAILABLE, message);
+    assert.deepEqual(result.responses, []);
+    assert.deepEqual(await unary(stoppingClient, 'ServerLive', {}), { live: true });
+    assert.equal((await unary(stoppingClient, 'ModelMetadata', { name: 'simple', version: '' })).name, 'simple');
+  });
+});
+
