@@ -217,3 +217,12 @@ test('large documents with 64-bit integers take the exact path and stay exact', 
   assert.deepStrictEqual(v.data, values);
   assert.deepStrictEqual(v.x, [1.5, 's']);
 });
+
+test('stringifyJson writes bigints as exact integers and everything else as JSON.stringify', async () => {
+  const { stringifyJson } = await import('./json.js');
+  const doc = { a: 2n ** 64n - 1n, b: [-(2n ** 63n), 1, 'x'], c: { d: 0n }, s: 'bigint:1' };
+  const text = stringifyJson(doc);
+  assert.equal(text, '{"a":18446744073709551615,"b":[-9223372036854775808,1,"x"],"c":{"d":0},"s":"bigint:1"}');
+  assert.deepEqual(parseJson(text), doc);
+  assert.equal(stringifyJson({ plain: [1, 2] }), JSON.stringify({ plain: [1, 2] }));
+});

@@ -354,3 +354,20 @@ function hexValue(c: number): number {
   if (lower >= 0x61 && lower <= LOWER_F) return lower - 0x61 + 10;
   return -1;
 }
+
+const BIGINT_MARK = '\u0000bigint:';
+const BIGINT_TOKEN = /"\\u0000bigint:(-?\d+)"/g;
+
+/**
+ * `JSON.stringify` that also writes bigints, as exact JSON integers (statistics counters and
+ * nanosecond totals exceed 2^53).
+ */
+export function stringifyJson(value: unknown): string {
+  let sawBigint = false;
+  const text = JSON.stringify(value, (_key, v: unknown) => {
+    if (typeof v !== 'bigint') return v;
+    sawBigint = true;
+    return `${BIGINT_MARK}${v.toString()}`;
+  });
+  return sawBigint ? text.replace(BIGINT_TOKEN, '$1') : text;
+}

@@ -9,6 +9,8 @@ export type {
   InferRequest,
   InferResponse,
   ModelMetadata,
+  ModelStatisticsReport,
+  StatisticDuration,
   ModelVersionState,
   ModelVersionStatus,
   RequestedOutput,

@@ -37,7 +37,7 @@ import type {
 export const NEREID_VERSION = '0.1.0';
 
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
-const EXTENSIONS = ['classification', 'model_configuration', 'binary_tensor_data', 'parameters'];
+const EXTENSIONS = ['classification', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics'];
 
 export interface ServerOptions {
   /** Model repository roots (`--model-repository`, repeatable). */

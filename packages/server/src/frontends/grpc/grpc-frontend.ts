@@ -22,6 +22,7 @@ import {
 } from '@nereid/protocol';
 import { toProtoModelConfig } from '../../config/index.js';
 import type { Server } from '../../core/server.js';
+import type { ModelStatisticsReport, StatisticDuration } from '../../core/types.js';
 import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE } from './infer-codec.js';
 import { InferStream } from './infer-stream.js';
 import { grpcError } from './status.js';
@@ -45,7 +46,6 @@ type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData
 
 /** RPCs of capabilities this version does not have, and what each one is. */
 const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
-  ModelStatistics: 'the statistics extension',
   RepositoryIndex: 'the model repository extension',
   RepositoryModelLoad: 'the model repository extension',
   RepositoryModelUnload: 'the model repository extension',
@@ -58,6 +58,48 @@ const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
   TraceSetting: 'the trace extension',
   LogSettings: 'the logging extension',
 };
+
+function toProtoStatistics(s: ModelStatisticsReport): pb.ModelStatistics {
+  const d = (x: StatisticDuration): pb.StatisticDuration => ({ count: BigInt(x.count), ns: x.ns });
+  const i = s.inference_stats;
+  return {
+    name: s.name,
+    version: s.version,
+    last_inference: BigInt(s.last_inference),
+    inference_count: BigInt(s.inference_count),
+    execution_count: BigInt(s.execution_count),
+    inference_stats: {
+      success: d(i.success),
+      fail: d(i.fail),
+      queue: d(i.queue),
+      compute_input: d(i.compute_input),
+      compute_infer: d(i.compute_infer),
+      compute_output: d(i.compute_output),
+      cache_hit: d(i.cache_hit),
+      cache_miss: d(i.cache_miss),
+    },
+    batch_stats: s.batch_stats.map((b) => ({
+      batch_size: BigInt(b.batch_size),
+      compute_input: d(b.compute_input),
+      compute_infer: d(b.compute_infer),
+      compute_output: d(b.compute_output),
+    })),
+    memory_usage: s.memory_usage.map((m) => ({ type: m.type, id: BigInt(m.id), byte_size: BigInt(m.byte_size) })),
+    response_stats: Object.fromEntries(
+      Object.entries(s.response_stats).map(([k, r]) => [
+        k,
+        {
+          compute_infer: d(r.compute_infer!),
+          compute_output: d(r.compute_output!),
+          success: d(r.success!),
+          fail: d(r.fail!),
+          empty_response: d(r.empty_response!),
+          cancel: d(r.cancel!),
+        },
+      ]),
+    ),
+  };
+}
 
 export class GrpcFrontend {
   readonly #server: Server;
@@ -178,6 +220,9 @@ export class GrpcFrontend {
         const response = await server.infer(decodeInferRequest(request), { signal: abort.signal });
         return encodeInferResponse(response);
       }),
+      ModelStatistics: unary<pb.ModelStatisticsRequest, pb.ModelStatisticsResponse>((r) => ({
+        model_stats: server.modelStatistics(r.name || undefined, r.version || undefined).map(toProtoStatistics),
+      })),
       ModelStreamInfer: (call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>) => {
         if (this.#shuttingDown || server.exiting) {
           call.emit('error', grpcError(new NereidError('SERVER_STOPPING', 'GRPC server is shutting down and has stopped accepting new requests.')));

@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, toNereidError } from '@nereid/protocol';
+import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { decodeContent, readBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
@@ -114,6 +114,10 @@ export class HttpFrontend {
       modelMetadata: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelMetadata(m, v))) },
       modelConfig: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelConfigJson(m, v))) },
       infer: { POST: (req, res, m, v) => this.#infer(req, res, m, v) },
+      stats: {
+        GET: (_q, res, m, v) =>
+          sendJson(res, 200, stringifyJson({ model_stats: this.#server.modelStatistics(m || undefined, v) })),
+      },
     };
     this.#http = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.#handle(req, res));
     // The C++ client sends an empty `Expect:` header; Node would answer 417 without this.
@@ -163,6 +167,8 @@ export class HttpFrontend {
     if (n === 2) return route('serverMetadata');
     if (s[2] === 'health' && n === 4) return s[3] === 'live' ? route('live') : s[3] === 'ready' ? route('ready') : undefined;
     if (s[2] !== 'models' || n < 4 || s[3] === '') return undefined;
+    // Matched before the model patterns: never "metadata of a model called stats" (§3.2).
+    if (n === 4 && s[3] === 'stats') return route('stats');
     const model = decodeSegment(s[3]!);
     let rest = s.slice(4);
     let version: string | undefined;
@@ -180,6 +186,8 @@ export class HttpFrontend {
         return route('modelConfig', model, version);
       case 'infer':
         return route('infer', model, version);
+      case 'stats':
+        return route('stats', model, version);
       default:
         return undefined;
     }
