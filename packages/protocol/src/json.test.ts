@@ -223,6 +223,7 @@ test('stringifyJson writes bigints as exact integers and everything else as JSON
   const doc = { a: 2n ** 64n - 1n, b: [-(2n ** 63n), 1, 'x'], c: { d: 0n }, s: 'bigint:1' };
   const text = stringifyJson(doc);
   assert.equal(text, '{"a":18446744073709551615,"b":[-9223372036854775808,1,"x"],"c":{"d":0},"s":"bigint:1"}');
-  assert.deepEqual(parseJson(text), doc);
+  // Integers within ±(2^53 − 1) come back as numbers.
+  assert.deepEqual(parseJson(text), { ...doc, c: { d: 0 } });
   assert.equal(stringifyJson({ plain: [1, 2] }), JSON.stringify({ plain: [1, 2] }));
 });

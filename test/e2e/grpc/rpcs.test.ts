@@ -154,7 +154,6 @@ describe('metadata', () => {
 
 describe('capabilities not in this version', () => {
   const cases: [UnaryRpc, () => Promise<unknown>, string][] = [
-    ['ModelStatistics', () => unary(client, 'ModelStatistics', { name: '', version: '' }), 'statistics'],
     ['RepositoryIndex', () => unary(client, 'RepositoryIndex', { repository_name: '', ready: false }), 'model repository'],
     ['RepositoryModelLoad', () => unary(client, 'RepositoryModelLoad', { repository_name: '', model_name: 'simple', parameters: {} }), 'model repository'],
     ['RepositoryModelUnload', () => unary(client, 'RepositoryModelUnload', { repository_name: '', model_name: 'simple', parameters: {} }), 'model repository'],
