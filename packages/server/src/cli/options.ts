@@ -4,6 +4,7 @@
  */
 import { NereidError } from '@nereid/protocol';
 import type { LogFormat } from '../observability/logger.js';
+import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
 
 export interface ServeOptions {
   modelRepositories: string[];
@@ -20,6 +21,8 @@ export interface ServeOptions {
   httpAddress: string;
   httpPort: number;
   httpMaxInputSize: number;
+  rateLimit: 'off' | 'execution_count';
+  rateLimitResources: ResourceLimit[];
   allowGrpc: boolean;
   grpcAddress: string;
   grpcPort: number;
@@ -104,6 +107,16 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
   'http-address': { kind: 'string', apply: (o, v) => (o.httpAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
   'http-port': { kind: 'int', apply: (o, v, n) => (o.httpPort = parseInt(n, v)) },
   'http-max-input-size': { kind: 'int', apply: (o, v, n) => (o.httpMaxInputSize = parseInt(n, v, 1)) },
+  'rate-limit': {
+    kind: 'string',
+    apply: (o, v, n) => {
+      if (v !== 'off' && v !== 'execution_count') {
+        throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'off' or 'execution_count', got '${v}'`);
+      }
+      o.rateLimit = v;
+    },
+  },
+  'rate-limit-resource': { kind: 'string', repeatable: true, apply: (o, v) => void o.rateLimitResources.push(parseResourceLimit(v)) },
   'allow-grpc': { kind: 'bool', apply: (o, v, n) => (o.allowGrpc = parseBool(n, v)) },
   'grpc-address': { kind: 'string', apply: (o, v) => (o.grpcAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
   'grpc-port': { kind: 'int', apply: (o, v, n) => (o.grpcPort = parseInt(n, v)) },
@@ -179,8 +192,6 @@ const ACCEPTED: Record<string, Kind> = {
   'cache-config': 'string',
   'response-cache-byte-size': 'int',
   'cache-directory': 'string',
-  'rate-limit': 'string',
-  'rate-limit-resource': 'string',
   'allow-client-shm': 'bool',
 };
 
@@ -200,6 +211,8 @@ export function defaultServeOptions(): ServeOptions {
     httpAddress: '0.0.0.0',
     httpPort: 8000,
     httpMaxInputSize: 67_108_864,
+    rateLimit: 'off',
+    rateLimitResources: [],
     allowGrpc: true,
     grpcAddress: '0.0.0.0',
     grpcPort: 8001,

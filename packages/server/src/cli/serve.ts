@@ -53,6 +53,8 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     modelConfigName: options.modelConfigName,
     modelLoadThreadCount: options.modelLoadThreadCount,
     backendConfig: options.backendConfig,
+    rateLimit: options.rateLimit,
+    rateLimitResources: options.rateLimitResources,
     logger,
   });
   let report;

@@ -21,6 +21,7 @@ import type { Servable, VersionFactory } from '../repository/model-manager.js';
 import { ModelStatistics } from '../observability/model-statistics.js';
 import { DirectScheduler } from '../scheduling/direct-scheduler.js';
 import { DynamicBatcher } from '../scheduling/dynamic-batcher.js';
+import type { RateLimiter } from '../scheduling/rate-limiter.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
@@ -37,6 +38,7 @@ export class ModelVersion implements Servable {
   readonly stats: ModelStatistics;
   readonly #runners: readonly InstanceRunner[];
   readonly #backendModel: BackendModel;
+  readonly #rateLimiter: RateLimiter | undefined;
   #unloading: Promise<void> | undefined;
 
   constructor(init: {
@@ -47,6 +49,7 @@ export class ModelVersion implements Servable {
     runners: InstanceRunner[];
     backendModel: BackendModel;
     stats: ModelStatistics;
+    rateLimiter: RateLimiter | undefined;
   }) {
     this.name = init.config.name;
     this.version = init.version;
@@ -55,6 +58,7 @@ export class ModelVersion implements Servable {
     this.labels = init.labels;
     this.scheduler = init.scheduler;
     this.stats = init.stats;
+    this.#rateLimiter = init.rateLimiter;
     this.#runners = init.runners;
     this.#backendModel = init.backendModel;
   }
@@ -69,6 +73,7 @@ export class ModelVersion implements Servable {
     this.#unloading ??= (async () => {
       this.scheduler.stop();
       await this.scheduler.drain();
+      for (const r of this.#runners) this.#rateLimiter?.unregister(r.limited);
       await Promise.allSettled(this.#runners.map((r) => r.unload()));
       await this.#backendModel.unload();
     })();
@@ -80,6 +85,8 @@ export interface ModelVersionFactoryOptions {
   /** `--backend-config` settings: backend name → key → value; '' holds global settings. */
   backendConfig: ReadonlyMap<string, Readonly<Record<string, string>>>;
   logger: Logger;
+  /** Set with `--rate-limit=execution_count` (models-and-scheduling.md §7.3). */
+  rateLimiter?: RateLimiter;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -136,7 +143,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     const backendModel = await backend.createModel(context());
     const runners: InstanceRunner[] = [];
     try {
-      const specs: { spec: InstanceSpec; passive: boolean }[] = [];
+      const specs: { spec: InstanceSpec; passive: boolean; group: ModelConfig['instance_group'][number] }[] = [];
       const total = config.instance_group.reduce((n, g) => n + g.count, 0);
       for (const group of config.instance_group) {
         if (group.kind === 'KIND_AUTO') throw new NereidError('INTERNAL', `instance group '${group.name}' was not normalised`);
@@ -144,6 +151,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
           specs.push({
             spec: { name: `${group.name}_${c}`, groupName: group.name, kind: group.kind, deviceId: 0, instanceCount: total },
             passive: group.passive,
+            group,
           });
         }
       }
@@ -152,11 +160,37 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const stats = new ModelStatistics(name, version);
       created.forEach((c, i) => {
         if (c.status === 'fulfilled') {
-          runners.push(new InstanceRunner(specs[i]!.spec, c.value, backend.name, { decoupled, observer: stats }));
+          const limiter = this.#options.rateLimiter;
+          const group = specs[i]!.group;
+          const runner = new InstanceRunner(specs[i]!.spec, c.value, backend.name, {
+            decoupled,
+            observer: stats,
+            ...(limiter
+              ? {
+                  rateLimiter: limiter,
+                  resources: group.rate_limiter?.resources ?? [],
+                  priority: group.rate_limiter?.priority ?? 1,
+                }
+              : {}),
+          });
+          runners.push(runner);
         }
       });
       const failure = created.find((c): c is PromiseRejectedResult => c.status === 'rejected');
       if (failure) throw toNereidError(failure.reason, 'MODEL_LOAD_FAILED');
+      const limiter = this.#options.rateLimiter;
+      if (limiter) {
+        const registered: InstanceRunner[] = [];
+        try {
+          for (const r of runners) {
+            limiter.register(r.limited, name);
+            registered.push(r);
+          }
+        } catch (err) {
+          for (const r of registered) limiter.unregister(r.limited);
+          throw err;
+        }
+      }
       const active = runners.filter((_, i) => !specs[i]!.passive);
       const scheduler = config.dynamic_batching
         ? new DynamicBatcher({
@@ -172,7 +206,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
             logger,
           })
         : new DirectScheduler(name, active, stats);
-      return new ModelVersion({ config, version, labels, scheduler, runners, backendModel, stats });
+      return new ModelVersion({ config, version, labels, scheduler, runners, backendModel, stats, rateLimiter: limiter });
     } catch (err) {
       await Promise.allSettled(runners.map((r) => r.unload()));
       await backendModel.unload().catch(() => undefined);

@@ -21,6 +21,7 @@ import { classify } from './classification.js';
 import { InferenceRequest } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
+import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
 import { undoReshape, validateRequest } from './request-validation.js';
 import type {
@@ -54,6 +55,10 @@ export interface ServerOptions {
   modelLoadThreadCount?: number;
   /** `--backend-config`: backend → key → value; key '' holds global settings. */
   backendConfig?: ReadonlyMap<string, Readonly<Record<string, string>>>;
+  /** `--rate-limit` (default off): `execution_count` makes instances wait for resources (§7.3). */
+  rateLimit?: 'off' | 'execution_count';
+  /** `--rate-limit-resource`: explicit resource pool sizes. */
+  rateLimitResources?: readonly ResourceLimit[];
   /** Extra backends (custom backends); built-in ones are always available. */
   backends?: readonly Backend[];
   /** A logger, or settings for the default console logger. */
@@ -117,6 +122,7 @@ export class Server {
     const factory = new ModelVersionFactory(registry, {
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
+      ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
     });
     this.#models = new ModelManager(
       {

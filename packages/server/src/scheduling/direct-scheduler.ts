@@ -70,7 +70,9 @@ export class DirectScheduler implements Scheduler {
     while (this.#queue.size > 0) {
       let runner: InstanceRunner | undefined;
       for (const r of this.#runners) {
-        if (r.available && (runner === undefined || r.inflight < runner.inflight)) runner = r;
+        if (r.available && (runner === undefined || r.inflight < runner.inflight || (r.inflight === runner.inflight && r.key < runner.key))) {
+          runner = r;
+        }
       }
       if (runner === undefined) return;
       const request = this.#queue.shift()!;

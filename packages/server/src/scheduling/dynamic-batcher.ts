@@ -355,11 +355,14 @@ export class DynamicBatcher implements Scheduler {
 
   /** An idle instance, else one that can hold a batch ahead (least loaded), else none. */
   #pickRunner(): { runner: InstanceRunner; ahead: boolean } | undefined {
+    let idle: InstanceRunner | undefined;
     let busy: InstanceRunner | undefined;
     for (const r of this.#runners) {
-      if (r.inflight === 0) return { runner: r, ahead: false };
-      if (r.inflight < Math.min(r.depth, 2) && (busy === undefined || r.inflight < busy.inflight)) busy = r;
+      if (r.inflight === 0) {
+        if (idle === undefined || r.key < idle.key) idle = r;
+      } else if (r.inflight < Math.min(r.depth, 2) && (busy === undefined || r.inflight < busy.inflight)) busy = r;
     }
+    if (idle) return { runner: idle, ahead: false };
     return busy ? { runner: busy, ahead: true } : undefined;
   }
 

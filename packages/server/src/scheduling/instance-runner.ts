@@ -7,6 +7,7 @@
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendInstance, InstanceSpec } from '../backends/spi.js';
+import type { RateLimitedInstance, RateLimiter } from './rate-limiter.js';
 import { NO_OBSERVER, type FailureReason, type ScheduledRequest, type SchedulerObserver } from './scheduler.js';
 
 /** The failure reason of a request that went through an instance (§9.1). */
@@ -24,25 +25,49 @@ export class InstanceRunner {
   readonly #backendName: string;
   readonly #decoupled: boolean;
   readonly #observer: SchedulerObserver;
+  readonly #limiter: RateLimiter | undefined;
+  /** This instance as the rate limiter knows it (executions × priority is its key, §7.3). */
+  readonly limited: RateLimitedInstance;
   #inflight = 0;
 
   /**
    * @param options.decoupled  decoupled models may keep responding after `execute` returns
    *                           (models-and-scheduling.md §8.1); others must answer every request.
    * @param options.observer   told of every execution and of every request's completion
+   * @param options.rateLimiter  with `--rate-limit=execution_count`: executions wait for their
+   *                             resources (and the instance holds one batch at a time)
    */
   constructor(
     spec: InstanceSpec,
     instance: BackendInstance,
     backendName: string,
-    options: { decoupled?: boolean; observer?: SchedulerObserver } = {},
+    options: {
+      decoupled?: boolean;
+      observer?: SchedulerObserver;
+      rateLimiter?: RateLimiter;
+      resources?: RateLimitedInstance['resources'];
+      priority?: number;
+    } = {},
   ) {
     this.spec = spec;
     this.#instance = instance;
     this.#backendName = backendName;
     this.#decoupled = options.decoupled ?? false;
     this.#observer = options.observer ?? NO_OBSERVER;
-    this.depth = Math.max(1, Math.floor(instance.pipelineDepth ?? 1));
+    this.#limiter = options.rateLimiter;
+    this.limited = {
+      name: spec.name,
+      device: spec.deviceId,
+      resources: options.resources ?? [],
+      priority: Math.max(1, options.priority ?? 1),
+      executions: 0,
+    };
+    this.depth = this.#limiter ? 1 : Math.max(1, Math.floor(instance.pipelineDepth ?? 1));
+  }
+
+  /** Preference among idle instances: lower first (executions × priority, §7.3). */
+  get key(): number {
+    return this.limited.executions * this.limited.priority;
   }
 
   /** Batches handed to the instance and not finished. */
@@ -62,6 +87,7 @@ export class InstanceRunner {
   async run(batch: readonly ScheduledRequest[]): Promise<void> {
     if (!this.available) throw new Error(`instance ${this.spec.name} already holds ${this.#inflight} batches`);
     this.#inflight++;
+    if (this.#limiter) await this.#limiter.acquire(this.limited);
     const called = process.hrtime.bigint();
     let start = 0n;
     let inputEnd = 0n;
@@ -78,6 +104,8 @@ export class InstanceRunner {
       const error = toNereidError(err, 'BACKEND_ERROR', `backend '${this.#backendName}' failed to execute instance '${this.spec.name}'`);
       for (const r of batch) r.fail(error);
     } finally {
+      if (this.#limiter) this.#limiter.release(this.limited);
+      else this.limited.executions++;
       this.#inflight--;
       if (start === 0n) start = called;
       if (end === 0n) end = process.hrtime.bigint();
