@@ -217,7 +217,11 @@ export class GrpcFrontend {
         this.#refuseIfStopping();
         const abort = new AbortController();
         call.once('cancelled', () => abort.abort());
-        const response = await server.infer(decodeInferRequest(request), { signal: abort.signal });
+        const response = await server.infer(decodeInferRequest(request), { signal: abort.signal }).catch((err: unknown) => {
+          throw err instanceof NereidError && err.code === 'MODEL_DECOUPLED_UNSUPPORTED'
+            ? new NereidError(err.code, "ModelInfer RPC doesn't support models with decoupled transaction policy")
+            : err;
+        });
         return encodeInferResponse(response);
       }),
       ModelStatistics: unary<pb.ModelStatisticsRequest, pb.ModelStatisticsResponse>((r) => ({

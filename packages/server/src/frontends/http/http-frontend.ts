@@ -60,6 +60,11 @@ function healthStatus(server: Server, ok: boolean): number {
   return ok ? 200 : 400;
 }
 
+/** The facade's "decoupled model" refusal in this frontend's words (protocol.md §3.7.3). */
+function decoupledError(err: unknown, message: string): unknown {
+  return err instanceof NereidError && err.code === 'MODEL_DECOUPLED_UNSUPPORTED' ? new NereidError(err.code, message) : err;
+}
+
 const CONNECTION_SIGNAL = Symbol('nereid.connectionSignal');
 
 /**
@@ -234,7 +239,9 @@ export class HttpFrontend {
     const decoded = split.rawBinary
       ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
       : decodeJsonInferRequest(split.header, split.binary, model, version);
-    const response = await this.#server.infer(decoded.request, { signal });
+    const response = await this.#server.infer(decoded.request, { signal }).catch((err: unknown) => {
+      throw decoupledError(err, "HTTP end point doesn't support models with decoupled transaction policy");
+    });
     const encoded = encodeInferResponse(response, decoded);
 
     const headers: Record<string, string | number> = {
