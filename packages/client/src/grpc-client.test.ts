@@ -54,6 +54,32 @@ function contents(fields: Partial<pb.InferTensorContents>): pb.InferTensorConten
   };
 }
 
+/** Statistics with values past 2^53, to check they survive decoding. */
+const STATISTICS: pb.ModelStatistics = (() => {
+  const d = (count: bigint, ns: bigint): pb.StatisticDuration => ({ count, ns });
+  const zero = d(0n, 0n);
+  return {
+    name: 'm',
+    version: '2',
+    last_inference: 2n ** 53n + 1n,
+    inference_count: 2n ** 63n,
+    execution_count: 3n,
+    inference_stats: {
+      success: d(3n, 2n ** 64n - 1n),
+      fail: zero,
+      queue: d(3n, 12n),
+      compute_input: zero,
+      compute_infer: zero,
+      compute_output: zero,
+      cache_hit: zero,
+      cache_miss: zero,
+    },
+    batch_stats: [{ batch_size: 4n, compute_input: d(1n, 2n), compute_infer: d(1n, 3n), compute_output: d(1n, 4n) }],
+    memory_usage: [{ type: 'CPU', id: 0n, byte_size: 1024n }],
+    response_stats: {},
+  };
+})();
+
 describe('request parameters as InferParameter choices (protocol.md §7.4 item 2)', () => {
   it('maps each JS value as the Python client maps its Python value', () => {
     assert.deepEqual(encodeInferParameter('flag', true), { bool_param: true });
@@ -97,6 +123,7 @@ describe('against a stand-in gRPC server', () => {
   let client: GrpcClient;
   let captured: { request: pb.ModelInferRequest; metadata: Record<string, unknown>; deadline: number } | undefined;
   let answer: (request: pb.ModelInferRequest) => pb.ModelInferResponse | { code: number; details: string };
+  let statisticsAsked: pb.ModelStatisticsRequest[] = [];
 
   before(async () => {
     const started = await fakeServer({
@@ -106,6 +133,10 @@ describe('against a stand-in gRPC server', () => {
         const a = answer(call.request);
         if ('code' in a) callback(a);
         else callback(null, a);
+      },
+      ModelStatistics(call: ServerUnaryCall<pb.ModelStatisticsRequest, pb.ModelStatisticsResponse>, callback: sendUnaryData<pb.ModelStatisticsResponse>) {
+        statisticsAsked.push(call.request);
+        callback(null, { model_stats: [STATISTICS] });
       },
       ModelStreamInfer(call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>) {
         // A decoupled-style model: two partial responses per request, then the empty final one
@@ -231,6 +262,39 @@ describe('against a stand-in gRPC server', () => {
         assert.equal(err.message, `failed with ${code}`);
         return true;
       });
+    }
+  });
+
+  it('modelStatistics: names the model and version asked for; uint64 counters come back exact', async () => {
+    statisticsAsked = [];
+    assert.deepEqual(await client.modelStatistics(), { model_stats: [STATISTICS] });
+    assert.deepEqual(await client.modelStatistics('m'), { model_stats: [STATISTICS] });
+    const one = await client.modelStatistics('m', '2', { timeout: 10_000 });
+    assert.equal(one.model_stats[0]!.inference_stats!.success!.ns, 2n ** 64n - 1n);
+    assert.equal(one.model_stats[0]!.last_inference, 2n ** 53n + 1n);
+    assert.deepEqual(
+      statisticsAsked.map((r) => [r.name, r.version]),
+      [
+        ['', ''],
+        ['m', ''],
+        ['m', '2'],
+      ],
+    );
+  });
+
+  it('modelStatistics on a server without it: InferenceServerError UNIMPLEMENTED (501)', async () => {
+    const bare = await fakeServer({});
+    const other = new GrpcClient(bare.target);
+    try {
+      await assert.rejects(other.modelStatistics('m'), (err: unknown) => {
+        assert.ok(err instanceof InferenceServerError);
+        assert.equal(err.grpcCode, status.UNIMPLEMENTED);
+        assert.equal(err.status, 501);
+        return true;
+      });
+    } finally {
+      other.close();
+      bare.server.forceShutdown();
     }
   });
 

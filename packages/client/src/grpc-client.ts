@@ -93,6 +93,16 @@ export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKN
 /** The decoded `ModelConfig` message: snake_case fields, enums by name, 64-bit integers as numbers. */
 export type ModelConfig = configPb.ModelConfig;
 
+/**
+ * The decoded `ModelStatisticsResponse` (protocol.md §3.14, §4.3): snake_case fields; every
+ * counter, duration and timestamp is a bigint (uint64 on the wire, cumulative nanoseconds
+ * overflow 2^53 on a long-running server), so values are exact.
+ */
+export type ModelStatisticsResponse = pb.ModelStatisticsResponse;
+
+/** The statistics of one model version, an element of `ModelStatisticsResponse.model_stats`. */
+export type ModelStatistics = pb.ModelStatistics;
+
 interface UnaryMethod<Req, Res> {
   path: string;
   requestSerialize(value: Req): Buffer;
@@ -178,6 +188,16 @@ export class GrpcClient {
     const r = await this.#unary(GRPC_INFERENCE_SERVICE.ModelConfig, { name: model, version: version ?? '' }, options);
     // An absent message field is its default value (proto3).
     return r.config ?? configPb.ModelConfig.decode(new Uint8Array(0));
+  }
+
+  /**
+   * Cumulative statistics (`ModelStatistics`, protocol.md §3.14): of every READY version of every
+   * model (no `model`), of one model's READY versions (no `version`), or of one version. A model
+   * or version that is unknown or not READY is an error (INVALID_ARGUMENT, "requested model '<m>'
+   * is not available"); a server without the statistics extension answers UNIMPLEMENTED.
+   */
+  async modelStatistics(model?: string, version?: string, options?: GrpcCallOptions): Promise<ModelStatisticsResponse> {
+    return this.#unary(GRPC_INFERENCE_SERVICE.ModelStatistics, { name: model ?? '', version: version ?? '' }, options);
   }
 
   /** `grpc.health.v1.Health/Check` (protocol.md §4.4): SERVING when the server is ready. */

@@ -13,6 +13,8 @@ export {
   type HealthStatus,
   type ModelConfig,
   type ModelMetadata,
+  type ModelStatistics,
+  type ModelStatisticsResponse,
   type ServerMetadata,
   type TensorMetadata,
 } from './grpc-client.js';

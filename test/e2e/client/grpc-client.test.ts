@@ -1,8 +1,8 @@
 /**
  * `GrpcClient` against a real Nereid server (protocol.md §4, §7.4): health, metadata and config,
  * unary inference of every datatype ONNX Runtime's Node binding feeds (INT64/UINT64 extremes,
- * FP16 bits, BYTES with binary elements), classification, parameters, errors, cancellation and
- * deadlines, message compression, and `ModelStreamInfer` through the stream object.
+ * FP16 bits, BYTES with binary elements), classification, parameters, statistics, errors,
+ * cancellation and deadlines, message compression, and `ModelStreamInfer` through the stream object.
  */
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
@@ -34,6 +34,8 @@ before(async () => {
   );
   repo = await makeRepository({
     simple: modelFiles(simpleModel()),
+    // Used by the statistics tests only, so its counters start at zero there.
+    counted: modelFiles(simpleModel({ name: 'counted' })),
     simple_string: modelFiles(simpleStringModel()),
     labelled: labelledModelFiles(),
     mlp: modelFiles(mlp),
@@ -169,6 +171,53 @@ describe('health, metadata and configuration', () => {
   it('per-call headers and deadlines are accepted on every method', async () => {
     assert.equal(await client.isServerLive({ headers: { 'x-request': 'a' }, timeout: 10_000 }), true);
     assert.equal(await client.isModelReady('simple', undefined, { timeout: 10_000 }), true);
+  });
+});
+
+describe('statistics', () => {
+  it('modelStatistics: zero before any request, then counts of requests, executions and batch sizes', async () => {
+    const [fresh] = (await client.modelStatistics('counted')).model_stats;
+    assert.ok(fresh);
+    assert.equal(fresh.name, 'counted');
+    assert.equal(fresh.version, '1');
+    assert.equal(fresh.last_inference, 0n);
+    assert.equal(fresh.inference_count, 0n);
+    assert.equal(fresh.execution_count, 0n);
+    assert.deepEqual(fresh.inference_stats?.success, { count: 0n, ns: 0n });
+    assert.deepEqual(fresh.batch_stats, []);
+
+    const started = Date.now();
+    await client.infer({ ...simpleRequest(1, 1), model: 'counted' });
+    await client.infer({ ...simpleRequest(2, 3), model: 'counted' });
+    const { model_stats } = await client.modelStatistics('counted', '1');
+    assert.equal(model_stats.length, 1);
+    const s = model_stats[0]!;
+    assert.equal(s.inference_count, 4n);
+    assert.equal(s.execution_count, 2n);
+    assert.ok(s.last_inference >= BigInt(started - 1000) && s.last_inference <= BigInt(Date.now() + 1000), `last_inference ${s.last_inference}`);
+    const i = s.inference_stats!;
+    for (const d of [i.success, i.queue, i.compute_input, i.compute_infer, i.compute_output]) assert.equal(d?.count, 2n);
+    assert.ok(i.success!.ns > 0n);
+    assert.equal(typeof i.success!.ns, 'bigint');
+    assert.deepEqual(
+      s.batch_stats.map((b) => [b.batch_size, b.compute_infer?.count]).sort((x, y) => Number(x[0]! - y[0]!)),
+      [
+        [1n, 1n],
+        [3n, 1n],
+      ],
+    );
+  });
+
+  it('modelStatistics with no model: every READY version of every model', async () => {
+    const names = (await client.modelStatistics()).model_stats.map((s) => `${s.name}/${s.version}`);
+    assert.ok(names.includes('counted/1') && names.includes('simple/1') && names.includes('mlp/1'), names.join(', '));
+    assert.equal(new Set(names).size, names.length);
+  });
+
+  it('modelStatistics of an unknown model or version: INVALID_ARGUMENT with the server message', async () => {
+    const err = await rejectsWith(client.modelStatistics('nope'), GrpcStatus.INVALID_ARGUMENT, "requested model 'nope' is not available");
+    assert.equal(err.status, 400);
+    await rejectsWith(client.modelStatistics('counted', '7'), GrpcStatus.INVALID_ARGUMENT, "requested model version is not available for model 'counted'");
   });
 });
 

@@ -1,7 +1,7 @@
 /**
  * HttpClient and GrpcClient side by side on one server: the same request through both gives the
  * same `InferResult` (model, version, id, parameters, every output's datatype, shape and bytes),
- * the same metadata and configuration, and the same error status and message.
+ * the same metadata, configuration and statistics, and the same error status and message.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -14,7 +14,7 @@ import {
   type InferResult,
 } from '@nereid/client';
 import { identityModel, simpleModel, simpleStringModel } from '@nereid/testkit';
-import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { httpRequest, jsonBody, makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 import { DATATYPE_CASES, asBuffer, labelledModelFiles, simpleInputs } from './cases.js';
 
@@ -188,6 +188,36 @@ describe('the same answers to the other calls', () => {
       // JSON drops the oneof members the decoder leaves undefined.
       assert.deepEqual(JSON.parse(JSON.stringify(await grpc.modelConfig(model))), await http.modelConfig(model));
     }
+  });
+});
+
+/** A decoded message as the JSON the HTTP frontend writes (small bigints as numbers). */
+function asJson(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? Number(v) : v)));
+}
+
+describe('statistics', () => {
+  it('modelStatistics is the HTTP /stats JSON, for one version, one model and all models', async () => {
+    // The tests above have run requests through both clients; nothing runs concurrently now.
+    for (const [path, model, version] of [
+      ['/v2/models/simple/versions/1/stats', 'simple', '1'],
+      ['/v2/models/identity_int64/stats', 'identity_int64', undefined],
+      ['/v2/models/stats', undefined, undefined],
+    ] as const) {
+      const viaHttp = jsonBody(await httpRequest(srv.url + path));
+      assert.deepEqual(asJson(await grpc.modelStatistics(model, version)), viaHttp, path);
+    }
+  });
+
+  it('the same errors: HTTP 400 and gRPC INVALID_ARGUMENT, one message', async () => {
+    const reply = await httpRequest(`${srv.url}/v2/models/nope/stats`);
+    assert.equal(reply.status, 400);
+    await assert.rejects(grpc.modelStatistics('nope'), (err: unknown) => {
+      assert.ok(err instanceof InferenceServerError);
+      assert.equal(err.status, 400);
+      assert.deepEqual({ error: err.message }, jsonBody(reply));
+      return true;
+    });
   });
 });
 
