@@ -33,14 +33,20 @@ export class InferenceRequest implements ScheduledRequest {
   readonly times: RequestTimes;
   /** Settles with the request's one data response, or rejects with its error. */
   readonly response: Promise<BackendResponse>;
-  /** `response`, released in order when the scheduler asked for it (`deliverAfter`). */
-  delivered: Promise<BackendResponse>;
+  /**
+   * `response`, released in order when the scheduler asked for it (`deliverAfter`). The same
+   * promise from construction on: callers take it as soon as the request is enqueued, before the
+   * scheduler has dequeued it.
+   */
+  readonly delivered: Promise<BackendResponse>;
 
   #completed = false;
   #completedAt = 0n;
   #error: NereidError | undefined;
   #data: BackendResponse | undefined;
   #callbacks: (() => void)[] | undefined;
+  /** What delivery waits for (`deliverAfter`); read when the response settles. */
+  #after: Promise<unknown> | undefined;
   #resolve!: (r: BackendResponse) => void;
   #reject!: (e: NereidError) => void;
 
@@ -66,9 +72,18 @@ export class InferenceRequest implements ScheduledRequest {
       this.#resolve = resolve;
       this.#reject = reject;
     });
+    this.delivered = this.response.then(
+      (data) => (this.#after === undefined ? data : this.#after.then(() => data, () => data)),
+      (error: unknown) => {
+        if (this.#after === undefined) throw error;
+        return this.#after.then(
+          () => Promise.reject(error),
+          () => Promise.reject(error),
+        );
+      },
+    );
     // Callers await `delivered`; an unobserved rejection must not crash the process meanwhile.
-    this.response.catch(() => undefined);
-    this.delivered = this.response;
+    this.delivered.catch(() => undefined);
   }
 
   get completed(): boolean {
@@ -130,11 +145,6 @@ export class InferenceRequest implements ScheduledRequest {
   }
 
   deliverAfter(previous: Promise<unknown>): void {
-    const own = this.response;
-    this.delivered = previous.then(
-      () => own,
-      () => own,
-    );
-    this.delivered.catch(() => undefined);
+    this.#after = previous;
   }
 }

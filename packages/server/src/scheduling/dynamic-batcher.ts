@@ -10,7 +10,10 @@
  * A batch is formed when an instance can take it: an idle instance always; an instance that is
  * busy but can hold another batch (pipelined instances, at most two batches ahead) only when the
  * batch cannot grow any more (full, preferred maximum reached, next request does not fit, or the
- * delay expired) — so batches keep growing while every instance is busy.
+ * delay expired) — so batches keep growing while every instance is busy. Batches are prepared
+ * ahead only when the queue has no priority levels, timeouts or size limit (§4.4): a batch handed
+ * to an instance escapes its queue timeouts, frees queue room and would hold up a later
+ * higher-priority request.
  */
 import { NereidError } from '@nereid/protocol';
 import type { ModelDynamicBatching, ModelQueuePolicy } from '../config/model-config.js';
@@ -27,9 +30,12 @@ export interface BatcherClock {
   clearTimer(handle: unknown): void;
 }
 
+/** setTimeout's longest delay; a longer one fires at once. Waking early only re-forms the batch. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export const SYSTEM_CLOCK: BatcherClock = {
   now: () => process.hrtime.bigint(),
-  setTimer: (callback, delayNs) => setTimeout(callback, Math.max(0, Math.ceil(Number(delayNs) / 1e6))),
+  setTimer: (callback, delayNs) => setTimeout(callback, Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(Number(delayNs) / 1e6)))),
   clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
@@ -85,14 +91,21 @@ class Level {
     this.policy = policy;
   }
 
+  /** Drops entries that left the front of either part; an emptied part lets go of every entry (and so of its request's tensors) at once. */
   compact(): void {
     while (this.normalHead < this.normal.length && this.normal[this.normalHead]!.place !== 'normal') this.normalHead++;
     while (this.delayedHead < this.delayed.length && this.delayed[this.delayedHead]!.place !== 'delayed') this.delayedHead++;
-    if (this.normalHead > 64 && this.normalHead * 2 > this.normal.length) {
+    if (this.normalHead === this.normal.length) {
+      this.normal.length = 0;
+      this.normalHead = 0;
+    } else if (this.normalHead > 64 && this.normalHead * 2 > this.normal.length) {
       this.normal = this.normal.slice(this.normalHead);
       this.normalHead = 0;
     }
-    if (this.delayedHead > 64 && this.delayedHead * 2 > this.delayed.length) {
+    if (this.delayedHead === this.delayed.length) {
+      this.delayed.length = 0;
+      this.delayedHead = 0;
+    } else if (this.delayedHead > 64 && this.delayedHead * 2 > this.delayed.length) {
       this.delayed = this.delayed.slice(this.delayedHead);
       this.delayedHead = 0;
     }
@@ -126,14 +139,20 @@ export class DynamicBatcher implements Scheduler {
   readonly #observer: SchedulerObserver;
   readonly #logger: Logger | undefined;
   readonly #clock: BatcherClock;
-  /** Whether any level can time requests out (then expired entries are purged while busy). */
-  readonly #timeouts: boolean;
+  /** Whether batches may be prepared ahead for busy instances (§4.4). */
+  readonly #prefetch: boolean;
 
   #queued = 0;
   #executing = 0;
   #stopped = false;
   #timer: unknown;
   #timerAt = 0n;
+  /**
+   * No queued request expires before this time (expiry + 1 ns of the earliest one; 0n: none
+   * can): purges while every instance is busy wait for it instead of scanning the queue on every
+   * arrival. May be early (its request left the queue), never late.
+   */
+  #nextPurge = 0n;
   #lastDelivered: Promise<unknown> = Promise.resolve();
   #drainWaiters: (() => void)[] = [];
 
@@ -156,7 +175,11 @@ export class DynamicBatcher implements Scheduler {
       this.#defaultLevel = new Level(0, defaultPolicy);
       this.#levels = [this.#defaultLevel];
     }
-    this.#timeouts = this.#levels.some((l) => l.policy.default_timeout_microseconds > 0);
+    this.#prefetch =
+      c.priority_levels === 0 &&
+      defaultPolicy.default_timeout_microseconds === 0 &&
+      !defaultPolicy.allow_timeout_override &&
+      defaultPolicy.max_queue_size === 0;
     this.#shapeChecked = options.shapeCheckedInputs;
     this.#hasOptional = options.hasOptionalInputs;
     this.#runners = options.runners;
@@ -246,6 +269,7 @@ export class DynamicBatcher implements Scheduler {
     level.normal.push(entry);
     level.size++;
     this.#queued++;
+    if (entry.expiry !== 0n && (this.#nextPurge === 0n || entry.expiry < this.#nextPurge)) this.#nextPurge = entry.expiry + 1n;
     this.#schedule();
   }
 
@@ -353,14 +377,14 @@ export class DynamicBatcher implements Scheduler {
     return wake;
   }
 
-  /** An idle instance, else one that can hold a batch ahead (least loaded), else none. */
+  /** An idle instance, else (when prefetching) one that can hold a batch ahead (least loaded), else none. */
   #pickRunner(): { runner: InstanceRunner; ahead: boolean } | undefined {
     let idle: InstanceRunner | undefined;
     let busy: InstanceRunner | undefined;
     for (const r of this.#runners) {
       if (r.inflight === 0) {
         if (idle === undefined || r.key < idle.key) idle = r;
-      } else if (r.inflight < Math.min(r.depth, 2) && (busy === undefined || r.inflight < busy.inflight)) busy = r;
+      } else if (this.#prefetch && r.inflight < Math.min(r.depth, 2) && (busy === undefined || r.inflight < busy.inflight)) busy = r;
     }
     if (idle) return { runner: idle, ahead: false };
     return busy ? { runner: busy, ahead: true } : undefined;
@@ -379,6 +403,7 @@ export class DynamicBatcher implements Scheduler {
   #scheduleLoop(): void {
     for (;;) {
       if (this.#queued === 0) {
+        this.#nextPurge = 0n;
         this.#setTimer(0n);
         return;
       }
@@ -386,7 +411,8 @@ export class DynamicBatcher implements Scheduler {
       const now = this.#clock.now();
       if (pick === undefined) {
         // Every instance is full: expired REJECT requests are still purged meanwhile (§4.4).
-        this.#setTimer(this.#timeouts ? this.#purge(now) : 0n);
+        if (this.#nextPurge !== 0n && now >= this.#nextPurge) this.#nextPurge = this.#purge(now);
+        this.#setTimer(this.#nextPurge);
         return;
       }
       const decision = this.#formBatch(now, pick.ahead);
@@ -402,10 +428,10 @@ export class DynamicBatcher implements Scheduler {
     }
   }
 
-  /** Removes expired requests; returns the next expiry still pending (0n: none). */
+  /** Removes (or, under DELAY, moves) expired requests; returns the next `#nextPurge`. */
   #purge(now: bigint): bigint {
     let next = 0n;
-    for (const e of [...this.#ordered()]) {
+    for (const e of this.#ordered()) {
       if (e.expiry === 0n) continue;
       if (now > e.expiry) this.#expire(e);
       else if (e.place === 'normal' && (next === 0n || e.expiry < next)) next = e.expiry + 1n;

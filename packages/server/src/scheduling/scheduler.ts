@@ -37,10 +37,14 @@ export interface ScheduledRequest extends BackendRequest {
   onComplete(callback: () => void): void;
   /**
    * Delivers this request's response only after `previous` settles (preserve_ordering,
-   * models-and-scheduling.md §4.7).
+   * models-and-scheduling.md §4.7). Called when the request leaves the queue, before it can
+   * complete.
    */
   deliverAfter(previous: Promise<unknown>): void;
-  /** Settles once the response was delivered to the caller (see `deliverAfter`). */
+  /**
+   * Settles once the response was delivered to the caller (see `deliverAfter`). One promise for
+   * the request's whole life: callers take it when they enqueue.
+   */
   readonly delivered: Promise<unknown>;
 }
 

@@ -1,0 +1,1243 @@
+// The dynamic batcher (models-and-scheduling.md §4.2–§4.9) on a clock the tests move by hand and
+// on fake instances that answer when the test says so: no real time is ever asserted.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { NereidError } from '@nereid/protocol';
+import type { BackendInstance, BackendRequest } from '../backends/spi.js';
+import type { ModelDynamicBatching, ModelQueuePolicy } from '../config/model-config.js';
+import { InferenceRequest } from '../core/inference-request.js';
+import { DynamicBatcher, SYSTEM_CLOCK, type BatcherClock } from './dynamic-batcher.js';
+import { InstanceRunner } from './instance-runner.js';
+import { NEVER_ABORTED } from './request-queue.js';
+import type { FailureReason, ScheduledRequest, SchedulerObserver } from './scheduler.js';
+
+// ---------------------------------------------------------------------------------------------
+// Test doubles
+
+/** A clock whose time moves only in `advance`, firing due timers in time order as it passes them. */
+class FakeClock implements BatcherClock {
+  #now = 0n;
+  #nextId = 1;
+  readonly #timers = new Map<number, { at: bigint; callback: () => void }>();
+
+  now(): bigint {
+    return this.#now;
+  }
+
+  setTimer(callback: () => void, delayNs: bigint): unknown {
+    assert.ok(delayNs >= 0n, `timer set ${delayNs} ns in the past`);
+    const id = this.#nextId++;
+    this.#timers.set(id, { at: this.#now + delayNs, callback });
+    return id;
+  }
+
+  clearTimer(handle: unknown): void {
+    this.#timers.delete(handle as number);
+  }
+
+  /** Timers set and not yet fired or cleared. */
+  get timers(): number {
+    return this.#timers.size;
+  }
+
+  /** Microseconds since the start. */
+  get us(): number {
+    return Number(this.#now / 1000n);
+  }
+
+  /** Moves time forward by `us` microseconds (ns precision with a fraction). */
+  advance(us: number): void {
+    const target = this.#now + BigInt(Math.round(us * 1000));
+    for (;;) {
+      let due: [number, { at: bigint; callback: () => void }] | undefined;
+      for (const entry of this.#timers) {
+        if (entry[1].at <= target && (due === undefined || entry[1].at < due[1].at)) due = entry;
+      }
+      if (due === undefined) break;
+      this.#timers.delete(due[0]);
+      if (due[1].at > this.#now) this.#now = due[1].at;
+      due[1].callback();
+    }
+    this.#now = target;
+  }
+}
+
+/** One `execute` call of a fake instance, finished when the test says so. */
+interface Execution {
+  readonly requests: readonly BackendRequest[];
+  /** Every request gets its own output (its input echoed) and `execute` returns. */
+  finish(): void;
+  readonly finished: boolean;
+}
+
+/** A backend instance that records the batches it receives and answers on command. */
+class FakeInstance implements BackendInstance {
+  readonly pipelineDepth: number;
+  readonly executions: Execution[] = [];
+
+  constructor(depth = 1) {
+    this.pipelineDepth = depth;
+  }
+
+  /** Batches received, as request ids. */
+  get batches(): string[][] {
+    return this.executions.map((e) => e.requests.map((r) => r.id));
+  }
+
+  /** Executions not finished yet. */
+  get running(): Execution[] {
+    return this.executions.filter((e) => !e.finished);
+  }
+
+  execute(requests: readonly BackendRequest[]): Promise<void> {
+    return new Promise((resolve) => {
+      const execution = {
+        requests,
+        finished: false,
+        finish() {
+          assert.equal(execution.finished, false, 'execution finished twice');
+          execution.finished = true;
+          for (const r of requests) {
+            const input = r.inputs.values().next().value!;
+            r.respond({ outputs: [{ name: 'OUT', datatype: input.datatype, shape: input.shape, data: input.data }] });
+          }
+          resolve();
+        },
+      };
+      this.executions.push(execution);
+    });
+  }
+
+  /** Finishes the oldest unfinished execution. */
+  finishNext(): void {
+    const next = this.running[0];
+    assert.ok(next, 'no execution is running');
+    next.finish();
+  }
+
+  async unload(): Promise<void> {}
+}
+
+/** Records what the batcher and the instances report, checking each request is reported once. */
+class RecordingObserver implements SchedulerObserver {
+  readonly executions: number[] = [];
+  readonly completions = new Map<ScheduledRequest, FailureReason | 'SUCCESS'>();
+
+  onExecution(_batch: readonly ScheduledRequest[], batchSize: number): void {
+    this.executions.push(batchSize);
+  }
+
+  onRequestComplete(request: ScheduledRequest, reason: FailureReason | undefined): void {
+    assert.ok(!this.completions.has(request), `request '${request.id}' reported complete twice`);
+    assert.ok(request.completed, `request '${request.id}' reported before it completed`);
+    this.completions.set(request, reason ?? 'SUCCESS');
+  }
+
+  reasonOf(request: ScheduledRequest): FailureReason | 'SUCCESS' | undefined {
+    return this.completions.get(request);
+  }
+}
+
+let nextId = 0;
+
+interface RequestOptions {
+  id?: string;
+  /** Request batch size (first dimension); default 1. */
+  batch?: number;
+  priority?: number;
+  timeoutUs?: number;
+  signal?: AbortSignal;
+  /** Second dimension of every input; default 2. */
+  width?: number;
+  /** Input names; default ['IN']. */
+  inputs?: readonly string[];
+}
+
+/** A real InferenceRequest with INT32 inputs of shape [batch, width]. */
+function req(options: RequestOptions = {}): InferenceRequest {
+  const batch = options.batch ?? 1;
+  const width = options.width ?? 2;
+  const inputs = new Map(
+    (options.inputs ?? ['IN']).map((name) => [
+      name,
+      { name, datatype: 'INT32' as const, shape: [batch, width], data: new Uint8Array(4 * batch * width) },
+    ]),
+  );
+  return new InferenceRequest({
+    id: options.id ?? `r${nextId++}`,
+    model: 'm',
+    inputs,
+    requestedOutputs: ['OUT'],
+    parameters: {},
+    batchSize: batch,
+    priority: options.priority ?? 0,
+    timeoutUs: options.timeoutUs ?? 0,
+    signal: options.signal ?? NEVER_ABORTED,
+    requestTime: process.hrtime.bigint(),
+  });
+}
+
+const policy = (p: Partial<ModelQueuePolicy>): ModelQueuePolicy => ({
+  timeout_action: 'REJECT',
+  default_timeout_microseconds: 0,
+  allow_timeout_override: false,
+  max_queue_size: 0,
+  ...p,
+});
+
+interface SetupOptions {
+  maxBatchSize?: number;
+  /** Fields of the dynamic_batching section; preferred sizes default to [max_batch_size] as normalisation makes them. */
+  db?: Partial<ModelDynamicBatching>;
+  instances?: number;
+  /** Pipeline depth of every instance. */
+  depth?: number;
+  shapeChecked?: readonly string[];
+  optional?: boolean;
+}
+
+function setup(options: SetupOptions = {}) {
+  const mbs = options.maxBatchSize ?? 16;
+  const clock = new FakeClock();
+  const observer = new RecordingObserver();
+  const instances = Array.from({ length: options.instances ?? 1 }, () => new FakeInstance(options.depth ?? 1));
+  const runners = instances.map(
+    (inst, i) =>
+      new InstanceRunner({ name: `m_${i}`, groupName: 'm', kind: 'KIND_CPU', deviceId: 0, instanceCount: instances.length }, inst, 'fake', {
+        observer,
+      }),
+  );
+  const config: ModelDynamicBatching = {
+    preferred_batch_size: mbs > 0 ? [mbs] : [],
+    max_queue_delay_microseconds: 0,
+    preserve_ordering: false,
+    priority_levels: 0,
+    default_priority_level: 0,
+    priority_queue_policy: {},
+    ...options.db,
+  };
+  const batcher = new DynamicBatcher({
+    model: 'm',
+    maxBatchSize: mbs,
+    config,
+    shapeCheckedInputs: options.shapeChecked ?? [],
+    hasOptionalInputs: options.optional ?? false,
+    runners,
+    observer,
+    clock,
+  });
+  const instance = instances[0]!;
+  /** Enqueues requests; returns them. */
+  const add = (...requests: InferenceRequest[]): InferenceRequest[] => {
+    for (const r of requests) batcher.enqueue(r);
+    return requests;
+  };
+  /** Enqueues `n` requests of batch size 1. */
+  const addN = (n: number, o: RequestOptions = {}): InferenceRequest[] => add(...Array.from({ length: n }, () => req(o)));
+  /** Makes the (single) instance busy with one full batch, so later requests accumulate. */
+  const occupy = (): InferenceRequest => {
+    const r = add(req({ batch: Math.max(1, mbs) }))[0]!;
+    assert.equal(instance.running.length, 1, 'the occupying batch should run at once');
+    return r;
+  };
+  /** Finishes the instance's oldest execution and lets the batcher react. */
+  const free = async (inst = instance): Promise<void> => {
+    inst.finishNext();
+    await settle();
+  };
+  /** Sizes (sum of batch sizes) of the batches the instance received, the occupying one excluded when `skip`. */
+  const sizes = (inst = instance, skip = 0): number[] =>
+    inst.executions.slice(skip).map((e) => e.requests.reduce((s, r) => s + Math.max(1, r.batchSize), 0));
+  return { clock, observer, instances, instance, batcher, add, addN, occupy, free, sizes };
+}
+
+/** V8's collector, exposed at run time (the test runner starts Node without --expose-gc). */
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+/** Lets every pending promise continuation run (instance completion → batcher). */
+const settle = () => new Promise<void>((r) => setImmediate(r));
+
+const ids = (requests: readonly ScheduledRequest[]) => requests.map((r) => r.id);
+
+/** Resolves to the request's error (or undefined on success) once it completed. */
+async function outcome(r: InferenceRequest): Promise<NereidError | undefined> {
+  try {
+    await r.delivered;
+    return undefined;
+  } catch (err) {
+    assert.ok(err instanceof NereidError);
+    return err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('DynamicBatcher: worked examples (§4.9, max_batch_size 16, batch-1 requests)', () => {
+  it('preferred (none → [16]), D 0, 5 queued when an instance frees: a batch of 5 now', async () => {
+    const t = setup();
+    t.occupy();
+    t.addN(5);
+    assert.equal(t.instance.executions.length, 1, 'nothing forms while the only instance is busy');
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [5]);
+    assert.equal(t.batcher.queuedCount, 0);
+  });
+
+  it('preferred (none → [16]), D 100, 5 queued, oldest waited 40 µs: waits up to 60 µs more, then sends all', async () => {
+    const t = setup({ db: { max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(5);
+    t.clock.advance(40);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [], 'waits: the oldest has waited only 40 µs');
+    t.clock.advance(59.999);
+    assert.deepEqual(t.sizes(t.instance, 1), [], 'still inside the delay');
+    t.clock.advance(0.001);
+    assert.deepEqual(t.sizes(t.instance, 1), [5], 'sent at the deadline, measured from the oldest request');
+  });
+
+  it('preferred (none → [16]), D 100, 5 queued, oldest waited 40 µs: 11 more arriving make 16, sent at once', async () => {
+    const t = setup({ db: { max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(5);
+    t.clock.advance(40);
+    await t.free();
+    t.addN(10);
+    assert.deepEqual(t.sizes(t.instance, 1), []);
+    t.addN(1);
+    assert.deepEqual(t.sizes(t.instance, 1), [16], 'the preferred size is reached before the deadline');
+    assert.equal(t.clock.us, 40);
+  });
+
+  it('[4, 8], D 0, 6 queued: a batch of 4 now (largest reachable preferred); 2 remain', async () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8] } });
+    t.occupy();
+    t.addN(6);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [4]);
+    assert.equal(t.batcher.queuedCount, 2);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [4, 2]);
+  });
+
+  it('[4, 8], D 0, 3 queued: a batch of 3 now', async () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8] } });
+    t.occupy();
+    t.addN(3);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [3]);
+  });
+
+  it('[4, 8], D 0, 11 queued: a batch of 8', async () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8] } });
+    t.occupy();
+    t.addN(11);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [8]);
+    assert.equal(t.batcher.queuedCount, 3);
+  });
+
+  it('[4, 8], D 100, 11 queued, delay not yet exceeded: a batch of 8 immediately (the rest waits out its delay)', async () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8], max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(11);
+    t.clock.advance(40);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [8]);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [8], 'the 3 left can still grow: they wait');
+    t.clock.advance(60);
+    assert.deepEqual(t.sizes(t.instance, 1), [8, 3]);
+  });
+
+  it('[4, 8], D 100, 11 queued, delay exceeded: a batch of 11', async () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8], max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(11);
+    t.clock.advance(100);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [11]);
+  });
+
+  it('[4], D 100, 3 queued, delay not exceeded: waits for the 4th request', async () => {
+    const t = setup({ db: { preferred_batch_size: [4], max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(3);
+    t.clock.advance(10);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), []);
+    t.clock.advance(50);
+    t.addN(1);
+    assert.deepEqual(t.sizes(t.instance, 1), [4]);
+  });
+
+  it('[4], D 100, 3 queued, delay not exceeded: or sends the 3 at the deadline', async () => {
+    const t = setup({ db: { preferred_batch_size: [4], max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(3);
+    t.clock.advance(10);
+    await t.free();
+    t.clock.advance(89);
+    assert.deepEqual(t.sizes(t.instance, 1), []);
+    t.clock.advance(1);
+    assert.deepEqual(t.sizes(t.instance, 1), [3]);
+  });
+});
+
+describe('DynamicBatcher: batch formation (§4.4)', () => {
+  it('D 0: an idle instance takes a request at once; requests arriving meanwhile form the next batch', async () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8] } });
+    t.addN(1);
+    assert.deepEqual(t.sizes(), [1]);
+    t.addN(9);
+    await t.free();
+    assert.deepEqual(t.sizes(), [1, 8]);
+    await t.free();
+    assert.deepEqual(t.sizes(), [1, 8, 1]);
+  });
+
+  it('D > 0 with an idle instance: a preferred size reached by arrivals is sent without waiting', () => {
+    const t = setup({ db: { preferred_batch_size: [4], max_queue_delay_microseconds: 1000 } });
+    t.addN(3);
+    t.clock.advance(10);
+    assert.deepEqual(t.sizes(), []);
+    t.addN(1);
+    assert.deepEqual(t.sizes(), [4]);
+    assert.equal(t.clock.timers, 0, 'no timer is left behind once the queue is empty');
+  });
+
+  it('D > 0: the delay is measured from the oldest request of the batch, not the newest', () => {
+    const t = setup({ db: { max_queue_delay_microseconds: 100 } });
+    t.addN(1);
+    t.clock.advance(60);
+    t.addN(1);
+    t.clock.advance(39);
+    assert.deepEqual(t.sizes(), []);
+    t.clock.advance(1);
+    assert.deepEqual(t.sizes(), [2], 'sent 100 µs after the first request, 40 µs after the second');
+    // The next batch's delay starts with its own oldest request.
+    t.clock.advance(50);
+    t.addN(1);
+    return t.free().then(() => {
+      t.clock.advance(99);
+      assert.deepEqual(t.sizes(), [2]);
+      t.clock.advance(1);
+      assert.deepEqual(t.sizes(), [2, 1]);
+    });
+  });
+
+  it('after the delay, a batch may exceed the largest preferred size, up to max_batch_size', async () => {
+    const t = setup({ maxBatchSize: 8, db: { preferred_batch_size: [4], max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(10);
+    t.clock.advance(100);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [8], 'capped at max_batch_size, not at the preferred 4');
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [8, 2], 'the rest has waited out its delay too');
+  });
+
+  it('before the delay expires, a preferred size truncates the batch', async () => {
+    const t = setup({ maxBatchSize: 8, db: { preferred_batch_size: [4], max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.addN(10);
+    t.clock.advance(99);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [4]);
+  });
+
+  it('requests of batch size > 1 may jump over a preferred size: 3 + 3 is not preferred, 3 + 3 + 2 = 8 is', () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8], max_queue_delay_microseconds: 1000 } });
+    t.add(req({ batch: 3 }), req({ batch: 3 }));
+    assert.deepEqual(t.sizes(), [], '6 is no preferred size and can still reach 8');
+    t.add(req({ batch: 2 }));
+    assert.deepEqual(t.sizes(), [8]);
+  });
+
+  it('a request that would overshoot the largest preferred size sends what is pending (cannot reach a larger preferred)', () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8], max_queue_delay_microseconds: 1000 } });
+    const [a, b] = t.add(req({ batch: 3 }), req({ batch: 3 }));
+    const [c] = t.add(req({ batch: 3 }));
+    assert.deepEqual(t.instance.batches, [[a!.id, b!.id]], '3 + 3 = 6 goes; 9 would pass 8');
+    assert.equal(t.batcher.queuedCount, 1);
+    t.clock.advance(1000);
+    return t.free().then(() => assert.deepEqual(t.instance.batches.at(-1), [c!.id]));
+  });
+
+  it('D 0: a request that would pass the largest preferred size ends the batch there', async () => {
+    const t = setup({ db: { preferred_batch_size: [4, 8] } });
+    t.occupy();
+    t.add(req({ batch: 3 }), req({ batch: 3 }), req({ batch: 5 }), req({ batch: 5 }));
+    await t.free();
+    // 3 + 3 = 6; 6 + 5 = 11 > Pmax with no preferred size reached: best = 6 (FORM_BATCH).
+    assert.deepEqual(t.sizes(t.instance, 1), [6]);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [6, 5]);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [6, 5, 5]);
+  });
+
+  it('D 0 and no preferred size reachable: everything up to max_batch_size goes at once', async () => {
+    const t = setup({ maxBatchSize: 8, db: { preferred_batch_size: [8] } });
+    t.occupy();
+    t.add(req({ batch: 3 }), req({ batch: 2 }), req({ batch: 2 }));
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [7]);
+  });
+
+  it('a request that does not fit into max_batch_size ends the batch and starts the next', async () => {
+    const t = setup({ maxBatchSize: 8, db: { preferred_batch_size: [8], max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    t.add(req({ batch: 5 }), req({ batch: 4 }), req({ batch: 1 }));
+    t.clock.advance(100);
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [5], 'the batch-4 request does not fit after 5; the batch-1 behind it is not taken');
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [5, 5]);
+  });
+
+  it('max_batch_size 0 with dynamic batching: one request per batch, at once even with a delay', async () => {
+    const t = setup({ maxBatchSize: 0, db: { max_queue_delay_microseconds: 1000 } });
+    t.addN(1);
+    assert.equal(t.instance.executions.length, 1, 'no wait: a batch of one cannot grow');
+    t.addN(3);
+    await t.free();
+    await t.free();
+    await t.free();
+    assert.deepEqual(
+      t.instance.executions.map((e) => e.requests.length),
+      [1, 1, 1, 1],
+    );
+  });
+
+  it('max_batch_size 0: priorities and queue policies still apply', async () => {
+    const t = setup({
+      maxBatchSize: 0,
+      db: {
+        priority_levels: 2,
+        default_priority_level: 2,
+        priority_queue_policy: { '2': policy({ max_queue_size: 2, default_timeout_microseconds: 500 }) },
+      },
+    });
+    const first = t.add(req({ priority: 1 }))[0]!;
+    const [low1, low2] = t.add(req({ priority: 2 }), req({ priority: 2 }));
+    assert.throws(() => t.batcher.enqueue(req({ priority: 2 })), /Exceeds maximum queue size/);
+    const [high] = t.add(req({ priority: 1 }));
+    await t.free();
+    assert.deepEqual(t.instance.batches, [[first.id], [high!.id]], 'the level-1 request overtakes the queued level-2 ones');
+    t.clock.advance(501);
+    assert.equal((await outcome(low1!))?.message.includes('Request timeout expired'), true);
+    assert.equal((await outcome(low2!))?.message.includes('Request timeout expired'), true);
+  });
+
+  it('the instance receives the requests in queue order', async () => {
+    const t = setup({ db: { preferred_batch_size: [4] } });
+    t.occupy();
+    const queued = t.addN(4);
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], ids(queued));
+  });
+});
+
+describe('DynamicBatcher: shape compatibility and optional inputs (§4.5)', () => {
+  it('a request of another shape ends the batch; the batcher never skips ahead to a compatible one', async () => {
+    const t = setup({ shapeChecked: ['IN'] });
+    t.occupy();
+    const [a, b, c, d, e] = t.add(req({ width: 2 }), req({ width: 2 }), req({ width: 3 }), req({ width: 2 }), req({ width: 3 }));
+    await t.free();
+    assert.deepEqual(t.instance.batches.slice(1), [[a!.id, b!.id]]);
+    await t.free();
+    assert.deepEqual(t.instance.batches.slice(1), [[a!.id, b!.id], [c!.id]]);
+    await t.free();
+    await t.free();
+    assert.deepEqual(t.instance.batches.slice(1), [[a!.id, b!.id], [c!.id], [d!.id], [e!.id]]);
+  });
+
+  it('a shape mismatch ends a waiting batch at once, even with a delay', () => {
+    const t = setup({ shapeChecked: ['IN'], db: { max_queue_delay_microseconds: 1000 } });
+    const [a, b] = t.add(req({ width: 2 }), req({ width: 2 }));
+    assert.deepEqual(t.instance.batches, []);
+    t.add(req({ width: 5 }));
+    assert.deepEqual(t.instance.batches, [[a!.id, b!.id]]);
+  });
+
+  it('inputs not checked for shape (fixed dims or ragged) never end a batch', async () => {
+    const t = setup({ shapeChecked: [] });
+    t.occupy();
+    t.add(req({ width: 2 }), req({ width: 3 }), req({ width: 4 }));
+    await t.free();
+    assert.deepEqual(t.sizes(t.instance, 1), [3]);
+  });
+
+  it('with optional inputs, only requests providing the same set of inputs share a batch', async () => {
+    const t = setup({ optional: true });
+    t.occupy();
+    const [a, b, c, d] = t.add(
+      req({ inputs: ['A', 'B'] }),
+      req({ inputs: ['B', 'A'] }),
+      req({ inputs: ['A'] }),
+      req({ inputs: ['A', 'B'] }),
+    );
+    await t.free();
+    await t.free();
+    await t.free();
+    assert.deepEqual(t.instance.batches.slice(1), [[a!.id, b!.id], [c!.id], [d!.id]]);
+  });
+});
+
+describe('DynamicBatcher: priority levels (§4.2, §3.7 step 9)', () => {
+  const levels = { priority_levels: 3, default_priority_level: 2 };
+
+  it('batches take requests in global order: level 1, then 2, then 3; 0 and out-of-range go to the default level', async () => {
+    const t = setup({ db: levels });
+    t.occupy();
+    const [p3, p2, p0, p1, p9] = t.add(
+      req({ priority: 3 }),
+      req({ priority: 2 }),
+      req({ priority: 0 }),
+      req({ priority: 1 }),
+      req({ priority: 9 }),
+    );
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], [p1!.id, p2!.id, p0!.id, p9!.id, p3!.id]);
+  });
+
+  it('a higher-priority request never waits behind lower-priority queued work', async () => {
+    const t = setup({ maxBatchSize: 2, db: levels });
+    t.occupy();
+    const low = t.addN(4, { priority: 3 });
+    const [high] = t.add(req({ priority: 1 }));
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], [high!.id, low[0]!.id]);
+    const [high2] = t.add(req({ priority: 1 }));
+    await t.free();
+    assert.deepEqual(t.instance.batches[2], [high2!.id, low[1]!.id]);
+  });
+
+  it('a higher-priority request joins the front of a batch that is waiting out its delay', () => {
+    const t = setup({ maxBatchSize: 4, db: { ...levels, max_queue_delay_microseconds: 100 } });
+    const [low] = t.add(req({ priority: 3 }));
+    t.clock.advance(50);
+    const [high] = t.add(req({ priority: 1 }));
+    t.clock.advance(50);
+    assert.deepEqual(t.instance.batches, [[high!.id, low!.id]], 'the delay still counts from the oldest (low) request');
+  });
+
+  it('a pipelined instance is not handed lower-priority batches ahead, which a later higher-priority request would wait behind', async () => {
+    // §4.4: batches are prepared ahead for busy instances only when the queue has no priority
+    // levels, timeouts or size limit.
+    const t = setup({ maxBatchSize: 2, depth: 2, db: levels });
+    t.add(req({ batch: 2, priority: 3 }));
+    const low = t.addN(2, { priority: 3 });
+    assert.equal(t.instance.executions.length, 1, 'no batch is prepared ahead when priority levels exist');
+    const [high] = t.add(req({ priority: 1 }));
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], [high!.id, low[0]!.id]);
+  });
+});
+
+describe('DynamicBatcher: pipelined instances (batches prepared ahead)', () => {
+  it('a busy instance that can hold another batch takes a full batch, but a batch that can still grow keeps growing', async () => {
+    const t = setup({ maxBatchSize: 4, depth: 2, db: { preferred_batch_size: [4] } });
+    t.addN(1);
+    assert.deepEqual(t.sizes(), [1], 'idle: taken at once');
+    t.addN(3);
+    assert.deepEqual(t.sizes(), [1], 'busy, 3 < 4: not prepared ahead');
+    t.addN(1);
+    assert.deepEqual(t.sizes(), [1, 4], 'busy, full: prepared ahead');
+    t.addN(5);
+    assert.deepEqual(t.sizes(), [1, 4], 'at most two batches per instance');
+    await t.free();
+    assert.deepEqual(t.sizes(), [1, 4, 4]);
+    await t.free();
+    await t.free();
+    assert.deepEqual(t.sizes(), [1, 4, 4, 1]);
+  });
+
+  it('no batch is prepared ahead when the queue can time requests out (they would escape their timeout)', async () => {
+    const t = setup({ maxBatchSize: 2, depth: 2, db: { default_queue_policy: policy({ default_timeout_microseconds: 100 }) } });
+    t.addN(1);
+    const [a, b] = t.addN(2);
+    assert.equal(t.instance.executions.length, 1);
+    t.clock.advance(101);
+    assert.equal((await outcome(a!))?.kind, 'UNAVAILABLE');
+    assert.equal((await outcome(b!))?.kind, 'UNAVAILABLE');
+  });
+
+  it('no batch is prepared ahead when the queue has a size limit', () => {
+    const t = setup({ maxBatchSize: 2, depth: 2, db: { default_queue_policy: policy({ max_queue_size: 2 }) } });
+    t.addN(1);
+    t.addN(2);
+    assert.equal(t.instance.executions.length, 1);
+    assert.throws(() => t.addN(1), /Exceeds maximum queue size/);
+  });
+});
+
+describe('DynamicBatcher: queue policies (§4.3, §4.6)', () => {
+  it('max_queue_size rejects the excess at enqueue with UNAVAILABLE naming the model and the limit, not counted', () => {
+    const t = setup({ db: { default_queue_policy: policy({ max_queue_size: 3 }) } });
+    t.occupy();
+    t.addN(3);
+    const extra = req();
+    assert.throws(
+      () => t.batcher.enqueue(extra),
+      (err: unknown) => {
+        assert.ok(err instanceof NereidError);
+        assert.equal(err.kind, 'UNAVAILABLE');
+        assert.match(err.message, /^Exceeds maximum queue size/);
+        assert.match(err.message, /'m'/);
+        assert.match(err.message, /max_queue_size 3\b/);
+        return true;
+      },
+    );
+    assert.equal(t.observer.reasonOf(extra), undefined, 'a refused request is not in the statistics');
+    assert.equal(t.batcher.queuedCount, 3);
+    assert.equal(t.batcher.inflightCount, 4);
+  });
+
+  it('max_queue_size is per priority level', () => {
+    const t = setup({
+      db: {
+        priority_levels: 2,
+        default_priority_level: 1,
+        priority_queue_policy: { '2': policy({ max_queue_size: 1 }) },
+      },
+    });
+    t.occupy();
+    t.addN(1, { priority: 2 });
+    assert.throws(() => t.addN(1, { priority: 2 }), /priority level 2.*max_queue_size 1/);
+    t.addN(5, { priority: 1 });
+    assert.equal(t.batcher.queuedCount, 6);
+  });
+
+  it('the queue accepts again once requests left it', async () => {
+    const t = setup({ maxBatchSize: 2, db: { default_queue_policy: policy({ max_queue_size: 2 }) } });
+    t.occupy();
+    t.addN(2);
+    assert.throws(() => t.addN(1));
+    await t.free();
+    t.addN(2);
+    assert.equal(t.batcher.queuedCount, 2);
+  });
+
+  it('REJECT: an expired request is answered UNAVAILABLE "Request timeout expired", observer told REJECTED', async () => {
+    const t = setup({ db: { default_queue_policy: policy({ default_timeout_microseconds: 100 }) } });
+    t.occupy();
+    const [a] = t.addN(1);
+    t.clock.advance(50);
+    const [b] = t.addN(1);
+    t.clock.advance(50);
+    assert.equal(a!.completed, false, 'not expired at exactly its timeout');
+    t.clock.advance(1);
+    const error = await outcome(a!);
+    assert.equal(error?.kind, 'UNAVAILABLE');
+    assert.match(error!.message, /Request timeout expired/);
+    assert.equal(t.observer.reasonOf(a!), 'REJECTED');
+    assert.equal(b!.completed, false);
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], [b!.id], 'the expired request is not executed');
+  });
+
+  it('expired requests are purged while every instance is busy', async () => {
+    const t = setup({ db: { default_queue_policy: policy({ default_timeout_microseconds: 100 }) } });
+    t.occupy();
+    const queued = t.addN(3);
+    t.clock.advance(101);
+    for (const r of queued) assert.equal((await outcome(r))?.message, `Request timeout expired for request '${r.id}' of model 'm'`);
+    assert.equal(t.batcher.queuedCount, 0);
+    assert.equal(t.clock.timers, 0);
+    await t.free();
+    assert.equal(t.instance.executions.length, 1);
+  });
+
+  it('a request placed in a batch is no longer subject to its queue timeout', async () => {
+    const t = setup({ db: { default_queue_policy: policy({ default_timeout_microseconds: 100 }) } });
+    const [a] = t.addN(1);
+    t.clock.advance(1000);
+    t.instance.finishNext();
+    assert.equal(await outcome(a!), undefined);
+  });
+
+  it('an expiring request wakes a batch that is waiting out a longer delay', () => {
+    const t = setup({
+      db: { max_queue_delay_microseconds: 1000, default_queue_policy: policy({ default_timeout_microseconds: 100 }) },
+    });
+    const [a] = t.addN(1);
+    t.clock.advance(101);
+    assert.equal(a!.completed, true);
+    assert.equal(a!.error?.kind, 'UNAVAILABLE');
+    assert.equal(t.instance.executions.length, 0);
+  });
+
+  it('DELAY: an expired request moves behind the non-expired requests of its level and is never rejected', async () => {
+    const t = setup({
+      maxBatchSize: 1,
+      db: { default_queue_policy: policy({ timeout_action: 'DELAY', default_timeout_microseconds: 100 }) },
+    });
+    t.occupy();
+    const [a] = t.addN(1);
+    t.clock.advance(150);
+    const [b, c] = t.addN(2);
+    await t.free();
+    await t.free();
+    t.clock.advance(10_000);
+    const [d] = t.addN(1);
+    await t.free();
+    await t.free();
+    await t.free();
+    // a expired before b and c arrived, so both go first; d, arriving long after a expired (and
+    // after b and c expired too, but they had left the queue), still goes before a.
+    assert.deepEqual(t.instance.batches.slice(1), [[b!.id], [c!.id], [d!.id], [a!.id]]);
+    for (const r of [a, b, c, d]) assert.equal(await outcome(r!), undefined);
+  });
+
+  it('DELAY: the delayed part of a level still comes before lower levels', async () => {
+    const t = setup({
+      maxBatchSize: 1,
+      db: {
+        priority_levels: 2,
+        default_priority_level: 2,
+        priority_queue_policy: { '1': policy({ timeout_action: 'DELAY', default_timeout_microseconds: 100 }) },
+      },
+    });
+    t.occupy();
+    const [late] = t.addN(1, { priority: 1 });
+    const [low] = t.addN(1, { priority: 2 });
+    t.clock.advance(200);
+    const [fresh] = t.addN(1, { priority: 1 });
+    await t.free();
+    await t.free();
+    await t.free();
+    assert.deepEqual(t.instance.batches.slice(1), [[fresh!.id], [late!.id], [low!.id]]);
+  });
+
+  it('allow_timeout_override: a request may shrink the timeout, never extend it', async () => {
+    const t = setup({ db: { default_queue_policy: policy({ default_timeout_microseconds: 1000, allow_timeout_override: true }) } });
+    t.occupy();
+    const [short, long, none] = t.add(req({ timeoutUs: 100 }), req({ timeoutUs: 5000 }), req());
+    t.clock.advance(101);
+    assert.equal(short!.completed, true, 'the smaller request timeout applies');
+    assert.equal(long!.completed, false);
+    t.clock.advance(900);
+    assert.equal(long!.completed, true, 'a larger request timeout is capped at the default');
+    assert.equal(none!.completed, true);
+    for (const r of [short, long, none]) assert.equal(t.observer.reasonOf(r!), 'REJECTED');
+  });
+
+  it('without allow_timeout_override a request timeout is ignored', () => {
+    const t = setup({ db: { default_queue_policy: policy({ default_timeout_microseconds: 1000 }) } });
+    t.occupy();
+    const [r] = t.add(req({ timeoutUs: 100 }));
+    t.clock.advance(500);
+    assert.equal(r!.completed, false);
+    t.clock.advance(501);
+    assert.equal(r!.completed, true);
+  });
+
+  it('quirk: with a default timeout of 0 a request timeout has no effect, even with the override allowed', async () => {
+    const t = setup({ db: { default_queue_policy: policy({ allow_timeout_override: true }) } });
+    t.occupy();
+    const [r] = t.add(req({ timeoutUs: 10 }));
+    t.clock.advance(1_000_000);
+    assert.equal(r!.completed, false);
+    await t.free();
+    t.instance.finishNext();
+    assert.equal(await outcome(r!), undefined);
+  });
+
+  it('timeouts follow each level’s own policy', () => {
+    const t = setup({
+      db: {
+        priority_levels: 2,
+        default_priority_level: 1,
+        default_queue_policy: policy({ default_timeout_microseconds: 100 }),
+        priority_queue_policy: { '2': policy({ default_timeout_microseconds: 1000 }) },
+      },
+    });
+    t.occupy();
+    const [one] = t.addN(1, { priority: 1 });
+    const [two] = t.addN(1, { priority: 2 });
+    t.clock.advance(500);
+    assert.equal(one!.completed, true);
+    assert.equal(two!.completed, false);
+  });
+});
+
+describe('DynamicBatcher: cancellation', () => {
+  it('a request cancelled while queued is removed and answered CANCELLED; the others are undisturbed', async () => {
+    const t = setup();
+    t.occupy();
+    const controller = new AbortController();
+    const [a, b, c] = t.add(req(), req({ signal: controller.signal }), req());
+    controller.abort();
+    const error = await outcome(b!);
+    assert.equal(error?.kind, 'CANCELLED');
+    assert.equal(t.observer.reasonOf(b!), 'CANCELED');
+    assert.equal(t.batcher.queuedCount, 2);
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], [a!.id, c!.id]);
+    t.instance.finishNext();
+    assert.equal(await outcome(a!), undefined);
+    assert.equal(await outcome(c!), undefined);
+  });
+
+  it('a request whose signal already aborted is answered CANCELLED at once', async () => {
+    const t = setup();
+    const controller = new AbortController();
+    controller.abort();
+    const r = req({ signal: controller.signal });
+    t.batcher.enqueue(r);
+    assert.equal((await outcome(r))?.kind, 'CANCELLED');
+    assert.equal(t.observer.reasonOf(r), 'CANCELED');
+    assert.equal(t.batcher.inflightCount, 0);
+  });
+
+  it('cancelling the oldest request of a waiting batch lets the delay restart from the next oldest', () => {
+    const t = setup({ db: { max_queue_delay_microseconds: 100 } });
+    const controller = new AbortController();
+    t.add(req({ signal: controller.signal }));
+    t.clock.advance(50);
+    const [b] = t.addN(1);
+    controller.abort();
+    t.clock.advance(50);
+    assert.deepEqual(t.instance.batches, []);
+    t.clock.advance(50);
+    assert.deepEqual(t.instance.batches, [[b!.id]]);
+  });
+
+  it('a cancellation after the request left the queue does not touch the queue', async () => {
+    const t = setup();
+    const controller = new AbortController();
+    const [a] = t.add(req({ signal: controller.signal }));
+    t.addN(2);
+    controller.abort();
+    assert.equal(t.batcher.queuedCount, 2);
+    t.instance.finishNext();
+    assert.equal(await outcome(a!), undefined, 'the backend answered it');
+  });
+});
+
+describe('DynamicBatcher: preserve_ordering (§4.7)', () => {
+  it('responses are delivered in dequeue order even when a later batch finishes first', async () => {
+    const t = setup({ maxBatchSize: 2, instances: 2, db: { preserve_ordering: true, max_queue_delay_microseconds: 100 } });
+    const [a] = t.add(req({ batch: 2 }));
+    const [b, c] = t.addN(2);
+    const [first, second] = t.instances;
+    assert.deepEqual(first!.batches, [[a!.id]]);
+    assert.deepEqual(second!.batches, [[b!.id, c!.id]]);
+    const order: string[] = [];
+    for (const r of [a, b, c]) void r!.delivered.then(() => order.push(r!.id));
+    second!.finishNext();
+    await settle();
+    assert.equal(c!.completed, true);
+    assert.deepEqual(order, [], 'b and c are held back until a is delivered');
+    first!.finishNext();
+    await settle();
+    assert.deepEqual(order, [a!.id, b!.id, c!.id]);
+  });
+
+  it('holds for requests that waited in the queue, whose `delivered` was taken at enqueue (as Server.infer takes it)', async () => {
+    const t = setup({ maxBatchSize: 1, instances: 2, db: { preserve_ordering: true } });
+    const [a, b, c] = t.addN(3);
+    const delivered = [a, b, c].map((r) => r!.delivered);
+    assert.equal(t.batcher.queuedCount, 1, 'c waits for an instance');
+    const order: string[] = [];
+    delivered.forEach((p, i) => void p.then(() => order.push(['a', 'b', 'c'][i]!)));
+    const [first, second] = t.instances;
+    await t.free(first);
+    assert.deepEqual(first!.batches, [[a!.id], [c!.id]]);
+    first!.finishNext();
+    await settle();
+    assert.equal(c!.completed, true);
+    assert.deepEqual(order, ['a'], 'c is held back until b, dequeued before it, is delivered');
+    second!.finishNext();
+    await settle();
+    assert.deepEqual(order, ['a', 'b', 'c']);
+  });
+
+  it('an earlier request that failed releases the later ones', async () => {
+    const t = setup({ maxBatchSize: 1, instances: 2, db: { preserve_ordering: true } });
+    const [a, b] = t.addN(2);
+    const order: string[] = [];
+    void b!.delivered.then(() => order.push('b'));
+    t.instances[1]!.finishNext();
+    await settle();
+    assert.deepEqual(order, []);
+    a!.fail(new NereidError('BACKEND_ERROR', 'boom'));
+    t.instances[0]!.finishNext();
+    await settle();
+    assert.deepEqual(order, ['b']);
+  });
+
+  it('without preserve_ordering, responses are delivered as batches finish', async () => {
+    const t = setup({ maxBatchSize: 1, instances: 2 });
+    const [a, b] = t.addN(2);
+    const order: string[] = [];
+    for (const r of [a, b]) void r!.delivered.then(() => order.push(r!.id));
+    t.instances[1]!.finishNext();
+    await settle();
+    assert.deepEqual(order, [b!.id]);
+    t.instances[0]!.finishNext();
+    await settle();
+    assert.deepEqual(order, [b!.id, a!.id]);
+  });
+});
+
+describe('DynamicBatcher: instances', () => {
+  it('two instances execute batches in parallel', async () => {
+    const t = setup({ maxBatchSize: 4, instances: 2, db: { preferred_batch_size: [4] } });
+    const [one, two] = t.instances;
+    t.add(req({ batch: 4 }), req({ batch: 4 }));
+    assert.equal(one!.running.length, 1);
+    assert.equal(two!.running.length, 1);
+    t.addN(6);
+    await t.free(two);
+    assert.deepEqual(t.sizes(two), [4, 4], 'the instance that freed first takes the next batch');
+    await t.free(one);
+    assert.deepEqual(t.sizes(one), [4, 2]);
+  });
+
+  it('an idle instance is preferred over one that could hold a batch ahead', () => {
+    const t = setup({ maxBatchSize: 2, instances: 2, depth: 2 });
+    t.add(req({ batch: 2 }), req({ batch: 2 }));
+    assert.equal(t.instances[0]!.executions.length, 1);
+    assert.equal(t.instances[1]!.executions.length, 1);
+  });
+
+  it('a backend failure answers every request of the batch with its error', async () => {
+    const t = setup({ maxBatchSize: 4, db: { preferred_batch_size: [4], max_queue_delay_microseconds: 100 } });
+    const batch = t.addN(4);
+    const execution = t.instance.executions[0]!;
+    for (const r of execution.requests) r.respond(new NereidError('BACKEND_ERROR', 'no'));
+    execution.finish();
+    await settle();
+    for (const r of batch) assert.equal((await outcome(r))?.message, 'no');
+    for (const r of batch) assert.equal(t.observer.reasonOf(r), 'BACKEND');
+    assert.deepEqual(t.observer.executions, [4]);
+  });
+});
+
+describe('DynamicBatcher: stop and drain', () => {
+  it('stop refuses new requests; drain resolves once queued and executing requests have completed', async () => {
+    const t = setup({ maxBatchSize: 2, db: { max_queue_delay_microseconds: 100 } });
+    t.occupy();
+    const queued = t.addN(3);
+    t.batcher.stop();
+    assert.throws(
+      () => t.batcher.enqueue(req()),
+      (err: unknown) => err instanceof NereidError && err.kind === 'UNAVAILABLE' && /stopped accepting/.test(err.message),
+    );
+    let drained = false;
+    const draining = t.batcher.drain().then(() => (drained = true));
+    await t.free();
+    await settle();
+    assert.equal(drained, false);
+    t.clock.advance(100);
+    await t.free();
+    await t.free();
+    await settle();
+    await draining;
+    assert.equal(drained, true);
+    for (const r of queued) assert.equal(await outcome(r), undefined);
+    assert.equal(t.batcher.inflightCount, 0);
+    assert.equal(t.clock.timers, 0);
+  });
+
+  it('drain resolves at once when nothing is in flight', async () => {
+    const t = setup();
+    t.batcher.stop();
+    await t.batcher.drain();
+  });
+
+  it('drain waits for requests cancelled or timed out while queued as well', async () => {
+    const t = setup({ db: { default_queue_policy: policy({ default_timeout_microseconds: 100 }) } });
+    t.occupy();
+    const controller = new AbortController();
+    t.add(req({ signal: controller.signal }), req());
+    let drained = false;
+    void t.batcher.drain().then(() => (drained = true));
+    t.instance.finishNext();
+    controller.abort();
+    t.clock.advance(101);
+    await settle();
+    assert.equal(drained, true, `inflight ${t.batcher.inflightCount}`);
+  });
+});
+
+describe('DynamicBatcher: every accepted request gets exactly one final response', () => {
+  it('holds over a long seeded run of arrivals, priorities, timeouts, cancellations and completions', async () => {
+    let seed = 12345;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const t = setup({
+      maxBatchSize: 8,
+      instances: 2,
+      depth: 2,
+      shapeChecked: ['IN'],
+      db: {
+        preferred_batch_size: [2, 4, 8],
+        max_queue_delay_microseconds: 50,
+        priority_levels: 2,
+        default_priority_level: 2,
+        priority_queue_policy: {
+          '1': policy({ timeout_action: 'DELAY', default_timeout_microseconds: 200, max_queue_size: 6 }),
+          '2': policy({ default_timeout_microseconds: 300, allow_timeout_override: true, max_queue_size: 10 }),
+        },
+      },
+    });
+    const accepted: InferenceRequest[] = [];
+    let refused = 0;
+    for (let step = 0; step < 3000; step++) {
+      const x = random();
+      if (x < 0.55) {
+        const controller = random() < 0.1 ? new AbortController() : undefined;
+        const r = req({
+          batch: 1 + Math.floor(random() * 3),
+          width: random() < 0.8 ? 2 : 3,
+          priority: Math.floor(random() * 4),
+          timeoutUs: random() < 0.3 ? Math.floor(random() * 400) : 0,
+          ...(controller ? { signal: controller.signal } : {}),
+        });
+        try {
+          t.batcher.enqueue(r);
+          accepted.push(r);
+          if (controller && random() < 0.7) controller.abort();
+        } catch (err) {
+          assert.ok(err instanceof NereidError && /Exceeds maximum queue size/.test(err.message));
+          refused++;
+        }
+      } else if (x < 0.75) {
+        const inst = t.instances[Math.floor(random() * 2)]!;
+        if (inst.running.length > 0) inst.finishNext();
+        await settle();
+      } else {
+        t.clock.advance(random() * 80);
+      }
+      for (const inst of t.instances) {
+        assert.ok(inst.running.length <= 2);
+        for (const e of inst.executions) assert.ok(e.requests.reduce((s, r) => s + r.batchSize, 0) <= 8);
+      }
+    }
+    t.batcher.stop();
+    const draining = t.batcher.drain();
+    while (t.batcher.inflightCount > 0) {
+      for (const inst of t.instances) if (inst.running.length > 0) inst.finishNext();
+      t.clock.advance(1000);
+      await settle();
+    }
+    await draining;
+    assert.ok(refused > 0, 'the run should hit the queue limits');
+    assert.ok(accepted.length > 500);
+    const executed = new Map<BackendRequest, number>();
+    for (const inst of t.instances) for (const e of inst.executions) for (const r of e.requests) executed.set(r, (executed.get(r) ?? 0) + 1);
+    const reasons = new Set<string>();
+    for (const r of accepted) {
+      assert.equal(r.completed, true, `request '${r.id}' never completed`);
+      const reason = t.observer.reasonOf(r);
+      assert.ok(reason !== undefined, `request '${r.id}' never reported`);
+      reasons.add(reason);
+      assert.ok((executed.get(r) ?? 0) <= 1, `request '${r.id}' executed twice`);
+      if (reason === 'SUCCESS') assert.equal(executed.get(r), 1);
+    }
+    assert.equal(t.observer.completions.size, accepted.length);
+    assert.deepEqual([...reasons].sort(), ['CANCELED', 'REJECTED', 'SUCCESS']);
+    assert.equal(t.clock.timers, 0);
+  });
+});
+
+describe('SYSTEM_CLOCK', () => {
+  it('waits out a delay longer than setTimeout can hold instead of firing at once', async () => {
+    // A max_queue_delay or queue timeout beyond 24.8 days (they are uint64 microseconds).
+    let fired = false;
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const handle = SYSTEM_CLOCK.setTimer(() => (fired = true), 30n * 86_400n * 1_000_000_000n);
+    try {
+      await new Promise((r) => setTimeout(r, 20));
+      assert.equal(fired, false);
+      assert.deepEqual(warnings, []);
+    } finally {
+      SYSTEM_CLOCK.clearTimer(handle);
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('fires after the delay it was given', async () => {
+    const fired = await new Promise<boolean>((resolve) => SYSTEM_CLOCK.setTimer(() => resolve(true), 1_000_000n));
+    assert.equal(fired, true);
+  });
+});
+
+describe('DynamicBatcher: cost', () => {
+  it('an arrival while every instance is busy costs as much with a long queue as with a short one (timeouts on)', () => {
+    // Scaling, not speed: both figures come from this run, each the best of several. Scanning the
+    // whole queue for expired requests on every arrival makes a request 16 times dearer in a
+    // queue 16 times longer.
+    const gc = collector();
+    const nsPerRequest = (n: number): number => {
+      const t = setup({ db: { default_queue_policy: policy({ default_timeout_microseconds: 60_000_000 }) } });
+      t.occupy();
+      const requests = Array.from({ length: n }, () => req());
+      gc();
+      const start = process.hrtime.bigint();
+      for (const r of requests) t.batcher.enqueue(r);
+      return Number(process.hrtime.bigint() - start) / n;
+    };
+    const best = (n: number): number => Math.min(...Array.from({ length: 5 }, () => nsPerRequest(n)));
+    best(1000);
+    const short = best(250);
+    const long = best(4000);
+    assert.ok(long < 4 * short, `${long.toFixed(0)} ns per request with 4000 queued, ${short.toFixed(0)} ns with 250`);
+  });
+});
+
+describe('DynamicBatcher: memory', () => {
+  it('keeps no request alive once the queue has emptied (their tensors may be large)', async () => {
+    const gc = collector();
+    const instance: BackendInstance = {
+      async execute(requests) {
+        for (const r of requests) r.respond({ outputs: [] });
+      },
+      async unload() {},
+    };
+    const runner = new InstanceRunner({ name: 'm_0', groupName: 'm', kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 }, instance, 'fake');
+    const batcher = new DynamicBatcher({
+      model: 'm',
+      maxBatchSize: 4,
+      config: {
+        preferred_batch_size: [4],
+        max_queue_delay_microseconds: 0,
+        preserve_ordering: false,
+        priority_levels: 0,
+        default_priority_level: 0,
+        priority_queue_policy: {},
+      },
+      shapeCheckedInputs: [],
+      hasOptionalInputs: false,
+      runners: [runner],
+      clock: new FakeClock(),
+    });
+    // Made in a plain function: a suspended async one may keep its last locals alive.
+    const refs = ((): WeakRef<object>[] =>
+      Array.from({ length: 10 }, () => {
+        const r = req();
+        batcher.enqueue(r);
+        return new WeakRef(r);
+      }))();
+    await batcher.drain();
+    await settle();
+    gc();
+    await settle();
+    gc();
+    const alive = refs.filter((r) => r.deref() !== undefined).length;
+    assert.equal(alive, 0, `${alive} of 10 completed requests are still referenced`);
+  });
+});
