@@ -21,11 +21,9 @@ import { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { Server, silentLogger } from '@nereid/server';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { httpPoster, report, runLoad, spawnServer, type Figure, type LoadResult } from './lib.js';
+import { alternate, benchArgs, httpPoster, medianOf, report, runLoad, spawnServer, type Figure } from './lib.js';
 
-const args = process.argv.slice(2);
-const seconds = Number(args[args.indexOf('--seconds') + 1] || 0) || 2;
-const jsonPath = args.includes('--json') ? args[args.indexOf('--json') + 1] : undefined;
+const { seconds, jsonPath } = benchArgs();
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const repo = await mkdtemp(join(tmpdir(), 'nereid-bench-'));
@@ -78,33 +76,20 @@ const header = JSON.stringify({
 const body = Buffer.concat([Buffer.from(header), Buffer.from(in0.buffer), Buffer.from(in1.buffer)]);
 const headers = { 'Inference-Header-Content-Length': Buffer.byteLength(header) };
 
-/** Median of a list of numbers. */
-function median(values: number[]): number {
-  const v = [...values].sort((a, b) => a - b);
-  return v.length % 2 ? v[(v.length - 1) / 2]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2;
-}
-
 /** One window per server at concurrency `c`, alternating, `rounds` times (noise hits both alike). */
 async function measureBoth(ports: [number, number], c: number, rounds: number) {
-  const results: [LoadResult[], LoadResult[]] = [[], []];
-  for (let round = 0; round < rounds; round++) {
-    for (const i of [0, 1] as const) {
-      const client = httpPoster(ports[i], '/v2/models/simple/infer', body, headers, c);
-      results[i].push(await runLoad(client.post, c, seconds));
-      client.close();
-    }
-  }
-  const pick = (rs: LoadResult[]) => ({
-    throughput: median(rs.map((r) => r.throughput)),
-    meanLatencyUs: median(rs.map((r) => r.meanLatencyUs)),
-    p99Us: median(rs.map((r) => r.p99Us)),
+  const [nereid, bare] = await alternate(ports, rounds, async (port) => {
+    const client = httpPoster(port, '/v2/models/simple/infer', body, headers, c);
+    const result = await runLoad(client.post, c, seconds);
+    client.close();
+    return result;
   });
-  return { nereid: pick(results[0]), bare: pick(results[1]) };
+  return { nereid: medianOf(nereid!), bare: medianOf(bare!) };
 }
 
 // (c) nereid serve in a child process.
 const nereid = await spawnServer(
-  [join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--allow-grpc=false'],
+  [join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'],
   /Started HTTPService at [^:]+:(\d+)/,
 );
 // Capture Nereid's real response bytes for the bare server to send back.
