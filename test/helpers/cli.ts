@@ -129,8 +129,11 @@ export async function runNereid(args: readonly string[]): Promise<{ exit: Exit; 
   return { exit, stdout: p.stdout, stderr: p.stderr };
 }
 
-/** Endpoint flags tests add so that servers listen on 127.0.0.1, on ports the OS picks. */
-export const LOCAL_ENDPOINTS = ['--http-address=127.0.0.1', '--http-port=0', '--grpc-address=127.0.0.1', '--grpc-port=0'];
+/**
+ * Endpoint flags tests add so that servers listen on 127.0.0.1, on ports the OS picks (the metrics
+ * endpoint listens on the HTTP address).
+ */
+export const LOCAL_ENDPOINTS = ['--http-address=127.0.0.1', '--http-port=0', '--grpc-address=127.0.0.1', '--grpc-port=0', '--metrics-port=0'];
 
 /**
  * Starts `nereid serve <args>` on 127.0.0.1 with OS-chosen ports and waits for

@@ -8,6 +8,7 @@ export type {
   InferOutput,
   InferRequest,
   InferResponse,
+  LogSettingsReport,
   ModelMetadata,
   ModelStatisticsReport,
   StatisticDuration,
@@ -20,6 +21,7 @@ export type {
 } from './core/types.js';
 export { GrpcFrontend, type GrpcFrontendOptions } from './frontends/grpc/grpc-frontend.js';
 export { HttpFrontend, DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpFrontendOptions } from './frontends/http/http-frontend.js';
+export { MetricsFrontend, type MetricsFrontendOptions } from './frontends/metrics/metrics-frontend.js';
 export {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
@@ -35,4 +37,18 @@ export {
 } from './backends/spi.js';
 export { gatherInput, scatterOutput, unionOfRequestedOutputs } from './backends/batching.js';
 export { createLogger, silentLogger, type Logger, type LogSettings } from './observability/logger.js';
+export {
+  ServerMetrics,
+  VersionHistograms,
+  HistogramSeries,
+  REQUEST_HISTOGRAM,
+  QUEUE_HISTOGRAM,
+  COMPUTE_HISTOGRAM,
+  BATCH_SIZE_HISTOGRAM,
+  FIRST_RESPONSE_HISTOGRAM,
+  DEFAULT_LATENCY_BUCKETS_US,
+  DEFAULT_FIRST_RESPONSE_BUCKETS_MS,
+  type MetricsOptions,
+  type MeteredVersion,
+} from './observability/metrics.js';
 export type * from './config/model-config.js';

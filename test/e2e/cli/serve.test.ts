@@ -46,8 +46,8 @@ describe('nereid serve with the example repository', () => {
       '--allow-sagemaker=false',
       '--grpc-infer-thread-count',
       '2',
-      '--allow-metrics=false',
-      '--metrics-port=8002',
+      '--allow-vertex-ai=false',
+      '--trace-rate=1000',
       '--pinned-memory-pool-byte-size=268435456',
     ]);
   });
@@ -65,7 +65,7 @@ describe('nereid serve with the example repository', () => {
   });
 
   it('warns about each accepted-but-ignored option', () => {
-    for (const option of ['allow-sagemaker', 'grpc-infer-thread-count', 'allow-metrics', 'metrics-port', 'pinned-memory-pool-byte-size']) {
+    for (const option of ['allow-sagemaker', 'grpc-infer-thread-count', 'allow-vertex-ai', 'trace-rate', 'pinned-memory-pool-byte-size']) {
       assert.match(
         server.process.stderr,
         new RegExp(`^W.* option --${option} is not supported by this version of Nereid and has no effect$`, 'm'),
@@ -219,7 +219,7 @@ describe('log options', () => {
   });
 
   it('--log-format=ISO8601 writes ISO 8601 timestamps', async () => {
-    const server = await startNereidServe([`--model-repository=${repo}`, '--log-format=ISO8601', '--allow-metrics=false']);
+    const server = await startNereidServe([`--model-repository=${repo}`, '--log-format=ISO8601', '--allow-sagemaker=false']);
     await server.process.stop();
     const out = logLines(server.process.stdout);
     const err = logLines(server.process.stderr);
@@ -248,7 +248,7 @@ describe('log options', () => {
 
   it('--log-info=false keeps info lines out; --log-file writes the log to a file', async () => {
     const file = join(repo, 'nereid.log');
-    const p = new NereidProcess(['serve', `--model-repository=${repo}`, '--http-address=127.0.0.1', '--http-port=0', `--log-file=${file}`, '--allow-sagemaker=0', '--allow-grpc=false']);
+    const p = new NereidProcess(['serve', `--model-repository=${repo}`, '--http-address=127.0.0.1', '--http-port=0', `--log-file=${file}`, '--allow-sagemaker=0', '--allow-grpc=false', '--allow-metrics=false']);
     try {
       // Nothing reaches the console; wait for the start line in the file.
       let text = '';

@@ -88,7 +88,7 @@ describe('Server facade', () => {
     assert.deepEqual(server.metadata(), {
       name: 'triton',
       version: server.metadata().version,
-      extensions: ['classification', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics'],
+      extensions: ['classification', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics', 'logging'],
     });
   });
 

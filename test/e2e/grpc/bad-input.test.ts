@@ -85,6 +85,12 @@ const cases: [string, () => pb.ModelInferRequest, number, (string | RegExp)[]][]
     ['contents field must not be specified when using raw_input_contents', "'INPUT0'"],
   ],
   [
+    'raw and typed contents for the same input',
+    () => simpleWith((r) => (r.inputs[1]!.contents = tensorContents({ int_contents: new Array<number>(16).fill(1) }))),
+    status.INVALID_ARGUMENT,
+    ['contents field must not be specified when using raw_input_contents', "'INPUT1'"],
+  ],
+  [
     'typed contents of the wrong kind for the datatype',
     () =>
       inferRequest({
@@ -124,6 +130,7 @@ const cases: [string, () => pb.ModelInferRequest, number, (string | RegExp)[]][]
     ["Request for unknown model: 'simple' version 9 is not found"],
   ],
   ['a version that is not an integer', () => simpleWith((r) => (r.model_version = 'latest')), status.INVALID_ARGUMENT, ['integral value']],
+  ['a negative version', () => simpleWith((r) => (r.model_version = '-1')), status.INVALID_ARGUMENT, ['integral value']],
   [
     'a missing input',
     () => simpleWith((r) => {

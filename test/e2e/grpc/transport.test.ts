@@ -191,6 +191,33 @@ describe('deadlines', { timeout: 120_000 }, () => {
     await assertServing();
   });
 
+  it('a deadline that expires while the request computes: DEADLINE_EXCEEDED, the late result is dropped, the server keeps serving', async (t) => {
+    const executions = () => srv.server.modelStatistics('mlp')[0]!.execution_count;
+    // The deadline is half of this run's own round trip of the same request on the idle instance,
+    // so it expires while the request computes; no duration is fixed in advance. A noisy machine
+    // may still delay the start past the deadline (then the request is cancelled unrun), so one of
+    // three attempts must see it run.
+    for (let attempt = 1; ; attempt++) {
+      const started = performance.now();
+      assert.equal((await unary(client, 'ModelInfer', heavyRequest('measure'))).id, 'measure');
+      const roundTripMs = performance.now() - started;
+      const before = executions();
+      const err = await unaryError(client, 'ModelInfer', heavyRequest('deadline'), { options: { deadline: Date.now() + roundTripMs / 2 } });
+      assert.equal(err.code, status.DEADLINE_EXCEEDED, err.details);
+      // One instance computes in arrival order (and cannot batch two full batches): once a request
+      // sent after it is answered, the expired one has finished or was dropped unrun.
+      assert.equal((await unary(client, 'ModelInfer', heavyRequest('after'))).id, 'after');
+      const ran = executions() - before - 1;
+      assert.ok(ran === 0 || ran === 1, `${ran} extra executions`);
+      if (ran === 1) {
+        t.diagnostic(`attempt ${attempt}: deadline ${(roundTripMs / 2).toFixed(1)} ms`);
+        break;
+      }
+      assert.ok(attempt < 3, 'in three attempts the deadline never expired while the request computed');
+    }
+    await assertServing();
+  });
+
   it('cancelled ModelInfer calls that are still queued never run; the others complete', async () => {
     const executions = () => srv.server.modelStatistics('mlp')[0]!.execution_count;
     const before = executions();
@@ -241,8 +268,8 @@ describe('request compression', () => {
       assert.equal(response.id, name);
       assertSimpleResponse(response, ok, 2);
 
-      // A compressible large tensor as well.
-      const { request, data } = largeRequest(300_000);
+      // A large compressible tensor: small on the wire, past grpc's 4 MiB default once inflated.
+      const { request, data } = largeRequest(2_200_000);
       const big = await unary(compressing, 'ModelInfer', request);
       assert.ok(Buffer.from(rawBytes(data)).equals(Buffer.from(big.raw_output_contents[0]!)));
 

@@ -88,7 +88,15 @@ describe('server metadata', () => {
     assert.equal(body.name, 'triton');
     assert.equal(body.version, NEREID_VERSION);
     assert.match(body.version, /^\d+\.\d+\.\d+$/);
-    assert.deepEqual(body.extensions, ['classification', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics']);
+    assert.deepEqual(body.extensions, [
+      'classification',
+      'schedule_policy',
+      'model_configuration',
+      'binary_tensor_data',
+      'parameters',
+      'statistics',
+      'logging',
+    ]);
   });
 
   it('POST /v2 is 405', async () => {

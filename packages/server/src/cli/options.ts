@@ -4,6 +4,7 @@
  */
 import { NereidError } from '@nereid/protocol';
 import type { LogFormat } from '../observability/logger.js';
+import { histogramFamilies } from '../observability/metrics.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
 
 export interface ServeOptions {
@@ -30,6 +31,16 @@ export interface ServeOptions {
   grpcKeepaliveTimeoutMs: number;
   grpcMaxConnectionAgeMs: number | undefined;
   grpcMaxConnectionAgeGraceMs: number | undefined;
+  allowMetrics: boolean;
+  allowCpuMetrics: boolean;
+  /** Accepted; this CPU-only server has no GPU families to drop. */
+  allowGpuMetrics: boolean;
+  /** Empty: the HTTP address (protocol.md §6.2). */
+  metricsAddress: string;
+  metricsPort: number;
+  metricsIntervalMs: number;
+  /** `--metrics-config` settings (protocol.md §6.2; Nereid's own keys in docs/operations.md). */
+  metricsConfig: MetricsConfig;
   logVerbose: number;
   logInfo: boolean;
   logWarning: boolean;
@@ -38,6 +49,16 @@ export interface ServeOptions {
   logFile: string;
   /** Triton options accepted for compatibility that have no effect in this version. */
   ignored: string[];
+}
+
+export interface MetricsConfig {
+  counterLatencies: boolean;
+  histogramLatencies: boolean;
+  histogramBatchSize: boolean;
+  /** Accepted with a warning: summaries are not implemented. */
+  summaryLatencies: boolean;
+  /** Bucket bounds by histogram family (`histogram_buckets=<family>:<b1>,<b2>,…`). */
+  buckets: Record<string, number[]>;
 }
 
 export function parseBool(name: string, text: string): boolean {
@@ -59,6 +80,59 @@ interface OptionSpec {
   kind: Kind;
   repeatable?: boolean;
   apply?: (o: ServeOptions, value: string, name: string) => void;
+}
+
+/** One `--metrics-config <key>=<value>` setting. */
+function applyMetricsConfig(c: MetricsConfig, text: string): void {
+  const eq = text.indexOf('=');
+  if (eq === -1) throw new NereidError('REQUEST_PARAMETER', `--metrics-config expects <key>=<value>, got '${text}'`);
+  const key = text.slice(0, eq);
+  const value = text.slice(eq + 1);
+  const name = `metrics-config ${key}`;
+  switch (key) {
+    case 'counter_latencies':
+      c.counterLatencies = parseBool(name, value);
+      return;
+    case 'histogram_latencies':
+      c.histogramLatencies = parseBool(name, value);
+      return;
+    case 'histogram_batch_size':
+      c.histogramBatchSize = parseBool(name, value);
+      return;
+    case 'summary_latencies':
+      c.summaryLatencies = parseBool(name, value);
+      return;
+    case 'summary_quantiles':
+      for (const pair of value.split(',')) {
+        const [q, e, ...rest] = pair.split(':').map((x) => (x.trim() === '' ? NaN : Number(x)));
+        if (rest.length > 0 || !(q! >= 0 && q! <= 1) || !(e! >= 0 && e! <= 1)) {
+          throw new NereidError('REQUEST_PARAMETER', `--metrics-config summary_quantiles expects <quantile>:<error>,…, got '${value}'`);
+        }
+      }
+      return;
+    case 'histogram_buckets': {
+      const colon = value.indexOf(':');
+      const family = value.slice(0, colon);
+      const bounds = value.slice(colon + 1).split(',').map((b) => (b.trim() === '' ? NaN : Number(b)));
+      if (colon === -1 || !histogramFamilies().includes(family)) {
+        throw new NereidError(
+          'REQUEST_PARAMETER',
+          `--metrics-config histogram_buckets expects <family>:<b1>,<b2>,… with a family among ${histogramFamilies().join(', ')}; got '${value}'`,
+        );
+      }
+      if (bounds.some((b) => !Number.isFinite(b))) {
+        throw new NereidError('REQUEST_PARAMETER', `--metrics-config histogram_buckets for ${family} expects finite numbers, got '${value.slice(colon + 1)}'`);
+      }
+      c.buckets[family] = bounds;
+      return;
+    }
+    default:
+      throw new NereidError(
+        'REQUEST_PARAMETER',
+        `--metrics-config has no key '${key}'; known keys: counter_latencies, histogram_latencies, histogram_batch_size, ` +
+          'histogram_buckets, summary_latencies, summary_quantiles',
+      );
+  }
 }
 
 /** Options with an effect. */
@@ -124,6 +198,20 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
   'grpc-keepalive-timeout': { kind: 'int', apply: (o, v, n) => (o.grpcKeepaliveTimeoutMs = parseInt(n, v, 1)) },
   'grpc-max-connection-age': { kind: 'int', apply: (o, v, n) => (o.grpcMaxConnectionAgeMs = parseInt(n, v, 1)) },
   'grpc-max-connection-age-grace': { kind: 'int', apply: (o, v, n) => (o.grpcMaxConnectionAgeGraceMs = parseInt(n, v, 1)) },
+  'allow-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowMetrics = parseBool(n, v)) },
+  'allow-cpu-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowCpuMetrics = parseBool(n, v)) },
+  'allow-gpu-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowGpuMetrics = parseBool(n, v)) },
+  'metrics-address': { kind: 'string', apply: (o, v) => (o.metricsAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
+  'metrics-port': { kind: 'int', apply: (o, v, n) => (o.metricsPort = parseInt(n, v)) },
+  'metrics-interval-ms': {
+    kind: 'string',
+    apply: (o, v, n) => {
+      const ms = Number(v);
+      if (v.trim() === '' || !Number.isFinite(ms) || ms <= 0) throw new NereidError('REQUEST_PARAMETER', `--${n} expects a number of milliseconds > 0, got '${v}'`);
+      o.metricsIntervalMs = ms;
+    },
+  },
+  'metrics-config': { kind: 'string', repeatable: true, apply: (o, v) => applyMetricsConfig(o.metricsConfig, v) },
   'log-verbose': { kind: 'int', apply: (o, v, n) => (o.logVerbose = parseInt(n, v)) },
   'log-info': { kind: 'bool', apply: (o, v, n) => (o.logInfo = parseBool(n, v)) },
   'log-warning': { kind: 'bool', apply: (o, v, n) => (o.logWarning = parseBool(n, v)) },
@@ -166,13 +254,6 @@ const ACCEPTED: Record<string, Kind> = {
   'grpc-http2-max-pings-without-data': 'int',
   'grpc-http2-min-recv-ping-interval-without-data': 'int',
   'grpc-http2-max-ping-strikes': 'int',
-  'allow-metrics': 'bool',
-  'allow-gpu-metrics': 'bool',
-  'allow-cpu-metrics': 'bool',
-  'metrics-address': 'string',
-  'metrics-port': 'int',
-  'metrics-interval-ms': 'string',
-  'metrics-config': 'string',
   'allow-sagemaker': 'bool',
   'allow-vertex-ai': 'bool',
   'trace-config': 'string',
@@ -220,6 +301,13 @@ export function defaultServeOptions(): ServeOptions {
     grpcKeepaliveTimeoutMs: 20_000,
     grpcMaxConnectionAgeMs: undefined,
     grpcMaxConnectionAgeGraceMs: undefined,
+    allowMetrics: true,
+    allowCpuMetrics: true,
+    allowGpuMetrics: true,
+    metricsAddress: '',
+    metricsPort: 8002,
+    metricsIntervalMs: 2000,
+    metricsConfig: { counterLatencies: true, histogramLatencies: false, histogramBatchSize: false, summaryLatencies: false, buckets: {} },
     logVerbose: 0,
     logInfo: true,
     logWarning: true,

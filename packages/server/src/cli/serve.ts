@@ -7,6 +7,7 @@ import { Server } from '../core/server.js';
 import type { ModelVersionStatus } from '../core/types.js';
 import { GrpcFrontend } from '../frontends/grpc/grpc-frontend.js';
 import { HttpFrontend } from '../frontends/http/http-frontend.js';
+import { MetricsFrontend } from '../frontends/metrics/metrics-frontend.js';
 import { createLogger } from '../observability/logger.js';
 import { parseServeArgs } from './options.js';
 
@@ -40,6 +41,9 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
   for (const name of options.ignored) {
     logger.warning(`option --${name} is not supported by this version of Nereid and has no effect`);
   }
+  if (options.allowMetrics && options.metricsConfig.summaryLatencies) {
+    logger.warning('--metrics-config summary_latencies=true has no effect: this version of Nereid has no summaries; use histogram_latencies=true');
+  }
   if (options.modelRepositories.length === 0) {
     logger.error('no model repository given: pass --model-repository=<directory>');
     return 1;
@@ -56,6 +60,15 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     rateLimit: options.rateLimit,
     rateLimitResources: options.rateLimitResources,
     logger,
+    metrics: {
+      counterLatencies: options.metricsConfig.counterLatencies,
+      // Without the endpoint nobody reads histograms: do not pay for them per request.
+      histogramLatencies: options.allowMetrics && options.metricsConfig.histogramLatencies,
+      histogramBatchSize: options.allowMetrics && options.metricsConfig.histogramBatchSize,
+      buckets: options.metricsConfig.buckets,
+      cpu: options.allowMetrics && options.allowCpuMetrics,
+      intervalMs: options.metricsIntervalMs,
+    },
   });
   let report;
   try {
@@ -82,6 +95,18 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     logger.error(`the HTTP and gRPC services are both configured on ${options.httpAddress}:${options.httpPort}; give them different ports`);
     await server.stop();
     return 1;
+  }
+  const metricsAddress = options.metricsAddress || options.httpAddress;
+  if (options.allowMetrics && options.metricsPort !== 0) {
+    const clash = [
+      ...(options.allowHttp ? [{ name: 'HTTP', address: options.httpAddress, port: options.httpPort }] : []),
+      ...(options.allowGrpc ? [{ name: 'gRPC', address: options.grpcAddress, port: options.grpcPort }] : []),
+    ].find((e) => e.address === metricsAddress && e.port === options.metricsPort);
+    if (clash !== undefined) {
+      logger.error(`the metrics and ${clash.name} services are both configured on ${metricsAddress}:${options.metricsPort}; give them different ports`);
+      await server.stop();
+      return 1;
+    }
   }
 
   /** A started endpoint, closed in order on shutdown. */
@@ -122,6 +147,11 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     });
     if (!(await start('HTTPService', options.httpAddress, () => http.listen()))) return 1;
     frontends.push(http);
+  }
+  if (options.allowMetrics) {
+    const metrics = new MetricsFrontend(server, { address: metricsAddress, port: options.metricsPort });
+    if (!(await start('Metrics Service', metricsAddress, () => metrics.listen()))) return 1;
+    frontends.push(metrics);
   }
 
   let stopping = false;

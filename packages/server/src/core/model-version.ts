@@ -16,6 +16,7 @@ import {
 } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
+import type { MeteredVersion, ServerMetrics, VersionHistograms } from '../observability/metrics.js';
 import type { PreparedModel } from '../repository/config-loader.js';
 import type { Servable, VersionFactory } from '../repository/model-manager.js';
 import { ModelStatistics } from '../observability/model-statistics.js';
@@ -26,7 +27,7 @@ import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
 
-export class ModelVersion implements Servable {
+export class ModelVersion implements Servable, MeteredVersion {
   readonly name: string;
   readonly version: number;
   readonly config: ModelConfig;
@@ -36,6 +37,10 @@ export class ModelVersion implements Servable {
   readonly scheduler: Scheduler;
   /** Cumulative statistics since this version was loaded (models-and-scheduling.md §9). */
   readonly stats: ModelStatistics;
+  /** How long loading this version took, in seconds (`nv_model_load_duration_secs`, protocol.md §5.3). */
+  readonly loadDurationSecs: number;
+  /** This version's metric histograms, when the server enables any (see `ServerMetrics`). */
+  readonly histograms: VersionHistograms | undefined;
   readonly #runners: readonly InstanceRunner[];
   readonly #backendModel: BackendModel;
   readonly #rateLimiter: RateLimiter | undefined;
@@ -50,6 +55,8 @@ export class ModelVersion implements Servable {
     backendModel: BackendModel;
     stats: ModelStatistics;
     rateLimiter: RateLimiter | undefined;
+    loadDurationSecs: number;
+    histograms: VersionHistograms | undefined;
   }) {
     this.name = init.config.name;
     this.version = init.version;
@@ -58,6 +65,8 @@ export class ModelVersion implements Servable {
     this.labels = init.labels;
     this.scheduler = init.scheduler;
     this.stats = init.stats;
+    this.loadDurationSecs = init.loadDurationSecs;
+    this.histograms = init.histograms;
     this.#rateLimiter = init.rateLimiter;
     this.#runners = init.runners;
     this.#backendModel = init.backendModel;
@@ -87,6 +96,8 @@ export interface ModelVersionFactoryOptions {
   logger: Logger;
   /** Set with `--rate-limit=execution_count` (models-and-scheduling.md §7.3). */
   rateLimiter?: RateLimiter;
+  /** The server's metrics: a version gets its histograms from them at load. */
+  metrics?: ServerMetrics;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -99,6 +110,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
   }
 
   async load(prepared: PreparedModel, version: number): Promise<ModelVersion> {
+    const loadStart = process.hrtime.bigint();
     const logger = this.#options.logger;
     const name = prepared.location.name;
     let config: ModelConfig = structuredClone(prepared.config);
@@ -158,6 +170,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const created = await Promise.allSettled(specs.map((s) => backendModel.createInstance(s.spec)));
       const decoupled = config.model_transaction_policy?.decoupled ?? false;
       const stats = new ModelStatistics(name, version);
+      const histograms = this.#options.metrics?.histogramsFor(config, stats);
       created.forEach((c, i) => {
         if (c.status === 'fulfilled') {
           const limiter = this.#options.rateLimiter;
@@ -206,7 +219,19 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
             logger,
           })
         : new DirectScheduler(name, active, stats);
-      return new ModelVersion({ config, version, labels, scheduler, runners, backendModel, stats, rateLimiter: limiter });
+      const loadDurationSecs = Number(process.hrtime.bigint() - loadStart) / 1e9;
+      return new ModelVersion({
+        config,
+        version,
+        labels,
+        scheduler,
+        runners,
+        backendModel,
+        stats,
+        rateLimiter: limiter,
+        loadDurationSecs,
+        histograms,
+      });
     } catch (err) {
       await Promise.allSettled(runners.map((r) => r.unload()));
       await backendModel.unload().catch(() => undefined);

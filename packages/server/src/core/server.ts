@@ -15,9 +15,11 @@ import type { Backend, BackendTensor } from '../backends/spi.js';
 import { modelConfigToJson } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
+import { ServerMetrics, type MetricsOptions } from '../observability/metrics.js';
 import { ModelManager, type VersionStatus } from '../repository/model-manager.js';
 import type { ModelStatistics } from '../observability/model-statistics.js';
 import { classify } from './classification.js';
+import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
 import { InferenceRequest } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
@@ -29,6 +31,7 @@ import type {
   InferOutput,
   InferRequest,
   InferResponse,
+  LogSettingsReport,
   ModelMetadata,
   ModelStatisticsReport,
   ModelVersionStatus,
@@ -38,7 +41,15 @@ import type {
 export const NEREID_VERSION = '0.1.0';
 
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
-const EXTENSIONS = ['classification', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics'];
+const EXTENSIONS = [
+  'classification',
+  'schedule_policy',
+  'model_configuration',
+  'binary_tensor_data',
+  'parameters',
+  'statistics',
+  'logging',
+];
 
 export interface ServerOptions {
   /** Model repository roots (`--model-repository`, repeatable). */
@@ -64,6 +75,8 @@ export interface ServerOptions {
   /** A logger, or settings for the default console logger. */
   logger?: Logger;
   log?: Partial<LogSettings>;
+  /** Prometheus metrics settings (`--metrics-config`, `--allow-cpu-metrics`, …; protocol.md §5). */
+  metrics?: MetricsOptions;
 }
 
 export interface StartReport {
@@ -108,6 +121,11 @@ function statisticsReport(s: ModelStatistics): ModelStatisticsReport {
 
 export class Server {
   readonly logger: Logger;
+  /**
+   * The server's Prometheus metrics (protocol.md §5): per-model series for every READY version,
+   * read at scrape time. A `MetricsFrontend` serves them; embedders may read `metrics.text()`.
+   */
+  readonly metrics: ServerMetrics;
   readonly #options: ServerOptions;
   readonly #models: ModelManager<ModelVersion>;
   #state: ServerState = 'created';
@@ -117,11 +135,13 @@ export class Server {
   constructor(options: ServerOptions) {
     this.#options = options;
     this.logger = options.logger ?? createLogger(options.log);
+    this.metrics = new ServerMetrics(() => this.#models.readyServables().map((s) => s.servable), options.metrics, this.logger);
     const registry = new BackendRegistry();
     for (const b of options.backends ?? []) registry.register(b);
     const factory = new ModelVersionFactory(registry, {
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
+      metrics: this.metrics,
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
     });
     this.#models = new ModelManager(
@@ -158,6 +178,7 @@ export class Server {
       throw toNereidError(err, 'REPOSITORY_INVALID');
     }
     this.#state = 'ready';
+    this.metrics.start();
     return this.#startReport;
   }
 
@@ -249,6 +270,22 @@ export class Server {
     return [statisticsReport(one.servable.stats)];
   }
 
+  /** The current log settings (the logging extension, protocol.md §3.16). */
+  logSettings(): LogSettingsReport {
+    return logSettingsReport(this.logger);
+  }
+
+  /**
+   * Updates the log settings and returns them (protocol.md §3.16, §4.8). `update` is keyed as the
+   * extension is (`log_info`, `log_verbose_level`, …); `null` values are ignored. All or nothing:
+   * an invalid setting throws (UNSUPPORTED for `log_file`, INVALID_ARG otherwise) and changes
+   * nothing.
+   */
+  updateLogSettings(update: Readonly<Record<string, unknown>>): LogSettingsReport {
+    applyLogSettingsUpdate(this.logger, update);
+    return logSettingsReport(this.logger);
+  }
+
   /** Every known model version and its state. */
   modelStatuses(): ModelVersionStatus[] {
     return this.#models.statuses().map(toStatus);
@@ -320,6 +357,7 @@ export class Server {
     this.#stopping ??= (async () => {
       this.#state = 'stopping';
       await this.#models.unloadAll();
+      this.metrics.stop();
       this.#state = 'stopped';
     })();
     return this.#stopping;

@@ -117,3 +117,16 @@ export interface ModelStatisticsReport {
   }[];
   memory_usage: { type: string; id: number; byte_size: number }[];
 }
+
+/**
+ * The server's log settings, keyed as the logging extension reports them (protocol.md §3.16).
+ * `log_file` empty: the console.
+ */
+export interface LogSettingsReport {
+  log_file: string;
+  log_info: boolean;
+  log_warning: boolean;
+  log_error: boolean;
+  log_verbose_level: number;
+  log_format: 'default' | 'ISO8601';
+}

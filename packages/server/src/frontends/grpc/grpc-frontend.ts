@@ -22,8 +22,8 @@ import {
 } from '@nereid/protocol';
 import { toProtoModelConfig } from '../../config/index.js';
 import type { Server } from '../../core/server.js';
-import type { ModelStatisticsReport, StatisticDuration } from '../../core/types.js';
-import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE } from './infer-codec.js';
+import type { LogSettingsReport, ModelStatisticsReport, StatisticDuration } from '../../core/types.js';
+import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE, requestedVersion } from './infer-codec.js';
 import { InferStream } from './infer-stream.js';
 import { grpcError } from './status.js';
 
@@ -56,8 +56,30 @@ const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
   CudaSharedMemoryRegister: 'the CUDA shared memory extension',
   CudaSharedMemoryUnregister: 'the CUDA shared memory extension',
   TraceSetting: 'the trace extension',
-  LogSettings: 'the logging extension',
 };
+
+/**
+ * A `LogSettingsRequest` as the facade's update (protocol.md §4.8 LogSettings): each choice becomes
+ * its value, so a wrong choice is a wrong type there; a value with no choice becomes `undefined`.
+ */
+function fromProtoLogSettings(settings: pb.LogSettingsRequest['settings']): Record<string, unknown> {
+  const update: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(settings)) update[key] = v.bool_param ?? v.uint32_param ?? v.string_param;
+  return update;
+}
+
+function toProtoLogSettings(s: LogSettingsReport): pb.LogSettingsResponse {
+  return {
+    settings: {
+      log_file: { string_param: s.log_file },
+      log_info: { bool_param: s.log_info },
+      log_warning: { bool_param: s.log_warning },
+      log_error: { bool_param: s.log_error },
+      log_verbose_level: { uint32_param: s.log_verbose_level },
+      log_format: { string_param: s.log_format },
+    },
+  };
+}
 
 function toProtoStatistics(s: ModelStatisticsReport): pb.ModelStatistics {
   const d = (x: StatisticDuration): pb.StatisticDuration => ({ count: BigInt(x.count), ns: x.ns });
@@ -198,11 +220,11 @@ export class GrpcFrontend {
         return { ready: server.isReady() };
       }),
       ModelReady: unary<pb.ModelReadyRequest, pb.ModelReadyResponse>((r) => ({
-        ready: server.isModelReady(r.name, r.version || undefined),
+        ready: server.isModelReady(r.name, requestedVersion(r.name, r.version)),
       })),
       ServerMetadata: unary<pb.ServerMetadataRequest, pb.ServerMetadataResponse>(() => server.metadata()),
       ModelMetadata: unary<pb.ModelMetadataRequest, pb.ModelMetadataResponse>((r) => {
-        const m = server.modelMetadata(r.name, r.version || undefined);
+        const m = server.modelMetadata(r.name, requestedVersion(r.name, r.version));
         const tensor = (t: { name: string; datatype: string; shape: number[] }) => ({
           name: t.name,
           datatype: t.datatype,
@@ -211,7 +233,7 @@ export class GrpcFrontend {
         return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs.map(tensor), outputs: m.outputs.map(tensor) };
       }),
       ModelConfig: unary<pb.ModelConfigRequest, pb.ModelConfigResponse>((r) => ({
-        config: toProtoModelConfig(server.modelConfig(r.name, r.version || undefined)),
+        config: toProtoModelConfig(server.modelConfig(r.name, requestedVersion(r.name, r.version))),
       })),
       ModelInfer: unary<pb.ModelInferRequest, pb.ModelInferResponse>(async (request, call) => {
         this.#refuseIfStopping();
@@ -227,6 +249,9 @@ export class GrpcFrontend {
       ModelStatistics: unary<pb.ModelStatisticsRequest, pb.ModelStatisticsResponse>((r) => ({
         model_stats: server.modelStatistics(r.name || undefined, r.version || undefined).map(toProtoStatistics),
       })),
+      LogSettings: unary<pb.LogSettingsRequest, pb.LogSettingsResponse>((r) =>
+        toProtoLogSettings(server.updateLogSettings(fromProtoLogSettings(r.settings))),
+      ),
       ModelStreamInfer: (call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>) => {
         if (this.#shuttingDown || server.exiting) {
           call.emit('error', grpcError(new NereidError('SERVER_STOPPING', 'GRPC server is shutting down and has stopped accepting new requests.')));

@@ -191,9 +191,26 @@ function unknownRegion(region: string): NereidError {
   return new NereidError('NOT_FOUND', `Unable to find shared memory region: '${region}'`);
 }
 
+/**
+ * A request's `model_version` for the facade: empty means the highest ready version (undefined);
+ * anything else must be a version number (protocol.md §2.1). The facade also takes '-1' for the
+ * latest version, which is not a wire form.
+ */
+export function requestedVersion(model: string, version: string): string | undefined {
+  if (version === '') return undefined;
+  if (version.startsWith('-')) {
+    throw new NereidError(
+      'MODEL_VERSION_INVALID',
+      `failed to parse version '${version}' requested for model '${model}': the version should be an integral value > 0`,
+    );
+  }
+  return version;
+}
+
 /** Decodes a ModelInferRequest into a facade request (protocol.md §4.6). */
 export function decodeInferRequest(message: pb.ModelInferRequest): InferRequest {
   const model = message.model_name;
+  const version = requestedVersion(model, message.model_version);
   const raw = message.raw_input_contents;
   if (raw.length > 0) {
     for (const input of message.inputs) {
@@ -269,7 +286,7 @@ export function decodeInferRequest(message: pb.ModelInferRequest): InferRequest 
   }
 
   const request: InferRequest = { model, inputs };
-  if (message.model_version !== '') request.version = message.model_version;
+  if (version !== undefined) request.version = version;
   if (message.id !== '') request.id = message.id;
   const parameters = decodeRequestParameters(message.parameters, model);
   if (parameters !== undefined) request.parameters = parameters;

@@ -123,6 +123,10 @@ export class HttpFrontend {
         GET: (_q, res, m, v) =>
           sendJson(res, 200, stringifyJson({ model_stats: this.#server.modelStatistics(m || undefined, v) })),
       },
+      logging: {
+        GET: (_q, res) => sendJson(res, 200, JSON.stringify(this.#server.logSettings())),
+        POST: (req, res) => this.#updateLogging(req, res),
+      },
     };
     this.#http = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.#handle(req, res));
     // The C++ client sends an empty `Expect:` header; Node would answer 417 without this.
@@ -170,6 +174,7 @@ export class HttpFrontend {
       return methods ? { methods, model, version } : undefined;
     };
     if (n === 2) return route('serverMetadata');
+    if (s[2] === 'logging' && n === 3) return route('logging');
     if (s[2] === 'health' && n === 4) return s[3] === 'live' ? route('live') : s[3] === 'ready' ? route('ready') : undefined;
     if (s[2] !== 'models' || n < 4 || s[3] === '') return undefined;
     // Matched before the model patterns: never "metadata of a model called stats" (§3.2).
@@ -221,6 +226,21 @@ export class HttpFrontend {
       req.resume();
       sendError(res, err);
     }
+  }
+
+  /** `POST /v2/logging` (protocol.md §3.16): a JSON object of settings; null values are ignored. */
+  async #updateLogging(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readBody(req, this.#options.maxInputSize);
+    let update: unknown;
+    try {
+      update = JSON.parse(body.toString('utf8'));
+    } catch (err) {
+      throw new NereidError('REQUEST_MALFORMED', `failed to parse the request JSON buffer: ${(err as Error).message}`);
+    }
+    if (typeof update !== 'object' || update === null || Array.isArray(update)) {
+      throw new NereidError('REQUEST_MALFORMED', 'the logging request body must be a JSON object');
+    }
+    sendJson(res, 200, JSON.stringify(this.#server.updateLogSettings(update as Record<string, unknown>)));
   }
 
   async #infer(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined): Promise<void> {
