@@ -17,6 +17,14 @@ import { decodeInferResponse, encodeInferRequest } from './grpc-codec.js';
 import { GrpcInferStream } from './grpc-infer-stream.js';
 import type { BaseInferOptions } from './infer-options.js';
 import type { InferResult } from './infer-result.js';
+import {
+  configText,
+  fileParameters,
+  type LoadModelOptions,
+  type RepositoryIndexEntry,
+  type RepositoryIndexOptions,
+  type UnloadModelOptions,
+} from './repository.js';
 
 /** The largest message either way, as Triton's clients configure it (protocol.md §4.9). */
 export const GRPC_MAX_MESSAGE_SIZE = 2_147_483_647;
@@ -198,6 +206,38 @@ export class GrpcClient {
    */
   async modelStatistics(model?: string, version?: string, options?: GrpcCallOptions): Promise<ModelStatisticsResponse> {
     return this.#unary(GRPC_INFERENCE_SERVICE.ModelStatistics, { name: model ?? '', version: version ?? '' }, options);
+  }
+
+  /**
+   * The repository index (`RepositoryIndex`, protocol.md §3.13): every model of the server's
+   * repositories, one entry per version with its state and reason; empty fields are left out.
+   */
+  async repositoryIndex(options: RepositoryIndexOptions & GrpcCallOptions = {}): Promise<RepositoryIndexEntry[]> {
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.RepositoryIndex, { repository_name: '', ready: options.ready ?? false }, options);
+    return r.models.map((m) => ({
+      name: m.name,
+      ...(m.version ? { version: m.version } : {}),
+      ...(m.state ? { state: m.state } : {}),
+      ...(m.reason ? { reason: m.reason } : {}),
+    }));
+  }
+
+  /**
+   * Loads or reloads a model (`RepositoryModelLoad`); resolves once the server serves it. Needs
+   * a server in explicit model control mode. Override files travel as raw bytes.
+   */
+  async loadModel(model: string, options: LoadModelOptions & GrpcCallOptions = {}): Promise<void> {
+    const parameters: Record<string, pb.ModelRepositoryParameter> = {};
+    const config = configText(options.config);
+    if (config !== undefined) parameters.config = { string_param: config };
+    for (const [key, bytes] of fileParameters(options.files)) parameters[key] = { bytes_param: bytes };
+    await this.#unary(GRPC_INFERENCE_SERVICE.RepositoryModelLoad, { repository_name: '', model_name: model, parameters }, options);
+  }
+
+  /** Unloads a model (`RepositoryModelUnload`); needs explicit model control mode. */
+  async unloadModel(model: string, options: UnloadModelOptions & GrpcCallOptions = {}): Promise<void> {
+    const parameters = { unload_dependents: { bool_param: options.unloadDependents ?? false } };
+    await this.#unary(GRPC_INFERENCE_SERVICE.RepositoryModelUnload, { repository_name: '', model_name: model, parameters }, options);
   }
 
   /** `grpc.health.v1.Health/Check` (protocol.md §4.4): SERVING when the server is ready. */

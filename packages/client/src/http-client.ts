@@ -14,6 +14,14 @@ import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
 import { InferenceServerError } from './errors.js';
 import { inputBytes, type ClientInferOptions } from './infer-options.js';
 import { InferResult, type ResultOutput } from './infer-result.js';
+import {
+  configText,
+  fileParameters,
+  type LoadModelOptions,
+  type RepositoryIndexEntry,
+  type RepositoryIndexOptions,
+  type UnloadModelOptions,
+} from './repository.js';
 
 /**
  * Reads an HTTP inference response's JSON header and binary blobs into the shared result form:
@@ -94,6 +102,37 @@ export class HttpClient {
 
   async modelConfig(model: string, version?: string): Promise<Record<string, unknown>> {
     return (await this.#json(await this.#get(`${this.#modelPath(model, version)}/config`))) as Record<string, unknown>;
+  }
+
+  async #post(path: string, body: unknown): Promise<unknown> {
+    return this.#json(await fetch(`${this.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }));
+  }
+
+  /**
+   * The repository index (`POST /v2/repository/index`, protocol.md §3.13): every model of the
+   * server's repositories, one entry per version with its state and reason.
+   */
+  async repositoryIndex(options: RepositoryIndexOptions = {}): Promise<RepositoryIndexEntry[]> {
+    return (await this.#post('/v2/repository/index', { ready: options.ready ?? false })) as RepositoryIndexEntry[];
+  }
+
+  /**
+   * Loads or reloads a model (`POST /v2/repository/models/{m}/load`); resolves once the server
+   * serves it. Needs a server in explicit model control mode. Override files travel as base64.
+   */
+  async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {
+    const parameters: Record<string, string> = {};
+    const config = configText(options.config);
+    if (config !== undefined) parameters.config = config;
+    for (const [key, bytes] of fileParameters(options.files)) parameters[key] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+    await this.#post(`/v2/repository/models/${encodeURIComponent(model)}/load`, Object.keys(parameters).length ? { parameters } : {});
+  }
+
+  /** Unloads a model (`POST /v2/repository/models/{m}/unload`); needs explicit model control mode. */
+  async unloadModel(model: string, options: UnloadModelOptions = {}): Promise<void> {
+    await this.#post(`/v2/repository/models/${encodeURIComponent(model)}/unload`, {
+      parameters: { unload_dependents: options.unloadDependents ?? false },
+    });
   }
 
   async infer(options: ClientInferOptions): Promise<InferResult> {

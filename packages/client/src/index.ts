@@ -21,6 +21,13 @@ export {
 export type { GrpcInferStream, GrpcStreamInferOptions, StreamResult } from './grpc-infer-stream.js';
 export { InferResult, type InferResultInit, type ResultOutput } from './infer-result.js';
 export { InferenceServerError } from './errors.js';
+export type {
+  LoadModelOptions,
+  ModelState,
+  RepositoryIndexEntry,
+  RepositoryIndexOptions,
+  UnloadModelOptions,
+} from './repository.js';
 export {
   type BaseInferOptions,
   type ClientInferOptions,

@@ -114,9 +114,18 @@ describe('nereid serve: argument errors', () => {
     }
   });
 
-  it('an unsupported model control mode is refused', async () => {
-    const { exit, stderr } = await runNereid(['serve', `--model-repository=${repo}`, '--model-control-mode=explicit']);
-    assert.notEqual(exit.code, 0);
-    assert.match(stderr, /--model-control-mode=explicit is not supported/);
+  it('an unknown model control mode, and --load-model outside explicit mode, are refused', async () => {
+    let r = await runNereid(['serve', `--model-repository=${repo}`, '--model-control-mode=sometimes']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /--model-control-mode must be 'none', 'poll' or 'explicit', got 'sometimes'/);
+    r = await runNereid(['serve', `--model-repository=${repo}`, '--load-model=simple']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /--load-model is only valid with --model-control-mode=explicit/);
+    r = await runNereid(['serve', `--model-repository=${repo}`, '--model-control-mode=explicit', '--load-model=*', '--load-model=simple']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /--load-model=\* loads every model and must be the only --load-model/);
+    r = await runNereid(['serve', `--model-repository=${repo}`, '--model-control-mode=poll', '--repository-poll-secs=0']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /--repository-poll-secs must be > 0 in mode poll/);
   });
 });

@@ -88,7 +88,17 @@ describe('Server facade', () => {
     assert.deepEqual(server.metadata(), {
       name: 'triton',
       version: server.metadata().version,
-      extensions: ['classification', 'schedule_policy', 'model_configuration', 'binary_tensor_data', 'parameters', 'statistics', 'logging'],
+      extensions: [
+        'classification',
+        'model_repository',
+        'model_repository(unload_dependents)',
+        'schedule_policy',
+        'model_configuration',
+        'binary_tensor_data',
+        'parameters',
+        'statistics',
+        'logging',
+      ],
     });
   });
 

@@ -158,9 +158,6 @@ describe('metadata', () => {
 
 describe('capabilities not in this version', () => {
   const cases: [UnaryRpc, () => Promise<unknown>, string][] = [
-    ['RepositoryIndex', () => unary(client, 'RepositoryIndex', { repository_name: '', ready: false }), 'model repository'],
-    ['RepositoryModelLoad', () => unary(client, 'RepositoryModelLoad', { repository_name: '', model_name: 'simple', parameters: {} }), 'model repository'],
-    ['RepositoryModelUnload', () => unary(client, 'RepositoryModelUnload', { repository_name: '', model_name: 'simple', parameters: {} }), 'model repository'],
     ['SystemSharedMemoryStatus', () => unary(client, 'SystemSharedMemoryStatus', { name: '' }), 'system shared memory'],
     ['SystemSharedMemoryRegister', () => unary(client, 'SystemSharedMemoryRegister', { name: 'r', key: '/k', offset: 0n, byte_size: 64n }), 'system shared memory'],
     ['SystemSharedMemoryUnregister', () => unary(client, 'SystemSharedMemoryUnregister', { name: '' }), 'system shared memory'],
@@ -172,7 +169,7 @@ describe('capabilities not in this version', () => {
     ],
     ['CudaSharedMemoryUnregister', () => unary(client, 'CudaSharedMemoryUnregister', { name: '' }), 'CUDA shared memory'],
     ['TraceSetting', () => unary(client, 'TraceSetting', { settings: {}, model_name: '' }), 'trace'],
-    // ModelStatistics and LogSettings are not listed: they are covered where they are implemented.
+    // ModelStatistics, LogSettings and the repository RPCs are not listed: they are covered where they are implemented.
   ];
   for (const [rpc, call, capability] of cases) {
     it(`${rpc} is UNIMPLEMENTED, naming ${capability}`, async () => {

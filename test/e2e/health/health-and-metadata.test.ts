@@ -90,6 +90,8 @@ describe('server metadata', () => {
     assert.match(body.version, /^\d+\.\d+\.\d+$/);
     assert.deepEqual(body.extensions, [
       'classification',
+      'model_repository',
+      'model_repository(unload_dependents)',
       'schedule_policy',
       'model_configuration',
       'binary_tensor_data',

@@ -1,10 +1,12 @@
 /**
- * The `nereid` command line. `nereid serve` starts the server with `tritonserver`'s option names.
+ * The `nereid` command line. `nereid serve` starts the server with `tritonserver`'s option names;
+ * `nereid config MODEL_DIR` prints a model's effective configuration.
  */
 import { Command } from 'commander';
 import { toNereidError } from '@nereid/protocol';
 import { NEREID_VERSION } from '../core/server.js';
 import { knownOptionNames } from './options.js';
+import { runConfigCommand, type ConfigCommandOptions } from './config-command.js';
 import { runServe } from './serve.js';
 
 export async function main(argv: readonly string[]): Promise<void> {
@@ -31,6 +33,21 @@ export async function main(argv: readonly string[]): Promise<void> {
       }
       const code = await runServe(args);
       if (code !== undefined) process.exitCode = code;
+    });
+
+  program
+    .command('config')
+    .description('print the complete configuration Nereid would use for a model directory, and where each field came from')
+    .argument('<model-directory>', 'a model directory (<repository>/<model>)')
+    .option('--json', 'print JSON ({ name, version, source, config, provenance, … }) instead of annotated protobuf text')
+    .option('--model-version <n>', 'the version whose model file auto-complete reads (default: the newest the version policy selects)')
+    .option('--config-override <json>', "a load's config parameter: ModelConfig JSON used instead of the config file")
+    .option('--model-config-name <name>', 'use configs/<name>.pbtxt where present, as nereid serve does')
+    .option('--disable-auto-complete-config', 'no auto-complete, as nereid serve does')
+    .option('--strict-model-config <bool>', 'deprecated form of --disable-auto-complete-config')
+    .option('--backend-config <setting>', '<backend>,<key>=<value> or <key>=<value>; repeatable', (v: string, all: string[]) => [...all, v], [])
+    .action(async (directory: string, options: ConfigCommandOptions) => {
+      process.exitCode = await runConfigCommand(directory, options);
     });
 
   try {

@@ -3,16 +3,24 @@
  * `--name=value` or `--name value`; booleans accept true/false, on/off, 1/0 (any case).
  */
 import { NereidError } from '@nereid/protocol';
+import { checkControlOptions } from '../core/server.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
 
 export interface ServeOptions {
   modelRepositories: string[];
-  modelControlMode: 'none';
+  /** `--model-control-mode` (models-and-scheduling.md §1.9). */
+  modelControlMode: 'none' | 'poll' | 'explicit';
+  /** `--load-model` (repeatable; mode explicit only): models loaded at start, `*` for all. */
+  loadModels: string[];
+  /** `--repository-poll-secs`: the poll interval in mode poll. */
+  repositoryPollSecs: number;
   strictReadiness: boolean;
   exitOnError: boolean;
   exitTimeoutSecs: number;
+  /** `--exit-grace-secs` (Nereid's): seconds of serving while unready before shutting down. */
+  exitGraceSecs: number;
   autoCompleteConfig: boolean;
   modelConfigName: string;
   modelLoadThreadCount: number;
@@ -141,15 +149,26 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
   'model-store': { kind: 'string', repeatable: true, apply: (o, v) => void o.modelRepositories.push(v) },
   'model-control-mode': {
     kind: 'string',
-    apply: (_o, v) => {
-      if (v !== 'none') {
-        throw new NereidError('CONFIG_UNSUPPORTED', `--model-control-mode=${v} is not supported by this version of Nereid; only 'none' is`);
+    apply: (o, v, n) => {
+      if (v !== 'none' && v !== 'poll' && v !== 'explicit') {
+        throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'none', 'poll' or 'explicit', got '${v}'`);
       }
+      o.modelControlMode = v;
     },
   },
+  'load-model': {
+    kind: 'string',
+    repeatable: true,
+    apply: (o, v, n) => {
+      if (v.trim() === '') throw new NereidError('REQUEST_PARAMETER', `--${n} expects a model name or '*'`);
+      o.loadModels.push(v);
+    },
+  },
+  'repository-poll-secs': { kind: 'int', apply: (o, v, n) => (o.repositoryPollSecs = parseInt(n, v)) },
   'strict-readiness': { kind: 'bool', apply: (o, v, n) => (o.strictReadiness = parseBool(n, v)) },
   'exit-on-error': { kind: 'bool', apply: (o, v, n) => (o.exitOnError = parseBool(n, v)) },
   'exit-timeout-secs': { kind: 'int', apply: (o, v, n) => (o.exitTimeoutSecs = parseInt(n, v)) },
+  'exit-grace-secs': { kind: 'int', apply: (o, v, n) => (o.exitGraceSecs = parseInt(n, v)) },
   'disable-auto-complete-config': { kind: 'flag', apply: (o) => (o.autoCompleteConfig = false) },
   'strict-model-config': { kind: 'bool', apply: (o, v, n) => (o.autoCompleteConfig = !parseBool(n, v)) },
   'model-config-name': {
@@ -228,8 +247,6 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
 
 /** tritonserver options accepted so that existing command lines run, with no effect yet. */
 const ACCEPTED: Record<string, Kind> = {
-  'load-model': 'string',
-  'repository-poll-secs': 'int',
   'model-load-retry-count': 'int',
   'model-namespacing': 'bool',
   'backend-directory': 'string',
@@ -280,9 +297,12 @@ export function defaultServeOptions(): ServeOptions {
   return {
     modelRepositories: [],
     modelControlMode: 'none',
+    loadModels: [],
+    repositoryPollSecs: 15,
     strictReadiness: true,
     exitOnError: true,
     exitTimeoutSecs: 30,
+    exitGraceSecs: 0,
     autoCompleteConfig: true,
     modelConfigName: '',
     modelLoadThreadCount: 4,
@@ -355,5 +375,6 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions {
       if (!o.ignored.includes(name)) o.ignored.push(name);
     }
   }
+  checkControlOptions(o);
   return o;
 }

@@ -1,6 +1,6 @@
 /**
  * `nereid serve`: load the repositories, report every model's state, listen, and shut down in
- * order on SIGINT/SIGTERM (unready → stop listening → drain → unload → exit).
+ * order on SIGINT/SIGTERM (unready → grace period → stop listening → drain → unload → exit).
  */
 import { toNereidError } from '@nereid/protocol';
 import { Server } from '../core/server.js';
@@ -56,6 +56,9 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     autoCompleteConfig: options.autoCompleteConfig,
     modelConfigName: options.modelConfigName,
     modelLoadThreadCount: options.modelLoadThreadCount,
+    modelControlMode: options.modelControlMode,
+    loadModels: options.loadModels,
+    repositoryPollSecs: options.repositoryPollSecs,
     backendConfig: options.backendConfig,
     rateLimit: options.rateLimit,
     rateLimitResources: options.rateLimitResources,
@@ -109,12 +112,29 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     }
   }
 
-  /** A started endpoint, closed in order on shutdown. */
+  /**
+   * A started endpoint. Shutdown calls `stopAccepting` (no new connections or calls; what is in
+   * flight goes on), waits for `idle`, then `closeAllConnections`, and waits for `closed`.
+   */
   interface Endpoint {
-    close(): Promise<void>;
+    /** The grace period begins: keep serving, but ask clients not to reuse connections. */
+    drain(): void;
+    stopAccepting(): void;
+    /** Resolves once nothing accepted is still being answered. */
+    idle(): Promise<void>;
     closeAllConnections(): void;
+    /** Resolves once every connection is closed (after `stopAccepting`). */
+    closed(): Promise<void>;
   }
-  const frontends: Endpoint[] = [];
+  const endpoints: Endpoint[] = [];
+  /** The metrics endpoint stays up until the models are unloaded, so a drain can be watched. */
+  let metricsEndpoint: Endpoint | undefined;
+  const closeAll = () => {
+    for (const e of [...endpoints, ...(metricsEndpoint ? [metricsEndpoint] : [])]) {
+      e.stopAccepting();
+      e.closeAllConnections();
+    }
+  };
   const start = async (name: string, address: string, listen: () => Promise<number>): Promise<boolean> => {
     try {
       const port = await listen();
@@ -122,10 +142,21 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       return true;
     } catch (err) {
       logger.error(toNereidError(err).message);
-      await Promise.all(frontends.map((f) => f.close()));
+      closeAll();
       await server.stop();
       return false;
     }
+  };
+  /** An HTTP endpoint (the HTTP and metrics frontends have the same shutdown surface). */
+  const httpEndpoint = (f: HttpFrontend | MetricsFrontend): Endpoint => {
+    let closing: Promise<void> | undefined;
+    return {
+      drain: () => (f instanceof HttpFrontend ? f.drain() : undefined),
+      stopAccepting: () => void (closing ??= f.close()),
+      idle: () => (f instanceof HttpFrontend ? f.idle() : Promise.resolve()),
+      closeAllConnections: () => f.closeAllConnections(),
+      closed: () => closing ?? Promise.resolve(),
+    };
   };
   if (options.allowGrpc) {
     const grpc = new GrpcFrontend(server, {
@@ -137,7 +168,18 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       ...(options.grpcMaxConnectionAgeGraceMs !== undefined ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs } : {}),
     });
     if (!(await start('GRPCInferenceService', options.grpcAddress, () => grpc.listen()))) return 1;
-    frontends.push({ close: () => grpc.close(options.exitTimeoutSecs * 1000), closeAllConnections: () => grpc.forceClose() });
+    let closing: Promise<void> | undefined;
+    endpoints.push({
+      drain: () => undefined,
+      stopAccepting: () => {
+        closing ??= grpc.close(options.exitTimeoutSecs * 1000);
+        grpc.finishStreams();
+      },
+      // Unary calls complete and streams end (finishStreams) before the sessions close.
+      idle: () => closing ?? Promise.resolve(),
+      closeAllConnections: () => grpc.forceClose(),
+      closed: () => closing ?? Promise.resolve(),
+    });
   }
   if (options.allowHttp) {
     const http = new HttpFrontend(server, {
@@ -146,31 +188,48 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       maxInputSize: options.httpMaxInputSize,
     });
     if (!(await start('HTTPService', options.httpAddress, () => http.listen()))) return 1;
-    frontends.push(http);
+    endpoints.push(httpEndpoint(http));
   }
   if (options.allowMetrics) {
     const metrics = new MetricsFrontend(server, { address: metricsAddress, port: options.metricsPort });
     if (!(await start('Metrics Service', metricsAddress, () => metrics.listen()))) return 1;
-    frontends.push(metrics);
+    metricsEndpoint = httpEndpoint(metrics);
   }
 
   let stopping = false;
+  // The shutdown sequence (docs/operations.md): unready → grace period → no new connections →
+  // in-flight requests and streams answered → models unloaded in dependency order → exit 0.
   const shutdown = async (signal: string) => {
     if (stopping) {
       logger.warning(`received ${signal} again; exiting now`);
       process.exit(1);
     }
     stopping = true;
-    logger.info(`received ${signal}: no longer ready; waiting up to ${options.exitTimeoutSecs}s for in-flight requests`);
+    server.withdrawReadiness();
+    for (const e of endpoints) e.drain();
+    const grace = options.exitGraceSecs;
+    if (grace > 0) {
+      logger.info(`received ${signal}: no longer ready; still serving for ${grace}s (--exit-grace-secs)`);
+      await new Promise((resolve) => setTimeout(resolve, grace * 1000));
+    } else {
+      logger.info(`received ${signal}: no longer ready`);
+    }
+    logger.info(`refusing new connections; waiting up to ${options.exitTimeoutSecs}s for in-flight requests`);
     const timer = setTimeout(() => {
       logger.warning(`in-flight requests did not finish within --exit-timeout-secs=${options.exitTimeoutSecs}; exiting`);
       process.exit(1);
     }, options.exitTimeoutSecs * 1000);
     timer.unref();
-    const closing = frontends.map((f) => f.close());
+    for (const e of endpoints) e.stopAccepting();
+    await Promise.all(endpoints.map((e) => e.idle()));
     await server.stop();
-    for (const f of frontends) f.closeAllConnections();
-    await Promise.all(closing);
+    for (const e of endpoints) e.closeAllConnections();
+    await Promise.all(endpoints.map((e) => e.closed()));
+    if (metricsEndpoint) {
+      metricsEndpoint.stopAccepting();
+      metricsEndpoint.closeAllConnections();
+      await metricsEndpoint.closed();
+    }
     logger.info('all models unloaded; exiting');
     process.exit(0);
   };

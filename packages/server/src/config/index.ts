@@ -20,7 +20,8 @@ export {
   type ValueSchema,
 } from './schema.js';
 export { parseModelConfigText, type TextParseOptions } from './pbtxt-parser.js';
-export { printModelConfigText } from './pbtxt-printer.js';
+export { printModelConfigText, type TextPrintOptions } from './pbtxt-printer.js';
+export { configProvenance, type ConfigOrigin, type ConfigStages } from './provenance.js';
 export { completeModelConfig, modelConfigFromJson, modelConfigToJson, type ModelConfigJsonOptions } from './config-json.js';
 export { deriveModelConfig, type FirstSubdirectoryEntries } from './derive.js';
 export { readFirstSubdirectoryEntries } from './model-directory.js';
@@ -37,5 +38,5 @@ export {
   validateRateLimiterResources,
   type InstanceGroupValidationOptions,
 } from './validate.js';
-export { loadLabelFiles, resolveBatchStrategyPath } from './validate-files.js';
+export { isInsideDirectory, loadLabelFiles, resolveBatchStrategyPath } from './validate-files.js';
 export { fromProtoModelConfig, toProtoModelConfig } from './config-proto.js';

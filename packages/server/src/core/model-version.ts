@@ -2,21 +2,22 @@
  * A loaded, servable model version — backend model, instances, scheduler — and the factory that
  * makes one from a prepared model (models-and-scheduling.md §3.1 steps 6–11).
  */
-import { join } from 'node:path';
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendRegistry } from '../backends/registry.js';
-import type { BackendModel, InstanceSpec, ModelContext } from '../backends/spi.js';
-import {
-  loadLabelFiles,
-  normalizeInstanceGroups,
-  normalizeModelConfig,
-  validateInstanceGroups,
-  validateModelConfig,
-  validateModelIO,
-} from '../config/index.js';
+import type { BackendModel, InstanceSpec } from '../backends/spi.js';
+import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
-import type { MeteredVersion, ServerMetrics, VersionHistograms } from '../observability/metrics.js';
+import {
+  LOAD_PHASES,
+  UNLOAD_PHASES,
+  type LoadPhase,
+  type MeteredVersion,
+  type PhaseDurations,
+  type ServerMetrics,
+  type UnloadPhase,
+  type VersionHistograms,
+} from '../observability/metrics.js';
 import type { PreparedModel } from '../repository/config-loader.js';
 import type { Servable, VersionFactory } from '../repository/model-manager.js';
 import { ModelStatistics } from '../observability/model-statistics.js';
@@ -26,6 +27,26 @@ import type { RateLimiter } from '../scheduling/rate-limiter.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
+import { backendSettings, completeVersionConfig, modelContext } from './version-config.js';
+import { prepareWarmup, runWarmup } from './warmup.js';
+
+/** Seconds since `start` (a process.hrtime.bigint() reading). */
+function secondsSince(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e9;
+}
+
+/** `12.3 ms`: load and unload log lines. */
+function ms(seconds: number): string {
+  return `${(seconds * 1e3).toFixed(1)} ms`;
+}
+
+/** `read 0.2 ms, parse 1.1 ms, …` for the phases that have a duration, in order. */
+function phaseList<P extends string>(order: readonly P[], phases: Partial<Record<P, number>>): string {
+  return order
+    .filter((p) => phases[p] !== undefined)
+    .map((p) => `${p} ${ms(phases[p]!)}`)
+    .join(', ');
+}
 
 export class ModelVersion implements Servable, MeteredVersion {
   readonly name: string;
@@ -39,11 +60,18 @@ export class ModelVersion implements Servable, MeteredVersion {
   readonly stats: ModelStatistics;
   /** How long loading this version took, in seconds (`nv_model_load_duration_secs`, protocol.md §5.3). */
   readonly loadDurationSecs: number;
+  /** The load's duration per phase, seconds (`nv_model_load_phase_duration_secs`). */
+  readonly loadPhases: PhaseDurations<LoadPhase>;
   /** This version's metric histograms, when the server enables any (see `ServerMetrics`). */
   readonly histograms: VersionHistograms | undefined;
   readonly #runners: readonly InstanceRunner[];
   readonly #backendModel: BackendModel;
   readonly #rateLimiter: RateLimiter | undefined;
+  readonly #stages: ConfigStages;
+  readonly #logger: Logger;
+  readonly #onUnloaded: ((version: ModelVersion, phases: PhaseDurations<UnloadPhase>, totalSecs: number) => void) | undefined;
+  #provenance: Record<string, ConfigOrigin> | undefined;
+  #unloadPhases: PhaseDurations<UnloadPhase> | undefined;
   #unloading: Promise<void> | undefined;
 
   constructor(init: {
@@ -56,7 +84,11 @@ export class ModelVersion implements Servable, MeteredVersion {
     stats: ModelStatistics;
     rateLimiter: RateLimiter | undefined;
     loadDurationSecs: number;
+    loadPhases: PhaseDurations<LoadPhase>;
     histograms: VersionHistograms | undefined;
+    stages: ConfigStages;
+    logger: Logger;
+    onUnloaded?: (version: ModelVersion, phases: PhaseDurations<UnloadPhase>, totalSecs: number) => void;
   }) {
     this.name = init.config.name;
     this.version = init.version;
@@ -66,7 +98,11 @@ export class ModelVersion implements Servable, MeteredVersion {
     this.scheduler = init.scheduler;
     this.stats = init.stats;
     this.loadDurationSecs = init.loadDurationSecs;
+    this.loadPhases = init.loadPhases;
     this.histograms = init.histograms;
+    this.#stages = init.stages;
+    this.#logger = init.logger;
+    this.#onUnloaded = init.onUnloaded;
     this.#rateLimiter = init.rateLimiter;
     this.#runners = init.runners;
     this.#backendModel = init.backendModel;
@@ -77,14 +113,48 @@ export class ModelVersion implements Servable, MeteredVersion {
     return this.config.platform || this.config.backend;
   }
 
-  /** Stops taking requests, lets queued and executing ones finish, then releases the backend. */
+  /**
+   * Where each field of `config` came from (`file`, `override`, `auto-complete`, `default`),
+   * keyed by field path (see `configProvenance`). Computed on first use.
+   */
+  get provenance(): Readonly<Record<string, ConfigOrigin>> {
+    this.#provenance ??= configProvenance(this.#stages);
+    return this.#provenance;
+  }
+
+  /** Where the configuration was read from: a file, a load's override, or nothing (auto-complete). */
+  get configSource(): ConfigStages['sourceKind'] {
+    return this.#stages.sourceKind;
+  }
+
+  /** The unload's duration per phase, seconds, once `unload()` has finished. */
+  get unloadPhases(): PhaseDurations<UnloadPhase> | undefined {
+    return this.#unloadPhases;
+  }
+
+  /**
+   * Stops taking requests, lets queued and executing ones finish, then releases every instance
+   * (their worker threads, sessions and buffers) and the backend model. Idempotent. Logs one line
+   * with the duration of each phase.
+   */
   unload(): Promise<void> {
     this.#unloading ??= (async () => {
+      const start = process.hrtime.bigint();
       this.scheduler.stop();
       await this.scheduler.drain();
+      const drain = secondsSince(start);
+      const released = process.hrtime.bigint();
       for (const r of this.#runners) this.#rateLimiter?.unregister(r.limited);
-      await Promise.allSettled(this.#runners.map((r) => r.unload()));
-      await this.#backendModel.unload();
+      const results = await Promise.allSettled(this.#runners.map((r) => r.unload()));
+      // The backend model goes after its instances (backends/spi.ts).
+      results.push(...(await Promise.allSettled([this.#backendModel.unload()])));
+      const phases = { drain, release: secondsSince(released) };
+      const total = secondsSince(start);
+      this.#unloadPhases = phases;
+      this.#logger.info(`unloaded model '${this.name}' version ${this.version} in ${ms(total)}: ${phaseList(UNLOAD_PHASES, phases)}`);
+      this.#onUnloaded?.(this, phases, total);
+      const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failure !== undefined) throw toNereidError(failure.reason, 'INTERNAL', `model '${this.name}' version ${this.version} did not release cleanly`);
     })();
     return this.#unloading;
   }
@@ -96,7 +166,7 @@ export interface ModelVersionFactoryOptions {
   logger: Logger;
   /** Set with `--rate-limit=execution_count` (models-and-scheduling.md §7.3). */
   rateLimiter?: RateLimiter;
-  /** The server's metrics: a version gets its histograms from them at load. */
+  /** The server's metrics: a version gets its histograms from them at load, and reports its unload. */
   metrics?: ServerMetrics;
 }
 
@@ -109,133 +179,159 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     this.#options = options;
   }
 
+  /**
+   * Steps 6–11 for one version: configuration, backend model, instances, warmup on every
+   * instance, scheduler. All or nothing: on failure whatever was created is released and the
+   * load error is thrown. Logs one line with the duration of each phase, on success and on
+   * failure.
+   */
   async load(prepared: PreparedModel, version: number): Promise<ModelVersion> {
     const loadStart = process.hrtime.bigint();
     const logger = this.#options.logger;
     const name = prepared.location.name;
-    let config: ModelConfig = structuredClone(prepared.config);
-    if (config.platform === 'ensemble') {
-      throw new NereidError('CONFIG_UNSUPPORTED', `model '${name}': ensembles are not supported by this version of Nereid`);
-    }
-    const backend = this.#registry.get(config.backend, name);
-    const versionDirectory = join(prepared.location.directory, String(version));
-    const backendConfig = {
-      ...(this.#options.backendConfig.get('') ?? {}),
-      ...(this.#options.backendConfig.get(backend.name) ?? {}),
+    const phases: Partial<Record<LoadPhase, number>> = { read: prepared.timings.read, parse: prepared.timings.parse };
+    let phase: LoadPhase = 'auto_complete';
+    let mark = loadStart;
+    /** Ends the current phase; the next one starts now. */
+    const endPhase = (next: LoadPhase) => {
+      const now = process.hrtime.bigint();
+      phases[phase] = Number(now - mark) / 1e9;
+      mark = now;
+      phase = next;
     };
-    const context = (): ModelContext => ({
-      name,
-      version,
-      config,
-      modelDirectory: prepared.location.directory,
-      versionDirectory,
-      modelPath: join(versionDirectory, config.default_model_filename),
-      backendConfig,
-      logger,
-    });
-
-    // Step 6: instance groups.
-    config = normalizeInstanceGroups(config, { gpus: [], defaultCpuCount: backend.defaultCpuInstanceCount ?? 1 });
-    validateInstanceGroups(config, { gpus: [] });
-
-    // Step 7: backend auto-complete, then normalise again.
-    if (prepared.autoComplete && backend.autoCompleteConfig) {
-      config = normalizeModelConfig(await backend.autoCompleteConfig(context()));
-    }
-    // Step 8.
-    if (prepared.configFile === undefined && config.input.length === 0 && config.output.length === 0) {
-      throw new NereidError('CONFIG_MISSING', `model configuration is not provided for model '${name}'`);
-    }
-    // Step 9.
-    validateModelConfig(config);
-    validateModelIO(config);
-    const labels = await loadLabelFiles(config, prepared.location.directory);
-
-    // Step 10: backend model, instances, scheduler.
-    const backendModel = await backend.createModel(context());
-    const runners: InstanceRunner[] = [];
+    const total = () => prepared.timings.read + prepared.timings.parse + secondsSince(loadStart);
     try {
-      const specs: { spec: InstanceSpec; passive: boolean; group: ModelConfig['instance_group'][number] }[] = [];
-      const total = config.instance_group.reduce((n, g) => n + g.count, 0);
-      for (const group of config.instance_group) {
-        if (group.kind === 'KIND_AUTO') throw new NereidError('INTERNAL', `instance group '${group.name}' was not normalised`);
-        for (let c = 0; c < group.count; c++) {
-          specs.push({
-            spec: { name: `${group.name}_${c}`, groupName: group.name, kind: group.kind, deviceId: 0, instanceCount: total },
-            passive: group.passive,
-            group,
-          });
-        }
+      if (prepared.config.platform === 'ensemble') {
+        throw new NereidError('CONFIG_UNSUPPORTED', `model '${name}': ensembles are not supported by this version of Nereid`);
       }
-      const created = await Promise.allSettled(specs.map((s) => backendModel.createInstance(s.spec)));
-      const decoupled = config.model_transaction_policy?.decoupled ?? false;
-      const stats = new ModelStatistics(name, version);
-      const histograms = this.#options.metrics?.histogramsFor(config, stats);
-      created.forEach((c, i) => {
-        if (c.status === 'fulfilled') {
-          const limiter = this.#options.rateLimiter;
-          const group = specs[i]!.group;
-          const runner = new InstanceRunner(specs[i]!.spec, c.value, backend.name, {
-            decoupled,
-            observer: stats,
-            ...(limiter
-              ? {
-                  rateLimiter: limiter,
-                  resources: group.rate_limiter?.resources ?? [],
-                  priority: group.rate_limiter?.priority ?? 1,
-                }
-              : {}),
-          });
-          runners.push(runner);
-        }
-      });
-      const failure = created.find((c): c is PromiseRejectedResult => c.status === 'rejected');
-      if (failure) throw toNereidError(failure.reason, 'MODEL_LOAD_FAILED');
-      const limiter = this.#options.rateLimiter;
-      if (limiter) {
-        const registered: InstanceRunner[] = [];
-        try {
-          for (const r of runners) {
-            limiter.register(r.limited, name);
-            registered.push(r);
+      const backend = this.#registry.get(prepared.config.backend, name);
+      const settings = backendSettings(this.#options.backendConfig, backend.name);
+      const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
+      const labels = await loadLabelFiles(config, prepared.location.directory);
+      endPhase('backend_init');
+
+      const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger));
+      const runners: InstanceRunner[] = [];
+      try {
+        const built = await this.#instances(config, version, backend.name, backendModel, runners);
+        endPhase('warmup');
+        await runWarmup(config, await prepareWarmup(config, prepared.location.directory), runners);
+        phases.warmup = secondsSince(mark);
+        const limiter = this.#options.rateLimiter;
+        if (limiter) {
+          const registered: InstanceRunner[] = [];
+          try {
+            for (const r of runners) {
+              limiter.register(r.limited, name);
+              registered.push(r);
+            }
+          } catch (err) {
+            for (const r of registered) limiter.unregister(r.limited);
+            throw err;
           }
-        } catch (err) {
-          for (const r of registered) limiter.unregister(r.limited);
-          throw err;
         }
+        const scheduler = config.dynamic_batching
+          ? new DynamicBatcher({
+              model: name,
+              maxBatchSize: config.max_batch_size,
+              config: config.dynamic_batching,
+              shapeCheckedInputs: config.input
+                .filter((t) => t.is_shape_tensor || (t.dims.includes(-1) && !t.allow_ragged_batch))
+                .map((t) => t.name),
+              hasOptionalInputs: config.input.some((t) => t.optional),
+              runners: built.active,
+              observer: built.stats,
+              logger,
+            })
+          : new DirectScheduler(name, built.active, built.stats);
+        const loadPhases = Object.fromEntries(LOAD_PHASES.map((p) => [p, phases[p] ?? 0])) as Record<LoadPhase, number>;
+        const loadDurationSecs = total();
+        logger.info(`loaded model '${name}' version ${version} in ${ms(loadDurationSecs)}: ${phaseList(LOAD_PHASES, loadPhases)}`);
+        const metrics = this.#options.metrics;
+        return new ModelVersion({
+          config,
+          version,
+          labels,
+          scheduler,
+          runners,
+          backendModel,
+          stats: built.stats,
+          rateLimiter: limiter,
+          loadDurationSecs,
+          loadPhases,
+          histograms: built.histograms,
+          stages,
+          logger,
+          ...(metrics
+            ? {
+                onUnloaded: (v: ModelVersion, unload: PhaseDurations<UnloadPhase>, totalSecs: number) =>
+                  metrics.recordUnload({ name: v.name, version: v.version, phases: unload, totalSecs, at: process.hrtime.bigint() }),
+              }
+            : {}),
+        });
+      } catch (err) {
+        await Promise.allSettled(runners.map((r) => r.unload()));
+        await backendModel.unload().catch(() => undefined);
+        throw err;
       }
-      const active = runners.filter((_, i) => !specs[i]!.passive);
-      const scheduler = config.dynamic_batching
-        ? new DynamicBatcher({
-            model: name,
-            maxBatchSize: config.max_batch_size,
-            config: config.dynamic_batching,
-            shapeCheckedInputs: config.input
-              .filter((t) => t.is_shape_tensor || (t.dims.includes(-1) && !t.allow_ragged_batch))
-              .map((t) => t.name),
-            hasOptionalInputs: config.input.some((t) => t.optional),
-            runners: active,
-            observer: stats,
-            logger,
-          })
-        : new DirectScheduler(name, active, stats);
-      const loadDurationSecs = Number(process.hrtime.bigint() - loadStart) / 1e9;
-      return new ModelVersion({
-        config,
-        version,
-        labels,
-        scheduler,
-        runners,
-        backendModel,
-        stats,
-        rateLimiter: limiter,
-        loadDurationSecs,
-        histograms,
-      });
     } catch (err) {
-      await Promise.allSettled(runners.map((r) => r.unload()));
-      await backendModel.unload().catch(() => undefined);
+      phases[phase] = secondsSince(mark);
+      logger.info(
+        `failed to load model '${name}' version ${version} after ${ms(total())}, in phase ${phase}: ${phaseList(LOAD_PHASES, phases)}`,
+      );
       throw err;
     }
+  }
+
+  /**
+   * Creates every instance of `config` (in parallel) and its runner, pushing each runner into
+   * `runners` as it is made so the caller can release them on failure.
+   */
+  async #instances(
+    config: ModelConfig,
+    version: number,
+    backendName: string,
+    backendModel: BackendModel,
+    runners: InstanceRunner[],
+  ): Promise<{ active: InstanceRunner[]; stats: ModelStatistics; histograms: VersionHistograms | undefined }> {
+    const name = config.name;
+    const specs: { spec: InstanceSpec; passive: boolean; group: ModelConfig['instance_group'][number] }[] = [];
+    const total = config.instance_group.reduce((n, g) => n + g.count, 0);
+    for (const group of config.instance_group) {
+      if (group.kind === 'KIND_AUTO') throw new NereidError('INTERNAL', `instance group '${group.name}' was not normalised`);
+      for (let c = 0; c < group.count; c++) {
+        specs.push({
+          spec: { name: `${group.name}_${c}`, groupName: group.name, kind: group.kind, deviceId: 0, instanceCount: total },
+          passive: group.passive,
+          group,
+        });
+      }
+    }
+    const created = await Promise.allSettled(specs.map((s) => backendModel.createInstance(s.spec)));
+    const decoupled = config.model_transaction_policy?.decoupled ?? false;
+    const stats = new ModelStatistics(name, version);
+    const histograms = this.#options.metrics?.histogramsFor(config, stats);
+    const active: InstanceRunner[] = [];
+    created.forEach((c, i) => {
+      if (c.status !== 'fulfilled') return;
+      const limiter = this.#options.rateLimiter;
+      const group = specs[i]!.group;
+      const runner = new InstanceRunner(specs[i]!.spec, c.value, backendName, {
+        decoupled,
+        observer: stats,
+        ...(limiter
+          ? {
+              rateLimiter: limiter,
+              resources: group.rate_limiter?.resources ?? [],
+              priority: group.rate_limiter?.priority ?? 1,
+            }
+          : {}),
+      });
+      runners.push(runner);
+      if (!specs[i]!.passive) active.push(runner);
+    });
+    const failure = created.find((c): c is PromiseRejectedResult => c.status === 'rejected');
+    if (failure) throw toNereidError(failure.reason, 'MODEL_LOAD_FAILED');
+    return { active, stats, histograms };
   }
 }

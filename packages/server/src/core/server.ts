@@ -17,6 +17,7 @@ import type { ModelConfig } from '../config/model-config.js';
 import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
 import { ServerMetrics, type MetricsOptions } from '../observability/metrics.js';
 import { ModelManager, type VersionStatus } from '../repository/model-manager.js';
+import { loadRequestOf } from './repository-parameters.js';
 import type { ModelStatistics } from '../observability/model-statistics.js';
 import { classify } from './classification.js';
 import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
@@ -33,9 +34,15 @@ import type {
   InferResponse,
   LogSettingsReport,
   ModelMetadata,
+  EffectiveConfigReport,
   ModelStatisticsReport,
+  ModelTimingsReport,
   ModelVersionStatus,
+  LoadModelOptions,
+  ModelControlMode,
+  RepositoryIndexEntry,
   ServerMetadata,
+  UnloadModelOptions,
 } from './types.js';
 
 export const NEREID_VERSION = '0.1.0';
@@ -43,6 +50,8 @@ export const NEREID_VERSION = '0.1.0';
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
 const EXTENSIONS = [
   'classification',
+  'model_repository',
+  'model_repository(unload_dependents)',
   'schedule_policy',
   'model_configuration',
   'binary_tensor_data',
@@ -62,8 +71,14 @@ export interface ServerOptions {
   autoCompleteConfig?: boolean;
   /** `--model-config-name`. */
   modelConfigName?: string;
-  /** `--model-load-thread-count` (default 4). */
+  /** `--model-load-thread-count` (default 4): loads at once, at start-up and after. */
   modelLoadThreadCount?: number;
+  /** `--model-control-mode` (default `none`, models-and-scheduling.md §1.9). */
+  modelControlMode?: ModelControlMode;
+  /** `--load-model`: the models loaded at start in mode `explicit`; `['*']` loads every one. */
+  loadModels?: readonly string[];
+  /** `--repository-poll-secs` (default 15): the poll interval in mode `poll`; fractions allowed. */
+  repositoryPollSecs?: number;
   /** `--backend-config`: backend → key → value; key '' holds global settings. */
   backendConfig?: ReadonlyMap<string, Readonly<Record<string, string>>>;
   /** `--rate-limit` (default off): `execution_count` makes instances wait for resources (§7.3). */
@@ -131,6 +146,8 @@ export class Server {
   #state: ServerState = 'created';
   #startReport: StartReport = { failures: [] };
   #stopping: Promise<void> | undefined;
+  /** Readiness withdrawn ahead of a shutdown (`withdrawReadiness`). */
+  #readinessWithdrawn = false;
 
   constructor(options: ServerOptions) {
     this.#options = options;
@@ -144,9 +161,11 @@ export class Server {
       metrics: this.metrics,
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
     });
+    checkControlOptions(options);
     this.#models = new ModelManager(
       {
         repositories: options.modelRepositories,
+        controlMode: options.modelControlMode ?? 'none',
         autoCompleteConfig: options.autoCompleteConfig ?? true,
         modelConfigName: options.modelConfigName ?? '',
         loadThreadCount: options.modelLoadThreadCount ?? 4,
@@ -164,14 +183,16 @@ export class Server {
   }
 
   /**
-   * Loads every model of the repositories (control mode `none`). Models that fail are recorded
-   * (and reported here) while the others serve. Rejects for a missing or unreadable repository.
+   * The start-up load (models-and-scheduling.md §1.9): every model of the repositories in control
+   * modes `none` and `poll`, the `loadModels` in mode `explicit`; then, in mode `poll`, polling
+   * starts. Models that fail are recorded (and reported here) while the others serve. Rejects for
+   * a missing or unreadable repository.
    */
   async load(): Promise<StartReport> {
     if (this.#state !== 'created') throw new NereidError('INTERNAL', 'the server was already started');
     this.#state = 'loading';
     try {
-      const failures = await this.#models.loadAll();
+      const failures = await this.#models.startup(this.#options.loadModels);
       this.#startReport = { failures: failures.map(toStatus) };
     } catch (err) {
       this.#state = 'stopped';
@@ -179,6 +200,7 @@ export class Server {
     }
     this.#state = 'ready';
     this.metrics.start();
+    this.#models.startPolling(this.#options.repositoryPollSecs ?? 15);
     return this.#startReport;
   }
 
@@ -198,8 +220,17 @@ export class Server {
 
   /** Ready: started, not stopping, and with strict readiness every model ready (protocol.md §3.3). */
   isReady(): boolean {
-    if (this.#state !== 'ready') return false;
+    if (this.#state !== 'ready' || this.#readinessWithdrawn) return false;
     return this.#options.strictReadiness === false || this.#models.allReady();
+  }
+
+  /**
+   * Turns readiness false for good while everything else keeps serving: the grace period of a
+   * graceful shutdown (`--exit-grace-secs`, docs/operations.md), during which load balancers see
+   * the server unready and stop sending it work before anything is refused. `stop()` follows.
+   */
+  withdrawReadiness(): void {
+    this.#readinessWithdrawn = true;
   }
 
   metadata(): ServerMetadata {
@@ -248,6 +279,49 @@ export class Server {
   }
 
   /**
+   * The configuration in use with the origin of each field (Nereid's effective-configuration
+   * extension, docs/protocol.md): `config` is what `modelConfigJson` returns; `provenance` maps
+   * each field path (`max_batch_size`, `input[0].dims`, `parameters["k"].string_value`) to
+   * `file`, `override`, `auto-complete` or `default`.
+   */
+  modelEffectiveConfig(model: string, version?: string): EffectiveConfigReport {
+    const mv = this.#resolve(model, version);
+    return {
+      name: mv.name,
+      version: String(mv.version),
+      source: mv.configSource,
+      config: modelConfigToJson(mv.config, { emitDefaults: true, int64AsString: false }),
+      provenance: { ...mv.provenance },
+    };
+  }
+
+  /**
+   * How long loading each READY version took, per phase, and the last unload of each version
+   * unloaded since the server started (docs/operations.md, load and unload timings). Optionally
+   * of one model only. Sorted by model then version.
+   */
+  modelTimings(model?: string): ModelTimingsReport[] {
+    const byKey = new Map<string, ModelTimingsReport>();
+    const entry = (name: string, version: number): ModelTimingsReport => {
+      const key = `${name}\0${version}`;
+      let report = byKey.get(key);
+      if (report === undefined) {
+        report = { name, version: String(version) };
+        byKey.set(key, report);
+      }
+      return report;
+    };
+    for (const u of this.metrics.unloads()) {
+      if (model !== undefined && u.name !== model) continue;
+      entry(u.name, u.version).unload = { total_secs: u.totalSecs, phases: { ...u.phases } };
+    }
+    for (const s of this.#models.readyServables(model)) {
+      entry(s.name, s.version).load = { total_secs: s.servable.loadDurationSecs, phases: { ...s.servable.loadPhases } };
+    }
+    return [...byKey.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : Number(a.version) - Number(b.version)));
+  }
+
+  /**
    * Statistics of every READY version (no model), of one model's READY versions, or of one
    * version (protocol.md §3.14). Unknown or unready models are INVALID_ARG errors, as Triton's.
    */
@@ -284,6 +358,42 @@ export class Server {
   updateLogSettings(update: Readonly<Record<string, unknown>>): LogSettingsReport {
     applyLogSettingsUpdate(this.logger, update);
     return logSettingsReport(this.logger);
+  }
+
+  /**
+   * The repository index (protocol.md §3.13): every model of the repositories and every model
+   * with lifecycle history, sorted by name, one entry per version; `ready`: READY versions only.
+   */
+  async repositoryIndex(options: { ready?: boolean } = {}): Promise<RepositoryIndexEntry[]> {
+    this.#checkLive();
+    return this.#models.index(options.ready ?? false);
+  }
+
+  /**
+   * Loads or reloads a model (control mode `explicit`; protocol.md §3.13, models-and-scheduling.md
+   * §1.10). Resolves once it serves. Serving versions keep serving while new copies load and are
+   * switched over when every one is ready; a failed load leaves them as they were and rejects
+   * with the failure (also recorded in the index). Other modes: UNAVAILABLE, as Triton's.
+   */
+  async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {
+    this.#checkLive();
+    await this.#models.load(model, loadRequestOf(options));
+  }
+
+  /**
+   * Unloads a model (control mode `explicit`): its versions refuse new requests at once and are
+   * released once their in-flight ones finish; models that depend on it go too, and with
+   * `unloadDependents` what it depended on and nothing else needs (§1.11). Resolves once no
+   * version is READY; unloading a model that is not loaded succeeds.
+   */
+  async unloadModel(model: string, options: UnloadModelOptions = {}): Promise<void> {
+    this.#checkLive();
+    await this.#models.unload(model, { unloadDependents: options.unloadDependents ?? false });
+  }
+
+  #checkLive(): void {
+    if (this.#state === 'stopping' || this.#state === 'stopped') throw new NereidError('SERVER_STOPPING', 'Server exiting');
+    if (this.#state === 'created') throw new NereidError('SERVER_NOT_READY', 'Server not ready');
   }
 
   /** Every known model version and its state. */
@@ -356,10 +466,29 @@ export class Server {
     if (this.#state === 'stopped') return Promise.resolve();
     this.#stopping ??= (async () => {
       this.#state = 'stopping';
-      await this.#models.unloadAll();
+      await this.#models.shutdown();
       this.metrics.stop();
       this.#state = 'stopped';
     })();
     return this.#stopping;
+  }
+}
+
+/**
+ * Cross-option rules of the control mode (models-and-scheduling.md §1.9, protocol.md §6.1):
+ * REQUEST_PARAMETER errors naming the options.
+ */
+export function checkControlOptions(options: Pick<ServerOptions, 'modelControlMode' | 'loadModels' | 'repositoryPollSecs'>): void {
+  const mode = options.modelControlMode ?? 'none';
+  const loadModels = options.loadModels ?? [];
+  if (loadModels.length > 0 && mode !== 'explicit') {
+    throw new NereidError('REQUEST_PARAMETER', `--load-model is only valid with --model-control-mode=explicit (the mode is '${mode}')`);
+  }
+  if (loadModels.includes('*') && loadModels.length > 1) {
+    throw new NereidError('REQUEST_PARAMETER', "--load-model=* loads every model and must be the only --load-model");
+  }
+  const secs = options.repositoryPollSecs ?? 15;
+  if (mode === 'poll' && !(secs > 0)) {
+    throw new NereidError('REQUEST_PARAMETER', `--repository-poll-secs must be > 0 in mode poll, got ${secs}`);
   }
 }

@@ -91,6 +91,39 @@ export interface ModelVersionStatus {
   reason: string;
 }
 
+/**
+ * One entry of the repository index (protocol.md §3.13): `version` and `state` for a model with
+ * lifecycle history (one entry per version), `name` alone for a model never loaded, `reason`
+ * only when non-empty.
+ */
+export interface RepositoryIndexEntry {
+  name: string;
+  version?: string;
+  state?: ModelVersionState;
+  reason?: string;
+}
+
+/** `--model-control-mode` (models-and-scheduling.md §1.9). */
+export type ModelControlMode = 'none' | 'poll' | 'explicit';
+
+/** Parameters of a model load (models-and-scheduling.md §1.10). */
+export interface LoadModelOptions {
+  /** A ModelConfig, as JSON text or object (protocol.md §3.13), used instead of the files on disk. */
+  config?: string | Readonly<Record<string, unknown>>;
+  /**
+   * Files of a model directory used instead of the repository's, by path relative to it
+   * (`1/model.onnx`); requires `config`. Written into a fresh directory of the server's own;
+   * a path that would leave it is refused.
+   */
+  files?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
+}
+
+/** Parameters of a model unload (models-and-scheduling.md §1.10–§1.11). */
+export interface UnloadModelOptions {
+  /** Also unload the models this one depended on that nothing else needs. */
+  unloadDependents?: boolean;
+}
+
 export interface StatisticDuration {
   count: number;
   /** Cumulative nanoseconds. */
@@ -129,4 +162,35 @@ export interface LogSettingsReport {
   log_error: boolean;
   log_verbose_level: number;
   log_format: 'default' | 'ISO8601';
+}
+
+/** Where a configuration value came from (see `Server.modelEffectiveConfig`). */
+export type ConfigOriginName = 'file' | 'override' | 'auto-complete' | 'default';
+
+/** The configuration a version uses, with the origin of each field (docs/protocol.md). */
+export interface EffectiveConfigReport {
+  name: string;
+  version: string;
+  /** What the configuration was read from: `config.pbtxt` (or `configs/<name>.pbtxt`), a load's override, or nothing. */
+  source: 'file' | 'override' | 'none';
+  /** As `GET /v2/models/{m}/config` returns it: every field present. */
+  config: Record<string, unknown>;
+  /** Field path → origin, in printing order. */
+  provenance: Record<string, ConfigOriginName>;
+}
+
+/** Seconds: in total and per phase. */
+export interface PhaseTimings {
+  total_secs: number;
+  phases: Record<string, number>;
+}
+
+/** Load and unload timings of one model version (docs/operations.md). */
+export interface ModelTimingsReport {
+  name: string;
+  version: string;
+  /** The load of the version now READY (`read`, `parse`, `auto_complete`, `backend_init`, `warmup`). */
+  load?: PhaseTimings;
+  /** The last unload of this version since the server started (`drain`, `release`). */
+  unload?: PhaseTimings;
 }

@@ -293,3 +293,37 @@ describe('ServerMetrics: CPU families', () => {
     assert.doesNotMatch(await new ServerMetrics(() => [], { cpu: false }).text(), /nv_cpu_/);
   });
 });
+
+describe('load and unload phase families', () => {
+  const phases = { read: 0.001, parse: 0.002, auto_complete: 0.003, backend_init: 0.25, warmup: 0.5 };
+
+  it('nv_model_load_phase_duration_secs: one gauge per loaded version and phase, with its tags', async () => {
+    const v = Object.assign(new FakeVersion('m', 2, { metric_tags: { team: 'x' } }), { loadPhases: phases });
+    const untimed = new FakeVersion('plain', 1);
+    const metrics = new ServerMetrics(() => [v, untimed], { cpu: false });
+    const text = await metrics.text();
+    assert.match(text, /^# TYPE nv_model_load_phase_duration_secs gauge$/m);
+    for (const [phase, secs] of Object.entries(phases)) {
+      assert.match(text, new RegExp(`^nv_model_load_phase_duration_secs\\{_team="x",model="m",phase="${phase}",version="2"\\} ${secs}$`, 'm'));
+    }
+    // A version that reports no phases has no series.
+    assert.doesNotMatch(text, /nv_model_load_phase_duration_secs\{.*model="plain"/);
+  });
+
+  it('nv_model_unload_phase_duration_secs: the last unload of each version, until stop()', async () => {
+    const metrics = new ServerMetrics(() => [], { cpu: false });
+    const record = (version: number, drain: number) =>
+      metrics.recordUnload({ name: 'm', version, phases: { drain, release: 0.125 }, totalSecs: drain + 0.125, at: process.hrtime.bigint() });
+    record(1, 1.5);
+    record(2, 0.5);
+    record(1, 0.25);
+    const text = await metrics.text();
+    assert.match(text, /^nv_model_unload_phase_duration_secs\{model="m",phase="drain",version="1"\} 0\.25$/m);
+    assert.match(text, /^nv_model_unload_phase_duration_secs\{model="m",phase="release",version="1"\} 0\.125$/m);
+    assert.match(text, /^nv_model_unload_phase_duration_secs\{model="m",phase="drain",version="2"\} 0\.5$/m);
+    assert.deepEqual(metrics.unloads().map((u) => [u.version, u.phases.drain]), [[2, 0.5], [1, 0.25]]);
+    metrics.stop();
+    assert.deepEqual(metrics.unloads(), []);
+    assert.doesNotMatch(await metrics.text(), /model="m"/);
+  });
+});

@@ -28,6 +28,37 @@ export const BATCH_SIZE_HISTOGRAM = 'nv_inference_batch_size_histogram';
 /** Triton's (protocol.md §5.3). */
 export const FIRST_RESPONSE_HISTOGRAM = 'nv_inference_first_response_histogram_ms';
 
+/** Nereid's load and unload timing families (docs/operations.md), per model version and phase. */
+export const LOAD_PHASE_FAMILY = 'nv_model_load_phase_duration_secs';
+export const UNLOAD_PHASE_FAMILY = 'nv_model_unload_phase_duration_secs';
+
+/**
+ * The phases of loading a version, in order: `read` the config file; `parse` it (with derivation,
+ * normalisation and model-level validation); `auto_complete` (instance groups, backend
+ * auto-complete, full validation, label files); `backend_init` (backend model, instances — ONNX
+ * Runtime sessions —, scheduler); `warmup` (reading the samples and running them).
+ */
+export const LOAD_PHASES = ['read', 'parse', 'auto_complete', 'backend_init', 'warmup'] as const;
+export type LoadPhase = (typeof LOAD_PHASES)[number];
+
+/** The phases of unloading a version: `drain` in-flight requests, `release` instances and model. */
+export const UNLOAD_PHASES = ['drain', 'release'] as const;
+export type UnloadPhase = (typeof UNLOAD_PHASES)[number];
+
+/** Seconds per phase. */
+export type PhaseDurations<P extends string> = Readonly<Record<P, number>>;
+
+/** The last unload of a model version (`ServerMetrics.recordUnload`). */
+export interface UnloadRecord {
+  readonly name: string;
+  readonly version: number;
+  readonly phases: PhaseDurations<UnloadPhase>;
+  /** Seconds from the start of the unload to its end. */
+  readonly totalSecs: number;
+  /** Monotonic time it ended (process.hrtime.bigint()). */
+  readonly at: bigint;
+}
+
 /** Default buckets of the µs latency histograms: 100 µs to 10 s in 1-2.5-5 steps. */
 export const DEFAULT_LATENCY_BUCKETS_US: readonly number[] = [
   100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000,
@@ -79,6 +110,8 @@ export interface MeteredVersion {
   readonly scheduler: { readonly queuedCount: number };
   /** How long the load of this version took, in seconds (`nv_model_load_duration_secs`). */
   readonly loadDurationSecs: number;
+  /** The load's duration per phase (`nv_model_load_phase_duration_secs`); absent: not reported. */
+  readonly loadPhases?: PhaseDurations<LoadPhase>;
   /** Present when a histogram family is enabled. */
   readonly histograms: VersionHistograms | undefined;
 }
@@ -260,6 +293,8 @@ export class ServerMetrics {
   readonly #options: Required<Omit<MetricsOptions, 'buckets'>> & { buckets: Readonly<Record<string, readonly number[]>> };
   readonly #logger: Logger | undefined;
   readonly #histogramFamilies: readonly string[];
+  /** The last unload of each model version, by `<model>\0<version>`. */
+  readonly #unloads = new Map<string, UnloadRecord>();
   #timer: NodeJS.Timeout | undefined;
   #cpuPrevious: CpuTimes | undefined;
   #cpuUtilization: Gauge | undefined;
@@ -326,6 +361,22 @@ export class ServerMetrics {
     return histograms;
   }
 
+  /**
+   * Records the unload of a version: its phases stay in `nv_model_unload_phase_duration_secs`
+   * (the last unload of each model version, so that it can be read after the version is gone)
+   * until `stop()`.
+   */
+  recordUnload(record: UnloadRecord): void {
+    const key = `${record.name}\0${record.version}`;
+    this.#unloads.delete(key);
+    this.#unloads.set(key, record);
+  }
+
+  /** The last unload of each model version, oldest first. */
+  unloads(): UnloadRecord[] {
+    return [...this.#unloads.values()];
+  }
+
   /** Starts sampling the CPU families every `intervalMs` (no-op without them or when running). */
   start(): void {
     if (!this.#options.cpu || this.#timer !== undefined) return;
@@ -335,8 +386,12 @@ export class ServerMetrics {
     this.#timer.unref();
   }
 
-  /** Stops the CPU sampler. */
+  /**
+   * Stops the CPU sampler and forgets the recorded unloads: once the server has stopped, no
+   * per-model series remain.
+   */
   stop(): void {
+    this.#unloads.clear();
     clearInterval(this.#timer);
     this.#timer = undefined;
   }
@@ -390,6 +445,24 @@ export class ServerMetrics {
       each((v) => v.scheduler.queuedCount),
     );
     gauge('nv_model_load_duration_secs', 'Model load time in seconds', each((v) => v.loadDurationSecs));
+    gauge(LOAD_PHASE_FAMILY, 'Model load time per phase (read, parse, auto_complete, backend_init, warmup), in seconds', () => {
+      const out: Sample[] = [];
+      for (const v of this.#versions()) {
+        const phases = v.loadPhases;
+        if (phases === undefined) continue;
+        for (const phase of LOAD_PHASES) out.push({ labels: versionLabels(v, { phase }), value: phases[phase] });
+      }
+      return out;
+    });
+    gauge(UNLOAD_PHASE_FAMILY, 'Time of the last unload of a model version per phase (drain, release), in seconds', () => {
+      const out: Sample[] = [];
+      for (const u of this.#unloads.values()) {
+        for (const phase of UNLOAD_PHASES) {
+          out.push({ labels: { model: u.name, phase, version: String(u.version) }, value: u.phases[phase] });
+        }
+      }
+      return out;
+    });
     if (this.#options.counterLatencies) {
       counter(
         'nv_inference_request_duration_us',

@@ -9,6 +9,7 @@ import { NereidError } from '@nereid/protocol';
 import {
   completeModelConfig,
   deriveModelConfig,
+  modelConfigFromJson,
   normalizeModelConfig,
   parseModelConfigText,
   readFirstSubdirectoryEntries,
@@ -25,6 +26,17 @@ export interface ConfigLoadOptions {
   modelConfigName: string;
 }
 
+/** Where a model's configuration text came from (models-and-scheduling.md §3.1 step 1). */
+export type ConfigSourceKind = 'file' | 'override' | 'none';
+
+/** Seconds spent in the model-level steps of a load (`nv_model_load_phase_duration_secs`). */
+export interface PrepareTimings {
+  /** Reading the config file. */
+  readonly read: number;
+  /** Parsing, derivation, normalisation, model-level validation. */
+  readonly parse: number;
+}
+
 export interface PreparedModel {
   readonly location: ModelLocation;
   /** Derived, normalised, model-level-validated config (inputs/outputs may still be missing). */
@@ -32,6 +44,10 @@ export interface PreparedModel {
   /** The file the config came from; undefined when there was none (auto-complete fills it). */
   readonly configFile: string | undefined;
   readonly autoComplete: boolean;
+  /** The configuration exactly as given (only the fields it set), for provenance. */
+  readonly source: Sparse<ModelConfig>;
+  readonly sourceKind: ConfigSourceKind;
+  readonly timings: PrepareTimings;
 }
 
 async function readIfExists(path: string): Promise<string | undefined> {
@@ -43,23 +59,40 @@ async function readIfExists(path: string): Promise<string | undefined> {
   }
 }
 
-export async function prepareModelConfig(location: ModelLocation, options: ConfigLoadOptions): Promise<PreparedModel> {
+/**
+ * Steps 1–5 of the load pipeline. `override` is a load's `config` parameter (ModelConfig JSON,
+ * models-and-scheduling.md §1.10): when given, it is used instead of the files.
+ */
+export async function prepareModelConfig(
+  location: ModelLocation,
+  options: ConfigLoadOptions,
+  override?: string | Readonly<Record<string, unknown>>,
+): Promise<PreparedModel> {
   const name = location.name;
+  const readStart = process.hrtime.bigint();
   let configFile: string | undefined;
   let text: string | undefined;
-  if (options.modelConfigName) {
+  if (override !== undefined) {
+    // Nothing is read: the override is the configuration.
+  } else if (options.modelConfigName) {
     const custom = join(location.directory, 'configs', `${options.modelConfigName}.pbtxt`);
     text = await readIfExists(custom);
     if (text !== undefined) configFile = custom;
   }
-  if (text === undefined) {
+  if (text === undefined && override === undefined) {
     const standard = join(location.directory, 'config.pbtxt');
     text = await readIfExists(standard);
     if (text !== undefined) configFile = standard;
   }
+  const parseStart = process.hrtime.bigint();
   let sparse: Sparse<ModelConfig> = {};
-  if (text !== undefined) {
+  let sourceKind: ConfigSourceKind = 'none';
+  if (override !== undefined) {
+    sparse = modelConfigFromJson(override);
+    sourceKind = 'override';
+  } else if (text !== undefined) {
     sparse = parseModelConfigText(text, configFile);
+    sourceKind = 'file';
   } else if (!options.autoCompleteConfig) {
     throw new NereidError(
       'CONFIG_MISSING',
@@ -79,5 +112,14 @@ export async function prepareModelConfig(location: ModelLocation, options: Confi
       `model '${name}': the config's name '${config.name}' must equal the model directory name '${name}'`,
     );
   }
-  return { location, config, configFile, autoComplete: options.autoCompleteConfig };
+  const end = process.hrtime.bigint();
+  return {
+    location,
+    config,
+    configFile,
+    autoComplete: options.autoCompleteConfig,
+    source: sparse,
+    sourceKind,
+    timings: { read: Number(parseStart - readStart) / 1e9, parse: Number(end - parseStart) / 1e9 },
+  };
 }

@@ -1,17 +1,41 @@
 /**
- * The model manager: which models exist, which of their versions are loaded, in what state, and
- * the lookup every request goes through (protocol.md §2.1, models-and-scheduling.md §1.7–§1.8).
+ * The model manager: which models exist, which of their versions serve and in what state, how
+ * they are loaded, reloaded and unloaded under each control mode, and the lookup every request
+ * goes through (protocol.md §2.1, §3.13; models-and-scheduling.md §1.7–§1.11).
  *
  * It does not know how a version is made servable: the core gives it a `VersionFactory`.
+ *
+ * Live updates: a reload loads new copies of the versions that changed beside the serving ones;
+ * only when every new copy is ready are they switched in, all in one synchronous step, so that a
+ * request resolves either to the old set or to the new one. Retired copies are unloaded in the
+ * background (`Servable.unload` finishes their in-flight and queued requests first). A failed
+ * reload discards what it made and leaves the serving copies as they were.
+ *
+ * Concurrency: operations on one model (load, unload, a poll's reload) run one at a time, in
+ * arrival order; operations on different models run in parallel, their loads bounded by the load
+ * pool (`--model-load-thread-count`). Dependencies (ensembles, §1.11) are resolved before a
+ * model's own turn begins, so that no operation waits for another model's turn while holding its
+ * own.
  */
+import { join, resolve as resolvePath } from 'node:path';
+import { stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
 import { prepareModelConfig, type ConfigLoadOptions, type PreparedModel } from './config-loader.js';
+import { dependenciesOf, describeCycle, type Dependency } from './dependencies.js';
+import { unloadWaves } from './unload-order.js';
+import { directoryStamp } from './directory-stamp.js';
+import { OverrideDirectory } from './file-override.js';
+import { LoadPool } from './load-pool.js';
 import { checkRepositories, listVersions, scanRepositories, type ModelLocation } from './repository-scanner.js';
 import { selectVersions } from './version-policy.js';
 
 export type VersionState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+/** `--model-control-mode` (models-and-scheduling.md §1.9). */
+export type ControlMode = 'none' | 'poll' | 'explicit';
 
 /** A loaded model version, as the manager sees it. */
 export interface Servable {
@@ -28,22 +52,56 @@ export interface VersionFactory<S extends Servable> {
 interface VersionSlot<S> {
   state: VersionState;
   reason: string;
+  /** The copy that serves while READY. */
   servable: S | undefined;
+  /** What the serving copy was made from (config, files): equal on a reload → the copy stays. */
+  fingerprint: string;
+  /** The override directory the serving copy was loaded from, released when it is unloaded. */
+  override: OverrideDirectory | undefined;
+  /** The copy retired from this slot while it drains (UNLOADING). */
+  draining: S | undefined;
+  /** UNAVAILABLE because a load failed (as opposed to unloaded on purpose): counts against readiness. */
+  failed: boolean;
+  /** Selected by the model's current version policy; others do not count for readiness. */
+  wanted: boolean;
 }
 
 interface ModelEntry<S> {
-  name: string;
+  readonly name: string;
+  /** Where the serving copies were loaded from. */
   location: ModelLocation | undefined;
-  /** Reason the model as a whole is unavailable (duplicate, unreadable config) when it has no versions. */
+  /** Why the model as a whole is unavailable (duplicate, config error) when no version could be tried. */
   reason: string;
   versions: Map<number, VersionSlot<S>>;
+  /** Stamp of the model directory at the last successful load; undefined: poll loads it again. */
+  stamp: string | undefined;
+  /** Loaded on request (or by the repository in modes none/poll), not only as a dependency (§1.11). */
+  explicit: boolean;
+  /** The serving copies were made from a load's `config` parameter (§1.10). */
+  configOverride: boolean;
+  dependencies: readonly Dependency[];
 }
 
 export interface ModelManagerOptions extends ConfigLoadOptions {
   repositories: readonly string[];
-  /** Models loaded concurrently (--model-load-thread-count). */
+  /** `--model-control-mode`; default `none`. */
+  controlMode?: ControlMode;
+  /** Loads at once, on any path (`--model-load-thread-count`). */
   loadThreadCount: number;
   logger: Logger;
+}
+
+/** A load request's parameters (models-and-scheduling.md §1.10). */
+export interface LoadRequest {
+  /** ModelConfig JSON used instead of the configuration files. */
+  readonly config?: string;
+  /** Files of an override model directory, by path relative to it (`1/model.onnx`); needs `config`. */
+  readonly files?: ReadonlyMap<string, Uint8Array>;
+}
+
+export interface UnloadRequest {
+  /** Also unload what this model depended on and nothing else needs (§1.11). */
+  readonly unloadDependents?: boolean;
 }
 
 export interface VersionStatus {
@@ -53,79 +111,253 @@ export interface VersionStatus {
   reason: string;
 }
 
+/** One entry of the repository index (protocol.md §3.13). */
+export interface IndexEntry {
+  name: string;
+  version?: string;
+  state?: VersionState;
+  reason?: string;
+}
+
+interface LoadContext {
+  /** Requested by name (or by the repository), not only needed by another model. */
+  readonly explicit: boolean;
+  /** Models whose loads led to this one, for cycle detection. */
+  readonly chain: readonly string[];
+}
+
+/** Refuses names a load or unload may not use (models-and-scheduling.md §1.1). */
+export function checkModelName(name: string): void {
+  if (name.trim() === '' || name.includes('/') || name === '..') {
+    throw new NereidError(
+      'MODEL_NAME_INVALID',
+      `invalid model name '${name}': a model name must not be empty, must not contain '/' and must not be '..'`,
+    );
+  }
+}
+
+const CONTROL_DISABLED = 'explicit model load / unload is not allowed if polling is enabled';
+
 export class ModelManager<S extends Servable> {
   readonly #options: ModelManagerOptions;
+  readonly #mode: ControlMode;
   readonly #factory: VersionFactory<S>;
+  readonly #pool: LoadPool;
   readonly #models = new Map<string, ModelEntry<S>>();
+  /** The tail of each model's operation queue. */
+  readonly #turns = new Map<string, Promise<void>>();
+  /** Operations and unloads under way, awaited by `shutdown`. */
+  readonly #operations = new Set<Promise<unknown>>();
+  #closed = false;
+  #pollTimer: NodeJS.Timeout | undefined;
+  #polling: Promise<void> | undefined;
 
   constructor(options: ModelManagerOptions, factory: VersionFactory<S>) {
     this.#options = options;
+    this.#mode = options.controlMode ?? 'none';
     this.#factory = factory;
+    this.#pool = new LoadPool(options.loadThreadCount);
   }
 
+  get controlMode(): ControlMode {
+    return this.#mode;
+  }
+
+  // ---------------------------------------------------------------- start-up, polling, shutdown
+
   /**
-   * Loads every model of every repository (control mode `none`). Failures are recorded per model
-   * and version; the returned list holds them (empty when everything loaded).
+   * The start-up load (models-and-scheduling.md §1.9): every model of every repository in modes
+   * `none` and `poll`; in `explicit` mode the models named in `loadModels` (`*`: every model).
+   * Failures are recorded per model and version and returned (empty when everything loaded).
+   * Rejects only for a missing or unreadable repository.
    */
-  async loadAll(): Promise<VersionStatus[]> {
+  async startup(loadModels: readonly string[] = []): Promise<VersionStatus[]> {
     await checkRepositories(this.#options.repositories);
     const scan = await scanRepositories(this.#options.repositories);
-    for (const [name, repos] of scan.duplicates) {
-      this.#models.set(name, {
-        name,
-        location: undefined,
-        reason: `model appears in two or more repositories: ${repos.join(', ')}`,
-        versions: new Map(),
-      });
+    const all = this.#mode !== 'explicit' || loadModels.includes('*');
+    if (all) {
+      for (const [name, repos] of scan.duplicates) this.#entry(name).reason = duplicateReason(repos);
     }
-    const queue = [...scan.models.values()];
-    const workers = Array.from({ length: Math.max(1, Math.min(this.#options.loadThreadCount, queue.length)) }, async () => {
-      for (let loc = queue.shift(); loc !== undefined; loc = queue.shift()) await this.#loadModel(loc);
-    });
-    await Promise.all(workers);
-    return this.statuses().filter((s) => s.state !== 'READY');
+    const names = all ? [...scan.models.keys()] : [...new Set(loadModels)];
+    const unknown: VersionStatus[] = [];
+    await Promise.all(
+      names.map((name) =>
+        this.#track(this.#loadModel(name, {}, { explicit: true, chain: [] })).catch((err: unknown) => {
+          const error = toNereidError(err, 'MODEL_LOAD_FAILED');
+          if (error.code === 'MODEL_NOT_IN_REPOSITORY' || error.code === 'MODEL_NAME_INVALID') {
+            this.#options.logger.error(error.message);
+            unknown.push({ name, version: undefined, state: 'UNAVAILABLE', reason: error.message });
+          }
+        }),
+      ),
+    );
+    return [...this.statuses().filter((s) => this.#counts(s)), ...unknown];
   }
 
-  async #loadModel(location: ModelLocation): Promise<void> {
+  /** Polls the repositories every `seconds` (mode `poll`) until `shutdown`. */
+  startPolling(seconds: number): void {
+    if (this.#mode !== 'poll' || this.#closed || this.#pollTimer !== undefined) return;
+    const next = () => {
+      this.#pollTimer = setTimeout(() => {
+        void this.poll().finally(() => {
+          if (!this.#closed) next();
+        });
+      }, seconds * 1000);
+      this.#pollTimer.unref();
+    };
+    next();
+  }
+
+  /**
+   * One poll (models-and-scheduling.md §1.9): new model directories are loaded, removed ones
+   * unloaded, changed ones reloaded (see the file comment), failed ones tried again. Never
+   * rejects; failures are recorded as states and reasons and logged. A poll already running is
+   * joined.
+   */
+  poll(): Promise<void> {
+    this.#polling ??= this.#track(this.#pollOnce()).finally(() => {
+      this.#polling = undefined;
+    });
+    return this.#polling;
+  }
+
+  async #pollOnce(): Promise<void> {
+    if (this.#closed) return;
     const logger = this.#options.logger;
-    const entry: ModelEntry<S> = { name: location.name, location, reason: '', versions: new Map() };
-    this.#models.set(location.name, entry);
-    let prepared: PreparedModel;
-    let versions: number[];
+    let scan;
     try {
-      prepared = await prepareModelConfig(location, this.#options);
-      versions = selectVersions(location.name, prepared.config.version_policy, await listVersions(location.directory, logger), logger);
+      scan = await scanRepositories(this.#options.repositories);
     } catch (err) {
-      entry.reason = toNereidError(err, 'MODEL_LOAD_FAILED').message;
-      logger.error(`failed to load model '${location.name}': ${entry.reason}`);
+      logger.error(`failed to poll the model repositories: ${toNereidError(err).message}`);
       return;
     }
-    for (const v of versions) entry.versions.set(v, { state: 'LOADING', reason: '', servable: undefined });
-    const results = await Promise.allSettled(versions.map((v) => this.#factory.load(prepared, v)));
-    const failed = results.some((r) => r.status === 'rejected');
-    for (let i = 0; i < versions.length; i++) {
-      const slot = entry.versions.get(versions[i]!)!;
-      const result = results[i]!;
-      if (result.status === 'fulfilled' && !failed) {
-        slot.state = 'READY';
-        slot.servable = result.value;
-        logger.info(`successfully loaded '${location.name}' version ${versions[i]}`);
-      } else if (result.status === 'fulfilled') {
-        // All or nothing across the versions of one load (models-and-scheduling.md §1.10).
-        await result.value.unload().catch(() => undefined);
-        slot.state = 'UNAVAILABLE';
-        slot.reason = 'unloaded: another version of the same load failed';
-      } else {
-        slot.state = 'UNAVAILABLE';
-        slot.reason = toNereidError(result.reason, 'MODEL_LOAD_FAILED').message;
-        logger.error(`failed to load '${location.name}' version ${versions[i]}: ${slot.reason}`);
+    const jobs: Promise<unknown>[] = [];
+    for (const entry of this.#models.values()) {
+      if (scan.models.has(entry.name) || scan.duplicates.has(entry.name)) continue;
+      if (!this.#isActive(entry)) continue;
+      logger.info(`model '${entry.name}' was removed from the repository; unloading it`);
+      jobs.push(this.#unloadModel(entry.name, 'unloaded'));
+    }
+    for (const [name, repos] of scan.duplicates) {
+      const entry = this.#models.get(name);
+      const reason = duplicateReason(repos);
+      if (entry?.reason === reason && !this.#hasVersionsInService(entry)) continue;
+      logger.error(`model '${name}': ${reason}; unloading it`);
+      jobs.push(
+        this.#unloadModel(name, 'unloaded').then(() => {
+          this.#entry(name).reason = reason;
+        }),
+      );
+    }
+    for (const [name, location] of scan.models) {
+      const entry = this.#models.get(name);
+      const stamp = await directoryStamp(location.directory);
+      if (entry !== undefined && entry.stamp === stamp && entry.location?.directory === location.directory) continue;
+      jobs.push(
+        this.#loadModel(name, {}, { explicit: true, chain: [] }).catch((err: unknown) => {
+          logger.error(toNereidError(err).message);
+        }),
+      );
+    }
+    await Promise.allSettled(jobs);
+  }
+
+  /**
+   * Stops polling, refuses new operations, lets running ones finish (what they made is
+   * discarded), then unloads every version, a model only after the models that use it; each
+   * finishes its in-flight requests first.
+   */
+  async shutdown(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#pollTimer);
+    while (this.#operations.size > 0) await Promise.allSettled([...this.#operations]);
+    // In dependency order: ensembles before the models they use (unload-order.ts).
+    const graph = new Map([...this.#models.values()].map((e) => [e.name, e.dependencies.map((d) => d.model)] as const));
+    for (const wave of unloadWaves(graph)) {
+      for (const name of wave) {
+        for (const slot of this.#models.get(name)!.versions.values()) if (slot.servable !== undefined) this.#retire(slot, 'unloaded');
       }
+      while (this.#operations.size > 0) await Promise.allSettled([...this.#operations]);
+    }
+  }
+
+  // ---------------------------------------------------------------- the repository extension
+
+  /**
+   * Loads or reloads `name` (explicit mode; protocol.md §3.13, models-and-scheduling.md §1.10).
+   * Resolves once the new copies serve; rejects with the failure (the serving copies, if any,
+   * keep serving).
+   */
+  async load(name: string, request: LoadRequest = {}): Promise<void> {
+    this.#checkControl();
+    checkModelName(name);
+    if (request.files !== undefined && request.files.size > 0 && request.config === undefined) {
+      throw new NereidError('LOAD_PARAMETER', `Load parameter 'config' must be specified for model file override of model '${name}'`);
+    }
+    this.#checkOpen();
+    await this.#track(this.#loadModel(name, request, { explicit: true, chain: [] }));
+  }
+
+  /**
+   * Unloads every version of `name` (explicit mode; protocol.md §3.13): they stop taking requests
+   * now and are released once their in-flight requests finish. Models that depend on `name` are
+   * unloaded too; with `unloadDependents`, so is what `name` depended on and nothing else needs
+   * (§1.11). Unloading a model that is not loaded succeeds.
+   */
+  async unload(name: string, request: UnloadRequest = {}): Promise<void> {
+    this.#checkControl();
+    checkModelName(name);
+    this.#checkOpen();
+    await this.#track(this.#unloadCascade(name, 'unloaded', request.unloadDependents ?? false, new Set()));
+    const still = this.readyVersions(name);
+    if (still.length > 0) {
+      throw new NereidError('MODEL_UNLOAD_FAILED', `failed to unload '${name}', versions that are still available: ${still.join(', ')}`);
     }
   }
 
   /**
-   * The servable for a request (protocol.md §2.1). `version` empty or absent: the highest READY
-   * version.
+   * The repository index (protocol.md §3.13): every model directory of every repository and every
+   * model with lifecycle history, sorted by name; one entry per version with a state, `{name}`
+   * alone for models never loaded. `readyOnly`: READY versions only.
+   */
+  async index(readyOnly = false): Promise<IndexEntry[]> {
+    const names = new Set(this.#models.keys());
+    const duplicates = new Map<string, string[]>();
+    try {
+      const scan = await scanRepositories(this.#options.repositories);
+      for (const name of scan.models.keys()) names.add(name);
+      for (const [name, repos] of scan.duplicates) {
+        names.add(name);
+        duplicates.set(name, repos);
+      }
+    } catch (err) {
+      this.#options.logger.warning(`repository index: ${toNereidError(err).message}`);
+    }
+    const out: IndexEntry[] = [];
+    for (const name of [...names].sort(compareNames)) {
+      const entry = this.#models.get(name);
+      const dup = duplicates.get(name);
+      // A model-level failure (a duplicate, a configuration that does not parse) has no version.
+      const reason = entry?.reason || (dup && !entry?.versions.size ? duplicateReason(dup) : '');
+      if (reason && !readyOnly) out.push({ name, state: 'UNAVAILABLE', reason });
+      if (entry !== undefined && entry.versions.size > 0) {
+        for (const v of [...entry.versions.keys()].sort((a, b) => a - b)) {
+          const slot = entry.versions.get(v)!;
+          if (readyOnly && slot.state !== 'READY') continue;
+          out.push({ name, version: String(v), state: slot.state, ...(slot.reason ? { reason: slot.reason } : {}) });
+        }
+      } else if (!reason && !readyOnly) {
+        out.push({ name });
+      }
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- lookups
+
+  /**
+   * The servable for a request (protocol.md §2.1). `version` empty, absent or -1: the highest
+   * READY version.
    */
   resolve(name: string, version?: string): { servable: S; version: number } {
     const entry = this.#models.get(name);
@@ -147,14 +379,17 @@ export class ModelManager<S extends Servable> {
       throw new NereidError('MODEL_VERSION_NOT_FOUND', `Request for unknown model: '${name}' version ${v} is not found`);
     }
     if (slot.state !== 'READY') {
-      const ready = this.readyVersions(name);
-      const hint = ready.length ? `; ready versions: ${ready.join(', ')}` : '';
       throw new NereidError(
         'MODEL_VERSION_NOT_READY',
-        `Request for unknown model: '${name}' version ${v} is not at ready state${hint}`,
+        `Request for unknown model: '${name}' version ${v} is not at ready state${this.#readyHint(name)}`,
       );
     }
     return { servable: slot.servable!, version: v };
+  }
+
+  #readyHint(name: string): string {
+    const ready = this.readyVersions(name);
+    return ready.length ? `; ready versions: ${ready.join(', ')}` : '; no version is ready';
   }
 
   /** READY versions of a model, ascending (empty for unknown models). */
@@ -167,7 +402,7 @@ export class ModelManager<S extends Servable> {
   /** Every READY servable, sorted by model name then version; optionally of one model only. */
   readyServables(name?: string): { name: string; version: number; servable: S }[] {
     const out: { name: string; version: number; servable: S }[] = [];
-    const names = name === undefined ? [...this.#models.keys()].sort() : [name];
+    const names = name === undefined ? [...this.#models.keys()].sort(compareNames) : [name];
     for (const n of names) {
       const entry = this.#models.get(n);
       if (entry === undefined) continue;
@@ -182,12 +417,9 @@ export class ModelManager<S extends Servable> {
   /** Every known (model, version) with its state, sorted by name then version. */
   statuses(): VersionStatus[] {
     const out: VersionStatus[] = [];
-    for (const name of [...this.#models.keys()].sort()) {
+    for (const name of [...this.#models.keys()].sort(compareNames)) {
       const entry = this.#models.get(name)!;
-      if (entry.versions.size === 0) {
-        out.push({ name, version: undefined, state: entry.reason ? 'UNAVAILABLE' : 'UNKNOWN', reason: entry.reason });
-        continue;
-      }
+      if (entry.reason) out.push({ name, version: undefined, state: 'UNAVAILABLE', reason: entry.reason });
       for (const v of [...entry.versions.keys()].sort((a, b) => a - b)) {
         const slot = entry.versions.get(v)!;
         out.push({ name, version: v, state: slot.state, reason: slot.reason });
@@ -196,48 +428,434 @@ export class ModelManager<S extends Servable> {
     return out;
   }
 
-  /** Every known model has all its versions READY (unloaded ones excepted) — strict readiness. */
+  /** Whether a status counts as a failure (start-up report, strict readiness). */
+  #counts(s: VersionStatus): boolean {
+    const entry = this.#models.get(s.name);
+    if (entry === undefined) return false;
+    if (s.version === undefined) return entry.reason !== '';
+    const slot = entry.versions.get(s.version)!;
+    return slot.wanted && slot.state === 'UNAVAILABLE' && slot.failed;
+  }
+
+  /**
+   * Strict readiness (protocol.md §3.3): no model the server was asked to serve has failed.
+   * Versions loading (a model being added), being unloaded, unloaded on purpose or no longer
+   * selected by their policy do not count; a failed reload leaves its version READY.
+   */
   allReady(): boolean {
-    for (const entry of this.#models.values()) {
-      if (entry.versions.size === 0) {
-        if (entry.reason) return false;
-        continue;
-      }
-      for (const slot of entry.versions.values()) {
-        if (slot.state === 'READY') continue;
-        if (slot.state === 'UNAVAILABLE' && slot.reason.startsWith('unloaded')) continue;
-        return false;
-      }
-    }
+    for (const s of this.statuses()) if (this.#counts(s)) return false;
     return true;
   }
 
-  /** Unloads every version (shutdown): each drains its in-flight requests first. */
-  async unloadAll(): Promise<void> {
-    const jobs: Promise<void>[] = [];
-    for (const entry of this.#models.values()) {
-      for (const slot of entry.versions.values()) {
-        const servable = slot.servable;
-        if (servable === undefined) continue;
-        slot.state = 'UNLOADING';
-        jobs.push(
-          servable.unload().then(
-            () => {
-              slot.state = 'UNAVAILABLE';
-              slot.reason = 'unloaded';
-              slot.servable = undefined;
-            },
-            (err: unknown) => {
-              slot.state = 'UNAVAILABLE';
-              slot.reason = `unloaded with error: ${toNereidError(err).message}`;
-              slot.servable = undefined;
-            },
-          ),
-        );
+  // ---------------------------------------------------------------- loading
+
+  #checkControl(): void {
+    if (this.#mode !== 'explicit') throw new NereidError('MODEL_CONTROL_DISABLED', CONTROL_DISABLED);
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new NereidError('SERVER_STOPPING', 'Server is stopping: models can no longer be loaded or unloaded');
+  }
+
+  #entry(name: string): ModelEntry<S> {
+    let entry = this.#models.get(name);
+    if (entry === undefined) {
+      entry = {
+        name,
+        location: undefined,
+        reason: '',
+        versions: new Map(),
+        stamp: undefined,
+        explicit: false,
+        configOverride: false,
+        dependencies: [],
+      };
+      this.#models.set(name, entry);
+    }
+    return entry;
+  }
+
+  /** Runs `job` in `name`'s turn: after every operation on it queued before, before later ones. */
+  async #inTurn<T>(name: string, job: () => Promise<T>): Promise<T> {
+    const previous = this.#turns.get(name) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    const tail = previous.then(() => mine);
+    this.#turns.set(name, tail);
+    await previous;
+    try {
+      return await job();
+    } finally {
+      done();
+      if (this.#turns.get(name) === tail) this.#turns.delete(name);
+    }
+  }
+
+  #track<T>(promise: Promise<T>): Promise<T> {
+    const tracked = promise.finally(() => this.#operations.delete(tracked));
+    this.#operations.add(tracked);
+    return tracked;
+  }
+
+  /** The one directory of `name` among the repositories, or the load error (§1.1, §10). */
+  async #locate(name: string): Promise<ModelLocation> {
+    const found: ModelLocation[] = [];
+    if (!name.startsWith('.')) {
+      for (const root of this.#options.repositories) {
+        const repository = resolvePath(root);
+        const directory = join(repository, name);
+        const info = await stat(directory).catch(() => undefined);
+        if (info?.isDirectory()) found.push({ name, repository, directory });
       }
     }
-    await Promise.all(jobs);
+    if (found.length === 0) {
+      throw new NereidError(
+        'MODEL_NOT_IN_REPOSITORY',
+        `failed to load '${name}', failed to poll from model repository: no directory '${name}' in ${this.#options.repositories.join(', ')}`,
+      );
+    }
+    if (found.length > 1) {
+      const reason = duplicateReason(found.map((f) => f.repository));
+      const entry = this.#entry(name);
+      if (!this.#hasVersionsInService(entry)) entry.reason = reason;
+      throw new NereidError('MODEL_LOAD_FAILED', `load failed for model '${name}': ${reason}`);
+    }
+    return found[0]!;
   }
+
+  /**
+   * Loads `name` with its dependencies first. The override directory (file overrides) is made
+   * here and released when the load ends; versions loaded from it hold it on.
+   */
+  async #loadModel(name: string, request: LoadRequest, context: LoadContext): Promise<void> {
+    checkModelName(name);
+    if (context.chain.includes(name)) {
+      throw new NereidError('MODEL_LOAD_FAILED', `circular dependency between ensembles: ${describeCycle(context.chain, name)}`);
+    }
+    const override = request.files !== undefined && request.files.size > 0 ? await OverrideDirectory.create(name, request.files) : undefined;
+    try {
+      // What the model depends on, from a first reading of its configuration.
+      const location = override?.location ?? (await this.#locate(name));
+      const first = await this.#pool
+        .run(() => prepareModelConfig(location, this.#options, request.config))
+        .catch(() => undefined);
+      const dependencies = first ? dependenciesOf(first.config) : [];
+      if (dependencies.length > 0) {
+        try {
+          await this.#loadDependencies(name, dependencies, context);
+        } catch (err) {
+          // A cycle: the model fails with it (§1.11).
+          return await this.#inTurn(name, () => Promise.reject(this.#modelFailed(this.#entry(name), err)));
+        }
+      }
+      await this.#inTurn(name, () => this.#loadInTurn(name, request, context, override));
+    } finally {
+      await override?.release();
+    }
+  }
+
+  /** Loads what `name` depends on (§1.11); a failure here is reported by `#loadInTurn`'s check. */
+  async #loadDependencies(name: string, dependencies: readonly Dependency[], context: LoadContext): Promise<void> {
+    const chain = [...context.chain, name];
+    for (const model of new Set(dependencies.map((d) => d.model))) {
+      if (chain.includes(model)) {
+        throw new NereidError('MODEL_LOAD_FAILED', `circular dependency between ensembles: ${describeCycle(chain, model)}`);
+      }
+      const entry = this.#models.get(model);
+      const serving = entry !== undefined && this.readyVersions(model).length > 0;
+      // Explicit mode loads composing models that are not loaded or changed; the other modes load
+      // every model anyway and only need one that is not there yet.
+      if (serving && this.#mode !== 'explicit') continue;
+      try {
+        await this.#loadModel(model, {}, { explicit: false, chain });
+      } catch (err) {
+        // Any other failure shows in the check of `#loadInTurn`; a cycle fails every model on it.
+        for (let cause: unknown = err; cause instanceof Error; cause = cause.cause) {
+          if (cause.message.startsWith('circular dependency')) throw cause;
+        }
+      }
+    }
+  }
+
+  /** Missing or unready dependencies of a model, described; empty when every one serves. */
+  #unmetDependencies(dependencies: readonly Dependency[]): string[] {
+    const unmet: string[] = [];
+    for (const d of dependencies) {
+      const ready = this.readyVersions(d.model);
+      if (d.version === -1 ? ready.length === 0 : !ready.includes(d.version)) {
+        unmet.push(d.version === -1 ? d.model : `${d.model} version ${d.version}`);
+      }
+    }
+    return unmet;
+  }
+
+  async #loadInTurn(name: string, request: LoadRequest, context: LoadContext, override: OverrideDirectory | undefined): Promise<void> {
+    this.#checkOpen();
+    const logger = this.#options.logger;
+    const location = override?.location ?? (await this.#locate(name));
+    const entry = this.#entry(name);
+    const stamp = override ? undefined : await directoryStamp(location.directory);
+
+    let prepared: PreparedModel;
+    let selected: number[];
+    let fingerprints: Map<number, string>;
+    try {
+      ({ prepared, selected, fingerprints } = await this.#pool.run(async () => {
+        const prepared = await prepareModelConfig(location, this.#options, request.config);
+        const available = await listVersions(location.directory, logger);
+        const selected = selectVersions(name, prepared.config.version_policy, available, logger);
+        return { prepared, selected, fingerprints: await versionFingerprints(prepared, selected) };
+      }));
+    } catch (err) {
+      throw this.#modelFailed(entry, err);
+    }
+    const dependencies = dependenciesOf(prepared.config);
+    const unmet = this.#unmetDependencies(dependencies);
+    if (unmet.length > 0) {
+      throw this.#modelFailed(entry, new NereidError('MODEL_LOAD_FAILED', `ensemble '${name}' contains models that are not available or ambiguous: ${unmet.join(', ')}`));
+    }
+
+    // Versions whose serving copy was made from the same configuration and files stay as they are;
+    // the others get a new copy. A load with a `config` parameter loads every version again, and
+    // so does the next one without it, which undoes the override (§1.10).
+    const force = request.config !== undefined || entry.configOverride;
+    const fresh: number[] = [];
+    const kept: number[] = [];
+    for (const v of selected) {
+      const slot = entry.versions.get(v);
+      if (!force && slot?.state === 'READY' && slot.fingerprint === fingerprints.get(v)) kept.push(v);
+      else fresh.push(v);
+    }
+    if (fresh.length === 0) {
+      // Nothing to load: what serves is what the files say (a failed reload's reason goes).
+      for (const v of kept) patch(entry.versions.get(v)!, { reason: '', wanted: true });
+      this.#settleUnselected(entry, selected);
+      patch(entry, { reason: '', stamp, dependencies });
+      entry.explicit ||= context.explicit;
+      return;
+    }
+    for (const v of fresh) {
+      const slot = entry.versions.get(v);
+      if (slot === undefined) entry.versions.set(v, newSlot('LOADING'));
+      else if (slot.state !== 'READY') patch(slot, { state: 'LOADING', reason: '', draining: undefined, failed: false, wanted: true });
+    }
+    if (kept.length > 0 || fresh.some((v) => entry.versions.get(v)!.state === 'READY')) {
+      logger.info(`reloading model '${name}': new copies of version(s) ${fresh.join(', ')} load beside the serving ones`);
+    }
+
+    const results = await this.#pool.run(() => Promise.allSettled(fresh.map((v) => this.#factory.load(prepared, v))));
+    const made = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    let failure: NereidError | undefined;
+    if (this.#closed) {
+      failure = new NereidError('SERVER_STOPPING', `load of model '${name}' abandoned: the server is stopping`);
+      for (const v of fresh) {
+        const slot = entry.versions.get(v)!;
+        if (slot.state === 'LOADING') patch(slot, { state: 'UNAVAILABLE', reason: 'unloaded' });
+      }
+    } else if (results.some((r) => r.status === 'rejected')) {
+      const parts: string[] = [];
+      fresh.forEach((v, i) => {
+        const r = results[i]!;
+        const slot = entry.versions.get(v)!;
+        const reason = r.status === 'rejected' ? toNereidError(r.reason, 'MODEL_LOAD_FAILED').message : 'another version of the same load failed';
+        if (r.status === 'rejected') parts.push(`version ${v} is at UNAVAILABLE state: ${reason};`);
+        this.#versionFailed(name, v, slot, reason);
+      });
+      failure = new NereidError('MODEL_LOAD_FAILED', `load failed for model '${name}': ${parts.join(' ')}`);
+    } else {
+      const unmetNow = this.#unmetDependencies(dependencies);
+      if (unmetNow.length > 0) {
+        failure = new NereidError('MODEL_LOAD_FAILED', `ensemble '${name}' contains models that are not available or ambiguous: ${unmetNow.join(', ')}`);
+        for (const v of fresh) this.#versionFailed(name, v, entry.versions.get(v)!, failure.message);
+      }
+    }
+    if (failure !== undefined) {
+      for (const s of made) this.#discard(s);
+      entry.stamp = undefined;
+      throw failure;
+    }
+
+    // The switch: every new copy in, every retired one out, in one synchronous step.
+    fresh.forEach((v, i) => {
+      const slot = entry.versions.get(v)!;
+      const old = slot.servable;
+      const oldOverride = slot.override;
+      override?.retain();
+      patch(slot, {
+        state: 'READY',
+        reason: '',
+        servable: made[i]!,
+        fingerprint: fingerprints.get(v)!,
+        override,
+        draining: undefined,
+        failed: false,
+        wanted: true,
+      });
+      if (old !== undefined) this.#release(old, oldOverride);
+    });
+    for (const v of kept) patch(entry.versions.get(v)!, { reason: '', wanted: true });
+    this.#settleUnselected(entry, selected);
+    patch(entry, {
+      location,
+      reason: '',
+      stamp,
+      configOverride: request.config !== undefined,
+      dependencies,
+    });
+    entry.explicit ||= context.explicit;
+    for (const v of fresh) logger.info(`successfully loaded '${name}' version ${v}`);
+  }
+
+  /** Versions no longer selected: serving ones are unloaded, the others stop counting (§1.10 item 4). */
+  #settleUnselected(entry: ModelEntry<S>, selected: readonly number[]): void {
+    for (const [v, slot] of entry.versions) {
+      if (selected.includes(v)) continue;
+      slot.wanted = false;
+      if (slot.state === 'READY') {
+        this.#options.logger.info(`unloading '${entry.name}' version ${v}: no longer selected by its version policy`);
+        this.#retire(slot, 'unloaded');
+      }
+    }
+  }
+
+  /** Records a model-level load failure and returns the error for the caller. */
+  #modelFailed(entry: ModelEntry<S>, err: unknown): NereidError {
+    const cause = toNereidError(err, 'MODEL_LOAD_FAILED');
+    const logger = this.#options.logger;
+    entry.stamp = undefined;
+    if (this.#hasVersionsInService(entry)) {
+      for (const slot of entry.versions.values()) {
+        if (slot.state === 'READY') slot.reason = `reload failed, this version keeps serving its previous copy: ${cause.message}`;
+      }
+    } else {
+      // No version could be tried: the model-level reason is what the index shows.
+      for (const [v, slot] of entry.versions) if (slot.draining === undefined) entry.versions.delete(v);
+      entry.reason = cause.message;
+    }
+    logger.error(`failed to load model '${entry.name}': ${cause.message}`);
+    return new NereidError('MODEL_LOAD_FAILED', `load failed for model '${entry.name}': ${cause.message}`, { cause });
+  }
+
+  /** Records one version's failure: a READY one keeps serving its previous copy. */
+  #versionFailed(name: string, version: number, slot: VersionSlot<S>, reason: string): void {
+    if (slot.state === 'READY') {
+      slot.reason = `reload failed, this version keeps serving its previous copy: ${reason}`;
+    } else {
+      patch(slot, { state: 'UNAVAILABLE', reason, servable: undefined, draining: undefined, failed: true, wanted: true });
+    }
+    this.#options.logger.error(`failed to load '${name}' version ${version}: ${reason}`);
+  }
+
+  // ---------------------------------------------------------------- unloading
+
+  /** Unloads `name`, what depends on it, and with `cascade` what it depended on (§1.11). */
+  async #unloadCascade(name: string, reason: string, cascade: boolean, done: Set<string>): Promise<void> {
+    if (done.has(name)) return;
+    done.add(name);
+    const dependencies = this.#models.get(name)?.dependencies ?? [];
+    await this.#unloadModel(name, reason);
+    for (const other of [...this.#models.values()]) {
+      if (done.has(other.name) || !other.dependencies.some((d) => d.model === name) || !this.#hasVersionsInService(other)) continue;
+      await this.#unloadCascade(other.name, `unloaded: composing model '${name}' was unloaded`, false, done);
+    }
+    if (!cascade) return;
+    for (const model of new Set(dependencies.map((d) => d.model))) {
+      const dep = this.#models.get(model);
+      if (dep === undefined || dep.explicit || done.has(model)) continue;
+      const needed = [...this.#models.values()].some(
+        (m) => m.name !== model && this.#hasVersionsInService(m) && m.dependencies.some((d) => d.model === model),
+      );
+      if (!needed) await this.#unloadCascade(model, 'unloaded', true, done);
+    }
+  }
+
+  /** In `name`'s turn: every version stops taking requests now; the model's repository information is forgotten. */
+  #unloadModel(name: string, reason: string): Promise<void> {
+    return this.#inTurn(name, async () => {
+      const entry = this.#models.get(name);
+      if (entry === undefined) return;
+      if (this.#isActive(entry)) this.#options.logger.info(`unloading model '${name}'`);
+      for (const slot of entry.versions.values()) {
+        if (slot.servable !== undefined) this.#retire(slot, reason);
+        else if (slot.state === 'UNAVAILABLE' || slot.state === 'UNKNOWN') patch(slot, { state: 'UNAVAILABLE', reason, failed: false });
+      }
+      patch(entry, { location: undefined, reason: '', stamp: undefined, explicit: false, configOverride: false });
+    });
+  }
+
+  /** Serving, or failed in a way that counts: something an unload changes. */
+  #isActive(entry: ModelEntry<S>): boolean {
+    if (entry.reason !== '') return true;
+    for (const slot of entry.versions.values()) if (slot.servable !== undefined || slot.failed) return true;
+    return false;
+  }
+
+  #hasVersionsInService(entry: ModelEntry<S>): boolean {
+    for (const slot of entry.versions.values()) if (slot.servable !== undefined) return true;
+    return false;
+  }
+
+  /** A serving copy leaves its slot: UNLOADING now, UNAVAILABLE with `reason` once drained. */
+  #retire(slot: VersionSlot<S>, reason: string): void {
+    const servable = slot.servable;
+    if (servable === undefined) return;
+    const override = slot.override;
+    patch(slot, { state: 'UNLOADING', reason: '', servable: undefined, override: undefined, draining: servable, failed: false });
+    void this.#release(servable, override).then(() => {
+      if (slot.draining === servable) patch(slot, { state: 'UNAVAILABLE', reason, draining: undefined });
+    });
+  }
+
+  /** Unloads a copy in the background (it drains first), then lets go of its override directory. */
+  #release(servable: S, override: OverrideDirectory | undefined): Promise<void> {
+    return this.#track(
+      servable
+        .unload()
+        .catch((err: unknown) => this.#options.logger.error(`unloading '${servable.config.name}' failed: ${toNereidError(err).message}`))
+        .finally(() => override?.release()),
+    );
+  }
+
+  /** A copy made by a load that failed: never served, unloaded at once. */
+  #discard(servable: S): void {
+    void this.#release(servable, undefined);
+  }
+}
+
+/** `Object.assign` that checks the fields against the target's type. */
+function patch<T extends object>(target: T, fields: Partial<T>): void {
+  Object.assign(target, fields);
+}
+
+function newSlot<S>(state: VersionState): VersionSlot<S> {
+  return { state, reason: '', servable: undefined, fingerprint: '', override: undefined, draining: undefined, failed: false, wanted: true };
+}
+
+function duplicateReason(repositories: readonly string[]): string {
+  return `model appears in two or more repositories: ${repositories.join(', ')}`;
+}
+
+function compareNames(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * What each version's copy would be made from: the model-level configuration (less the version
+ * policy, which selects versions but does not shape them), the version directory, and the other
+ * files of the model directory (labels, warmup data; not the configuration files, which the
+ * configuration covers, nor other versions).
+ */
+async function versionFingerprints(prepared: PreparedModel, versions: readonly number[]): Promise<Map<number, string>> {
+  const dir = prepared.location.directory;
+  const { version_policy: _policy, ...shape } = prepared.config;
+  const config = JSON.stringify(shape);
+  const shared = await directoryStamp(dir, (name, isDirectory) => name === 'config.pbtxt' || (isDirectory && (name === 'configs' || /^[0-9]+$/.test(name))));
+  const out = new Map<number, string>();
+  for (const v of versions) {
+    const own = await directoryStamp(join(dir, String(v)));
+    out.set(v, createHash('sha1').update(`${dir}\n${config}\n${shared}\n${own}`).digest('hex'));
+  }
+  return out;
 }
 
 function parseVersion(model: string, text: string): number {

@@ -84,10 +84,24 @@ export class InstanceRunner {
    * Executes one batch. Never rejects: backend failures become error responses for the requests
    * that have no final response yet.
    */
-  async run(batch: readonly ScheduledRequest[]): Promise<void> {
+  run(batch: readonly ScheduledRequest[]): Promise<void> {
+    return this.#run(batch, false);
+  }
+
+  /**
+   * Executes one warmup batch (models-and-scheduling.md §8.3) as `run` does, except that it
+   * bypasses the rate limiter and is left out of statistics and of the instance's execution
+   * count. Called before the instance serves; never rejects.
+   */
+  warm(batch: readonly ScheduledRequest[]): Promise<void> {
+    return this.#run(batch, true);
+  }
+
+  async #run(batch: readonly ScheduledRequest[], warmup: boolean): Promise<void> {
     if (!this.available) throw new Error(`instance ${this.spec.name} already holds ${this.#inflight} batches`);
+    const limiter = warmup ? undefined : this.#limiter;
     this.#inflight++;
-    if (this.#limiter) await this.#limiter.acquire(this.limited);
+    if (limiter) await limiter.acquire(this.limited);
     const called = process.hrtime.bigint();
     let start = 0n;
     let inputEnd = 0n;
@@ -104,8 +118,8 @@ export class InstanceRunner {
       const error = toNereidError(err, 'BACKEND_ERROR', `backend '${this.#backendName}' failed to execute instance '${this.spec.name}'`);
       for (const r of batch) r.fail(error);
     } finally {
-      if (this.#limiter) this.#limiter.release(this.limited);
-      else this.limited.executions++;
+      if (limiter) limiter.release(this.limited);
+      else if (!warmup) this.limited.executions++;
       this.#inflight--;
       if (start === 0n) start = called;
       if (end === 0n) end = process.hrtime.bigint();
@@ -130,6 +144,7 @@ export class InstanceRunner {
         }
       }
     }
+    if (warmup) return;
     let size = 0;
     for (const r of batch) size += Math.max(1, r.batchSize);
     this.#observer.onExecution(batch, size);

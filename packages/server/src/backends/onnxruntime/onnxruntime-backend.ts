@@ -32,7 +32,7 @@ import {
 import { autoCompleteOnnxConfig, checkConfigAgainstModel } from './auto-complete.js';
 import { readOnnxModelInfo } from './onnx-model-info.js';
 import { fromOrtType, toOrtType } from './ort-types.js';
-import type { RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
+import type { CloseMessage, RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
 
 const WORKER_URL = new URL('./session-worker.js', import.meta.url);
 
@@ -117,6 +117,9 @@ interface Pending {
  */
 const PIPELINE_DEPTH = 4;
 
+/** How long an unloading instance waits for its worker to release the session. */
+const CLOSE_TIMEOUT_MS = 10_000;
+
 /** One session on one worker thread; restarted on the next execute if the thread dies. */
 class OnnxInstance implements BackendInstance {
   readonly pipelineDepth = PIPELINE_DEPTH;
@@ -132,6 +135,8 @@ class OnnxInstance implements BackendInstance {
   #outboxTransfer: ArrayBuffer[] = [];
   #nextId = 1;
   #closing = false;
+  /** Set while `unload` waits for the worker's `closed` reply. */
+  #onClosed: (() => void) | undefined;
 
   constructor(spec: InstanceSpec, options: SessionWorkerOptions, config: ModelConfig, logger: Logger) {
     this.#spec = spec;
@@ -152,6 +157,8 @@ class OnnxInstance implements BackendInstance {
         } else if (reply.kind === 'ready') {
           this.#isReady = true;
           resolve();
+        } else if (reply.kind === 'closed') {
+          this.#onClosed?.();
         } else {
           reject(new NereidError('MODEL_LOAD_FAILED', `model '${this.#config.name}': ONNX Runtime could not load '${this.#options.modelPath}': ${reply.message}`));
           void worker.terminate();
@@ -269,9 +276,28 @@ class OnnxInstance implements BackendInstance {
     for (let i = 0; i < requests.length; i++) requests[i]!.respond({ outputs: perRequest[i]! });
   }
 
+  /**
+   * Releases the instance: the worker disposes of its session (ONNX Runtime's native memory and
+   * threads) once the runs sent before have finished, then the thread is terminated. A worker
+   * that does not answer within CLOSE_TIMEOUT_MS is terminated anyway.
+   */
   async unload(): Promise<void> {
     this.#closing = true;
     const worker = this.#worker;
+    if (worker !== undefined && this.#isReady) {
+      this.#flush();
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, CLOSE_TIMEOUT_MS);
+        const done = () => {
+          clearTimeout(timer);
+          this.#onClosed = undefined;
+          resolve();
+        };
+        this.#onClosed = done;
+        worker.once('exit', done);
+        worker.postMessage({ kind: 'close' } satisfies CloseMessage);
+      });
+    }
     this.#onWorkerGone('was unloaded');
     if (worker) await worker.terminate();
   }

@@ -35,6 +35,17 @@ export interface RunsMessage {
   runs: RunRequest[];
 }
 
+/**
+ * Asks the worker to release its session (native memory included) once the runs sent before have
+ * finished, answer `closed`, and end.
+ */
+export interface CloseMessage {
+  kind: 'close';
+}
+
+/** What the main thread sends. */
+export type WorkerRequest = RunsMessage | CloseMessage;
+
 export type RunOutcome =
   | {
       id: number;
@@ -51,4 +62,5 @@ export type RunOutcome =
 export type WorkerReply =
   | { kind: 'ready' }
   | { kind: 'init-error'; message: string }
-  | { kind: 'results'; results: RunOutcome[] };
+  | { kind: 'results'; results: RunOutcome[] }
+  | { kind: 'closed' };

@@ -25,6 +25,7 @@ import type { Server } from '../../core/server.js';
 import type { LogSettingsReport, ModelStatisticsReport, StatisticDuration } from '../../core/types.js';
 import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE, requestedVersion } from './infer-codec.js';
 import { InferStream } from './infer-stream.js';
+import { repositoryIndex, repositoryModelLoad, repositoryModelUnload } from './repository-codec.js';
 import { grpcError } from './status.js';
 
 export interface GrpcFrontendOptions {
@@ -46,9 +47,6 @@ type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData
 
 /** RPCs of capabilities this version does not have, and what each one is. */
 const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
-  RepositoryIndex: 'the model repository extension',
-  RepositoryModelLoad: 'the model repository extension',
-  RepositoryModelUnload: 'the model repository extension',
   SystemSharedMemoryStatus: 'the system shared memory extension',
   SystemSharedMemoryRegister: 'the system shared memory extension',
   SystemSharedMemoryUnregister: 'the system shared memory extension',
@@ -129,6 +127,8 @@ export class GrpcFrontend {
   readonly #options: Required<Pick<GrpcFrontendOptions, 'address' | 'port'>>;
   #port = 0;
   #shuttingDown = false;
+  /** Open ModelStreamInfer streams, to finish them at shutdown. */
+  readonly #streams = new Set<InferStream>();
 
   constructor(server: Server, options: GrpcFrontendOptions = {}) {
     this.#server = server;
@@ -170,7 +170,18 @@ export class GrpcFrontend {
     this.#shuttingDown = true;
   }
 
-  /** Waits for open calls to finish, then closes; after `graceMs`, closes them by force. */
+  /**
+   * Shutdown, once the server has stopped: ends every open ModelStreamInfer stream with OK as soon
+   * as its requests are answered, so that `close` need not wait for clients to end them.
+   */
+  finishStreams(): void {
+    for (const stream of this.#streams) stream.finish();
+  }
+
+  /**
+   * Stops accepting connections and calls, waits for open calls to finish, then closes; after
+   * `graceMs`, closes them by force.
+   */
   close(graceMs = 30_000): Promise<void> {
     this.#shuttingDown = true;
     return new Promise((resolve) => {
@@ -238,17 +249,27 @@ export class GrpcFrontend {
       ModelInfer: unary<pb.ModelInferRequest, pb.ModelInferResponse>(async (request, call) => {
         this.#refuseIfStopping();
         const abort = new AbortController();
-        call.once('cancelled', () => abort.abort());
-        const response = await server.infer(decodeInferRequest(request), { signal: abort.signal }).catch((err: unknown) => {
+        // grpc-js emits 'cancelled' when any call ends, answered ones included: only a cancel
+        // that comes while the request is being served may abort it.
+        const onCancelled = () => abort.abort();
+        call.once('cancelled', onCancelled);
+        try {
+          const response = await server.infer(decodeInferRequest(request), { signal: abort.signal });
+          return encodeInferResponse(response);
+        } catch (err) {
           throw err instanceof NereidError && err.code === 'MODEL_DECOUPLED_UNSUPPORTED'
             ? new NereidError(err.code, "ModelInfer RPC doesn't support models with decoupled transaction policy")
             : err;
-        });
-        return encodeInferResponse(response);
+        } finally {
+          call.off('cancelled', onCancelled);
+        }
       }),
       ModelStatistics: unary<pb.ModelStatisticsRequest, pb.ModelStatisticsResponse>((r) => ({
         model_stats: server.modelStatistics(r.name || undefined, r.version || undefined).map(toProtoStatistics),
       })),
+      RepositoryIndex: unary<pb.RepositoryIndexRequest, pb.RepositoryIndexResponse>((r) => repositoryIndex(server, r)),
+      RepositoryModelLoad: unary<pb.RepositoryModelLoadRequest, pb.RepositoryModelLoadResponse>((r) => repositoryModelLoad(server, r)),
+      RepositoryModelUnload: unary<pb.RepositoryModelUnloadRequest, pb.RepositoryModelUnloadResponse>((r) => repositoryModelUnload(server, r)),
       LogSettings: unary<pb.LogSettingsRequest, pb.LogSettingsResponse>((r) =>
         toProtoLogSettings(server.updateLogSettings(fromProtoLogSettings(r.settings))),
       ),
@@ -257,7 +278,8 @@ export class GrpcFrontend {
           call.emit('error', grpcError(new NereidError('SERVER_STOPPING', 'GRPC server is shutting down and has stopped accepting new requests.')));
           return;
         }
-        new InferStream(server, call, server.logger);
+        const stream = new InferStream(server, call, server.logger, () => this.#streams.delete(stream));
+        this.#streams.add(stream);
       },
     };
     for (const [rpc, capability] of Object.entries(UNAVAILABLE_CAPABILITIES)) {

@@ -39,12 +39,22 @@ export class InferStream {
   readonly #strict: boolean;
   readonly #slots: Slot[] = [];
   #clientDone = false;
+  /** The server is shutting down: end the stream once every request so far is answered. */
+  #serverDone = false;
   #closed = false;
+  readonly #onClosed: (() => void) | undefined;
 
-  constructor(server: Server, call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>, logger: Logger) {
+  /** @param onClosed called once, when the stream is over (ended, cancelled or failed) */
+  constructor(
+    server: Server,
+    call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>,
+    logger: Logger,
+    onClosed?: () => void,
+  ) {
     this.#server = server;
     this.#call = call;
     this.#logger = logger;
+    this.#onClosed = onClosed;
     // Every queued request of the stream listens to this one signal, and a stream may hold any
     // number: past ten, Node would warn of a listener leak.
     setMaxListeners(0, this.#abort.signal);
@@ -57,6 +67,17 @@ export class InferStream {
     });
     call.on('cancelled', () => this.#close());
     call.on('error', () => this.#close());
+    call.on('close', () => this.#onClosed?.());
+  }
+
+  /**
+   * Shutdown: ends the stream with OK as soon as every request received so far is answered
+   * (requests that arrive meanwhile are answered too, with the server's refusal once it has
+   * stopped), unless the client ends it first.
+   */
+  finish(): void {
+    this.#serverDone = true;
+    this.#flush();
   }
 
   #close(): void {
@@ -111,7 +132,7 @@ export class InferStream {
         return;
       }
     }
-    if (this.#clientDone && this.#slots.length === 0) {
+    if ((this.#clientDone || this.#serverDone) && this.#slots.length === 0) {
       this.#closed = true;
       this.#call.end();
     }

@@ -3,12 +3,13 @@
  * It translates requests to `Server` facade calls and never touches schedulers or backends.
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { decodeContent, readBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
 import { decodeJsonInferRequest, decodeRawBinaryRequest, encodeInferResponse } from './infer-codec.js';
+import { decodeIndexRequest, decodeLoadRequest, decodeUnloadRequest } from './repository-codec.js';
 
 export interface HttpFrontendOptions {
   /** `--http-address`, default 0.0.0.0. */
@@ -98,6 +99,12 @@ export class HttpFrontend {
   readonly #http: HttpServer;
   readonly #options: Required<HttpFrontendOptions>;
   readonly #handlers: Record<string, Partial<Record<Method, Handler>>>;
+  /** Responses not yet finished (for a shutdown that lets them complete). */
+  readonly #inflight = new Set<ServerResponse>();
+  #idleWaiters: (() => void)[] = [];
+  /** Responses carry `Connection: close` (see `drain`). */
+  #draining = false;
+  #closed: Promise<void> | undefined;
 
   constructor(server: Server, options: HttpFrontendOptions = {}) {
     this.#server = server;
@@ -118,6 +125,7 @@ export class HttpFrontend {
       },
       modelMetadata: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelMetadata(m, v))) },
       modelConfig: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelConfigJson(m, v))) },
+      effectiveConfig: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelEffectiveConfig(m, v))) },
       infer: { POST: (req, res, m, v) => this.#infer(req, res, m, v) },
       stats: {
         GET: (_q, res, m, v) =>
@@ -126,6 +134,31 @@ export class HttpFrontend {
       logging: {
         GET: (_q, res) => sendJson(res, 200, JSON.stringify(this.#server.logSettings())),
         POST: (req, res) => this.#updateLogging(req, res),
+      },
+      // The model repository extension (protocol.md §3.13).
+      repositoryIndex: {
+        POST: async (req, res) => {
+          const { ready } = decodeIndexRequest(await readBody(req, this.#options.maxInputSize));
+          sendJson(res, 200, JSON.stringify(await this.#server.repositoryIndex({ ready })));
+        },
+      },
+      repositoryLoad: {
+        POST: async (req, res, m) => {
+          await this.#server.loadModel(m, decodeLoadRequest(m, await readBody(req, this.#options.maxInputSize)));
+          sendJson(res, 200, '');
+        },
+      },
+      repositoryUnload: {
+        POST: async (req, res, m) => {
+          await this.#server.unloadModel(m, decodeUnloadRequest(await readBody(req, this.#options.maxInputSize)));
+          sendJson(res, 200, '');
+        },
+      },
+      repositoryNamed: {
+        POST: (req) => {
+          req.resume();
+          throw new NereidError('REPOSITORY_NAME_UNSUPPORTED', "'repository_name' specification is not supported");
+        },
       },
     };
     this.#http = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.#handle(req, res));
@@ -150,19 +183,54 @@ export class HttpFrontend {
   }
 
   /**
-   * Stops accepting connections and closes idle ones; requests in flight finish. Resolves once
-   * every connection is closed (see `closeAllConnections`).
+   * Stops accepting connections. Requests in flight finish, and their responses (and any later
+   * ones on connections still open) carry `Connection: close`, so each connection ends after its
+   * response. Idle connections stay open until `closeAllConnections`: a request already sent on
+   * one but not yet read is answered rather than cut off. Resolves once every connection is
+   * closed.
    */
   close(): Promise<void> {
-    return new Promise((resolve) => {
-      this.#http.close(() => resolve());
-      this.#http.closeIdleConnections();
-    });
+    this.drain();
+    // net.Server's close rather than http.Server's, which also closes idle connections at once.
+    this.#closed ??= new Promise((resolve) => NetServer.prototype.close.call(this.#http, () => resolve()));
+    return this.#closed;
+  }
+
+  /**
+   * From now on every response carries `Connection: close`, so clients open a new connection for
+   * their next request (and a load balancer can send it elsewhere) while this frontend still
+   * serves: the grace period of a shutdown.
+   */
+  drain(): void {
+    if (this.#draining) return;
+    this.#draining = true;
+    for (const res of this.#inflight) if (!res.headersSent) res.setHeader('Connection', 'close');
+  }
+
+  /** Resolves once no request is being handled (at once if none is). */
+  idle(): Promise<void> {
+    if (this.#inflight.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
   /** Closes every remaining connection, idle or kept alive (after the server has drained). */
   closeAllConnections(): void {
     this.#http.closeAllConnections();
+    // What http.Server's close adds to net.Server's: its connection-checking timer goes.
+    if (this.#closed !== undefined) this.#http.close();
+  }
+
+  #track(res: ServerResponse): void {
+    this.#inflight.add(res);
+    if (this.#draining) res.setHeader('Connection', 'close');
+    res.once('close', () => {
+      this.#inflight.delete(res);
+      if (this.#inflight.size === 0 && this.#idleWaiters.length > 0) {
+        const waiters = this.#idleWaiters;
+        this.#idleWaiters = [];
+        for (const w of waiters) w();
+      }
+    });
   }
 
   #route(path: string): Route | undefined {
@@ -176,6 +244,7 @@ export class HttpFrontend {
     if (n === 2) return route('serverMetadata');
     if (s[2] === 'logging' && n === 3) return route('logging');
     if (s[2] === 'health' && n === 4) return s[3] === 'live' ? route('live') : s[3] === 'ready' ? route('ready') : undefined;
+    if (s[2] === 'repository') return this.#repositoryRoute(s, route);
     if (s[2] !== 'models' || n < 4 || s[3] === '') return undefined;
     // Matched before the model patterns: never "metadata of a model called stats" (§3.2).
     if (n === 4 && s[3] === 'stats') return route('stats');
@@ -194,6 +263,8 @@ export class HttpFrontend {
         return route('modelReady', model, version);
       case 'config':
         return route('modelConfig', model, version);
+      case 'effective-config':
+        return route('effectiveConfig', model, version);
       case 'infer':
         return route('infer', model, version);
       case 'stats':
@@ -203,7 +274,26 @@ export class HttpFrontend {
     }
   }
 
+  /**
+   * `/v2/repository/index`, `/v2/repository/models/{m}/load|unload`, and the same with a
+   * repository segment after `repository`, which is refused (protocol.md §3.2).
+   */
+  #repositoryRoute(s: readonly string[], route: (name: string, model?: string) => Route | undefined): Route | undefined {
+    const n = s.length;
+    if (n === 4 && s[3] === 'index') return route('repositoryIndex');
+    if (n === 6 && s[3] === 'models' && s[4] !== '') {
+      if (s[5] === 'load') return route('repositoryLoad', decodeSegment(s[4]!));
+      if (s[5] === 'unload') return route('repositoryUnload', decodeSegment(s[4]!));
+    }
+    if (s[3] === '') return undefined;
+    if ((n === 5 && s[4] === 'index') || (n === 7 && s[4] === 'models' && s[5] !== '' && (s[6] === 'load' || s[6] === 'unload'))) {
+      return route('repositoryNamed');
+    }
+    return undefined;
+  }
+
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.#track(res);
     try {
       const url = req.url ?? '/';
       const logger = this.#server.logger;

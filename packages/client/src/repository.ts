@@ -1,0 +1,50 @@
+/**
+ * The model repository extension as both clients offer it (protocol.md §3.13, §4.8): types and
+ * the parameter forms they send.
+ */
+
+/** A model version state, as the repository index reports it (protocol.md §2.1). */
+export type ModelState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+/**
+ * One entry of the repository index: `version` and `state` for a model with lifecycle history
+ * (one entry per version), `name` alone for a model never loaded, `reason` when the server gave one.
+ */
+export interface RepositoryIndexEntry {
+  name: string;
+  version?: string;
+  state?: ModelState | string;
+  reason?: string;
+}
+
+export interface RepositoryIndexOptions {
+  /** Only READY versions. */
+  ready?: boolean;
+}
+
+export interface LoadModelOptions {
+  /** A ModelConfig (JSON text or object) to use instead of the configuration on the server's disk. */
+  config?: string | Readonly<Record<string, unknown>>;
+  /**
+   * Files of the model directory to use instead of the repository's, by path relative to it
+   * (`1/model.onnx`; a `file:` prefix is accepted and ignored). Requires `config`.
+   */
+  files?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
+}
+
+export interface UnloadModelOptions {
+  /** Also unload the models this one depended on that nothing else needs (e.g. an ensemble's steps). */
+  unloadDependents?: boolean;
+}
+
+/** `config` as the JSON text the servers take. */
+export function configText(config: LoadModelOptions['config']): string | undefined {
+  return config === undefined ? undefined : typeof config === 'string' ? config : JSON.stringify(config);
+}
+
+/** `[parameter key, bytes]` for each override file: `file:<path>`. */
+export function fileParameters(files: LoadModelOptions['files']): [string, Uint8Array][] {
+  if (files === undefined) return [];
+  const entries = files instanceof Map ? [...files] : Object.entries(files as Readonly<Record<string, Uint8Array>>);
+  return entries.map(([path, bytes]) => [path.startsWith('file:') ? path : `file:${path}`, bytes]);
+}

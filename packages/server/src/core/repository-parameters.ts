@@ -1,0 +1,103 @@
+/**
+ * The parameters of the repository extension's load and unload requests, as either frontend
+ * received them, checked and turned into the facade's options (protocol.md §3.13, §4.8;
+ * models-and-scheduling.md §1.10).
+ */
+import { NereidError } from '@nereid/protocol';
+import type { LoadModelOptions, UnloadModelOptions } from './types.js';
+
+/**
+ * One parameter value as the wire carried it: a gRPC `ModelRepositoryParameter` choice, or for
+ * HTTP a JSON string (`string`) or any other JSON value (`json`).
+ */
+export type RepositoryParameter =
+  | { readonly kind: 'string'; readonly value: string }
+  | { readonly kind: 'bool'; readonly value: boolean }
+  | { readonly kind: 'int64'; readonly value: bigint }
+  | { readonly kind: 'bytes'; readonly value: Uint8Array }
+  | { readonly kind: 'json'; readonly value: unknown }
+  | { readonly kind: 'none' };
+
+const FILE_PREFIX = 'file:';
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+function describe(p: RepositoryParameter): string {
+  switch (p.kind) {
+    case 'string':
+      return 'a string';
+    case 'bool':
+      return 'a bool';
+    case 'int64':
+      return 'an int64';
+    case 'bytes':
+      return 'bytes';
+    case 'none':
+      return 'no value';
+    default:
+      return `the JSON value ${JSON.stringify(p.value)?.slice(0, 40) ?? String(p.value)}`;
+  }
+}
+
+/**
+ * Load parameters → `LoadModelOptions`. `config` must be a string; `file:<path>` a base64 string
+ * over HTTP (`files: 'base64'`) or bytes over gRPC (`files: 'raw'`); any other key is refused.
+ */
+export function loadOptionsFromParameters(
+  model: string,
+  parameters: Readonly<Record<string, RepositoryParameter>>,
+  files: 'base64' | 'raw',
+): LoadModelOptions {
+  const options: LoadModelOptions = {};
+  const fileMap = new Map<string, Uint8Array>();
+  for (const [key, p] of Object.entries(parameters)) {
+    if (key === 'config') {
+      if (p.kind !== 'string') {
+        throw new NereidError('LOAD_PARAMETER', `load parameter 'config' of model '${model}' must be a string holding ModelConfig JSON, got ${describe(p)}`);
+      }
+      options.config = p.value;
+    } else if (key.startsWith(FILE_PREFIX)) {
+      const path = key.slice(FILE_PREFIX.length);
+      if (files === 'raw') {
+        if (p.kind !== 'bytes') {
+          throw new NereidError('LOAD_PARAMETER', `load parameter '${key}' of model '${model}' must be bytes_param holding the file's bytes, got ${describe(p)}`);
+        }
+        fileMap.set(path, p.value);
+      } else {
+        if (p.kind !== 'string' || !BASE64.test(p.value)) {
+          throw new NereidError(
+            'LOAD_PARAMETER',
+            `load parameter '${key}' of model '${model}' must be a string holding the file's contents in base64, got ${p.kind === 'string' ? 'a string that is not base64' : describe(p)}`,
+          );
+        }
+        fileMap.set(path, Buffer.from(p.value, 'base64'));
+      }
+    } else {
+      throw new NereidError(
+        'LOAD_PARAMETER',
+        `Unrecognized load parameter '${key}'. A load takes 'config' (ModelConfig JSON) and 'file:<version>/<path>' parameters`,
+      );
+    }
+  }
+  if (fileMap.size > 0) options.files = fileMap;
+  return options;
+}
+
+/** Unload parameters → `UnloadModelOptions`: `unload_dependents` must be a bool; other keys are ignored. */
+export function unloadOptionsFromParameters(parameters: Readonly<Record<string, RepositoryParameter>>): UnloadModelOptions {
+  const p = parameters.unload_dependents;
+  if (p === undefined || p.kind === 'none') return {};
+  if (p.kind !== 'bool') {
+    throw new NereidError('LOAD_PARAMETER', `unload parameter 'unload_dependents' must be a bool, got ${describe(p)}`);
+  }
+  return { unloadDependents: p.value };
+}
+
+/** The facade's load options as the model manager takes them: config as JSON text, files as a map. */
+export function loadRequestOf(options: LoadModelOptions): { config?: string; files?: ReadonlyMap<string, Uint8Array> } {
+  const request: { config?: string; files?: ReadonlyMap<string, Uint8Array> } = {};
+  if (options.config !== undefined) request.config = typeof options.config === 'string' ? options.config : JSON.stringify(options.config);
+  if (options.files !== undefined) {
+    request.files = options.files instanceof Map ? options.files : new Map(Object.entries(options.files as Readonly<Record<string, Uint8Array>>));
+  }
+  return request;
+}

@@ -1,0 +1,94 @@
+/**
+ * The per-version configuration steps of a load (models-and-scheduling.md §3.1 steps 6–9):
+ * instance groups, backend auto-complete, full validation. Loading a version and
+ * `nereid config` both go through here, so the effective configuration the command prints is the
+ * one a load would use.
+ */
+import { join } from 'node:path';
+import { NereidError } from '@nereid/protocol';
+import type { Backend, ModelContext } from '../backends/spi.js';
+import {
+  normalizeInstanceGroups,
+  normalizeModelConfig,
+  validateInstanceGroups,
+  validateModelConfig,
+  validateModelIO,
+  type ConfigStages,
+} from '../config/index.js';
+import type { ModelConfig } from '../config/model-config.js';
+import type { Logger } from '../observability/logger.js';
+import type { PreparedModel } from '../repository/config-loader.js';
+
+/** `--backend-config` settings for `backend`: the global ones, overridden by the backend's own. */
+export function backendSettings(
+  backendConfig: ReadonlyMap<string, Readonly<Record<string, string>>>,
+  backend: string,
+): Record<string, string> {
+  return { ...(backendConfig.get('') ?? {}), ...(backendConfig.get(backend) ?? {}) };
+}
+
+/** What a backend is told about the version being loaded, with `config` as it stands. */
+export function modelContext(
+  prepared: PreparedModel,
+  version: number,
+  config: ModelConfig,
+  backendConfig: Readonly<Record<string, string>>,
+  logger: Logger,
+): ModelContext {
+  const versionDirectory = join(prepared.location.directory, String(version));
+  return {
+    name: prepared.location.name,
+    version,
+    config,
+    modelDirectory: prepared.location.directory,
+    versionDirectory,
+    modelPath: join(versionDirectory, config.default_model_filename),
+    backendConfig,
+    logger,
+  };
+}
+
+export interface CompletedVersionConfig {
+  /** The complete, normalised, validated configuration of the version. */
+  readonly config: ModelConfig;
+  /** The pipeline's stages, for `configProvenance`. */
+  readonly stages: ConfigStages;
+}
+
+/**
+ * Steps 6–9 for one version of `prepared`. Throws the load error (NereidError) of the first rule
+ * that fails. Label files (step 9) are not read here: serving needs them, the configuration does
+ * not.
+ */
+export async function completeVersionConfig(
+  prepared: PreparedModel,
+  version: number,
+  backend: Backend,
+  backendConfig: Readonly<Record<string, string>>,
+  logger: Logger,
+): Promise<CompletedVersionConfig> {
+  const name = prepared.location.name;
+  // Step 6: instance groups.
+  let config = normalizeInstanceGroups(structuredClone(prepared.config), { gpus: [], defaultCpuCount: backend.defaultCpuInstanceCount ?? 1 });
+  validateInstanceGroups(config, { gpus: [] });
+  const beforeAutoComplete = structuredClone(config);
+  let afterAutoComplete = beforeAutoComplete;
+
+  // Step 7: backend auto-complete, then normalise again.
+  if (prepared.autoComplete && backend.autoCompleteConfig) {
+    const completed = await backend.autoCompleteConfig(modelContext(prepared, version, config, backendConfig, logger));
+    afterAutoComplete = structuredClone(completed);
+    config = normalizeModelConfig(completed);
+  }
+  // Step 8.
+  if (prepared.sourceKind === 'none' && config.input.length === 0 && config.output.length === 0) {
+    throw new NereidError('CONFIG_MISSING', `model configuration is not provided for model '${name}'`);
+  }
+  // Step 9.
+  validateModelConfig(config);
+  validateModelIO(config);
+  return {
+    config,
+    stages: { source: prepared.source, sourceKind: prepared.sourceKind, beforeAutoComplete, afterAutoComplete, effective: config },
+  };
+}

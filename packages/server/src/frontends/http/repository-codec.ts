@@ -1,0 +1,63 @@
+/**
+ * Request bodies of the HTTP model repository extension (protocol.md §3.13): an optional JSON
+ * object, `{"ready": bool}` for the index and `{"parameters": {…}}` for load and unload.
+ */
+import { NereidError } from '@nereid/protocol';
+import {
+  loadOptionsFromParameters,
+  unloadOptionsFromParameters,
+  type RepositoryParameter,
+} from '../../core/repository-parameters.js';
+import type { LoadModelOptions, UnloadModelOptions } from '../../core/types.js';
+
+/** The body as a JSON object; an empty body is `{}`. */
+function bodyObject(body: Buffer, what: string): Record<string, unknown> {
+  const text = body.toString('utf8');
+  if (text.trim() === '') return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new NereidError('REQUEST_MALFORMED', `failed to parse the request JSON buffer: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new NereidError('REQUEST_MALFORMED', `the ${what} request body must be a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function parametersOf(body: Record<string, unknown>, what: string): Record<string, RepositoryParameter> {
+  const params = body.parameters;
+  if (params === undefined || params === null) return {};
+  if (typeof params !== 'object' || Array.isArray(params)) {
+    throw new NereidError('REQUEST_MALFORMED', `'parameters' of a ${what} request must be a JSON object`);
+  }
+  const out: Record<string, RepositoryParameter> = {};
+  for (const [key, value] of Object.entries(params)) {
+    out[key] =
+      typeof value === 'string'
+        ? { kind: 'string', value }
+        : typeof value === 'boolean'
+          ? { kind: 'bool', value }
+          : { kind: 'json', value };
+  }
+  return out;
+}
+
+/** `POST /v2/repository/index`: `ready` must be a bool when present. */
+export function decodeIndexRequest(body: Buffer): { ready: boolean } {
+  const ready = bodyObject(body, 'repository index').ready;
+  if (ready === undefined) return { ready: false };
+  if (typeof ready !== 'boolean') throw new NereidError('REQUEST_PARAMETER', `'ready' of a repository index request must be a bool, got ${JSON.stringify(ready)}`);
+  return { ready };
+}
+
+/** `POST /v2/repository/models/{m}/load`: every parameter a string; `file:` ones base64. */
+export function decodeLoadRequest(model: string, body: Buffer): LoadModelOptions {
+  return loadOptionsFromParameters(model, parametersOf(bodyObject(body, 'load'), 'load'), 'base64');
+}
+
+/** `POST /v2/repository/models/{m}/unload`: `unload_dependents` a bool; other keys ignored. */
+export function decodeUnloadRequest(body: Buffer): UnloadModelOptions {
+  return unloadOptionsFromParameters(parametersOf(bodyObject(body, 'unload'), 'unload'));
+}

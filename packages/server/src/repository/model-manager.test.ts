@@ -1,0 +1,418 @@
+/**
+ * The model manager with a fake version factory: what a reload loads again and what it keeps, the
+ * atomic switch, failed reloads, the load pool, control modes, polling and the dependency rules
+ * of models-and-scheduling.md §1.9–§1.11 (ensembles cannot be served yet; the manager's side of
+ * them is tested here).
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import { NereidError } from '@nereid/protocol';
+import type { ModelConfig } from '../config/model-config.js';
+import { silentLogger } from '../observability/logger.js';
+import type { PreparedModel } from './config-loader.js';
+import { overridePathSegments, OverrideDirectory } from './file-override.js';
+import { ModelManager, type ControlMode, type Servable, type VersionFactory } from './model-manager.js';
+
+/** A version copy: `token` is the content of its model file, to tell copies apart. */
+class FakeVersion implements Servable {
+  unloaded = false;
+  constructor(
+    readonly config: ModelConfig,
+    readonly version: number,
+    readonly token: string,
+  ) {}
+  async unload(): Promise<void> {
+    this.unloaded = true;
+  }
+}
+
+class FakeFactory implements VersionFactory<FakeVersion> {
+  readonly loads: string[] = [];
+  active = 0;
+  maxActive = 0;
+  /** While set, loads wait for it. */
+  gate: Promise<void> | undefined;
+
+  async load(model: PreparedModel, version: number): Promise<FakeVersion> {
+    this.active++;
+    this.maxActive = Math.max(this.maxActive, this.active);
+    try {
+      if (this.gate) await this.gate;
+      const name = model.location.name;
+      this.loads.push(`${name}/${version}`);
+      if (model.config.platform === 'ensemble') return new FakeVersion(model.config, version, 'ensemble');
+      const token = (await readFile(join(model.location.directory, String(version), 'model.fake'), 'utf8')).trim();
+      if (token === 'broken') throw new NereidError('MODEL_LOAD_FAILED', `model '${name}' version ${version}: the model file is corrupt`);
+      return new FakeVersion(model.config, version, token);
+    } finally {
+      this.active--;
+    }
+  }
+}
+
+const TENSORS = 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n';
+
+function fakeConfig(name: string, extra = ''): string {
+  return `name: "${name}"\nbackend: "fake"\nmax_batch_size: 0\n${TENSORS}${extra}`;
+}
+
+function ensembleConfig(name: string, steps: string[]): string {
+  const chain = steps.map((model, i) => {
+    const from = i === 0 ? 'IN' : `T${i}`;
+    const to = i === steps.length - 1 ? 'OUT' : `T${i + 1}`;
+    return `{ model_name: "${model}" model_version: -1 input_map { key: "x" value: "${from}" } output_map { key: "y" value: "${to}" } }`;
+  });
+  return (
+    `name: "${name}"\nplatform: "ensemble"\nmax_batch_size: 0\n` +
+    'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]\noutput [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n' +
+    `ensemble_scheduling { step [ ${chain.join(', ')} ] }\n`
+  );
+}
+
+let repo: string;
+
+async function write(path: string, content: string): Promise<void> {
+  await mkdir(dirname(join(repo, path)), { recursive: true });
+  await writeFile(join(repo, path), content);
+}
+
+async function addFake(name: string, versions: Record<number, string>, extra = ''): Promise<void> {
+  await write(`${name}/config.pbtxt`, fakeConfig(name, extra));
+  for (const [v, token] of Object.entries(versions)) await write(`${name}/${v}/model.fake`, token);
+}
+
+async function addEnsemble(name: string, steps: string[]): Promise<void> {
+  await write(`${name}/config.pbtxt`, ensembleConfig(name, steps));
+  await mkdir(join(repo, name, '1'), { recursive: true });
+}
+
+function manager(mode: ControlMode, factory = new FakeFactory(), loadThreadCount = 4): ModelManager<FakeVersion> {
+  return new ModelManager(
+    { repositories: [repo], controlMode: mode, loadThreadCount, logger: silentLogger(), autoCompleteConfig: true, modelConfigName: '' },
+    factory,
+  );
+}
+
+/** `name/version:STATE` for each index entry (`name` alone for one without a state). */
+async function states(m: ModelManager<FakeVersion>): Promise<string[]> {
+  return (await m.index()).map((e) => (e.state === undefined ? e.name : `${e.name}/${e.version ?? ''}:${e.state}`));
+}
+
+/** Lets background unloads settle. */
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+beforeEach(async () => {
+  repo = await mkdtemp(join(tmpdir(), 'nereid-manager-'));
+});
+afterEach(async () => {
+  await rm(repo, { recursive: true, force: true });
+});
+
+describe('reloads', () => {
+  it('loads again only the versions whose files or configuration changed, and switches to them', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' }, 'version_policy: { all: { } }\n');
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    assert.deepEqual(factory.loads.sort(), ['m/1', 'm/2']);
+    const v1 = m.resolve('m', '1').servable;
+    const v2 = m.resolve('m', '2').servable;
+
+    // Unchanged: a no-op.
+    await m.load('m');
+    assert.equal(factory.loads.length, 2);
+
+    await write('m/2/model.fake', 'two-b');
+    await m.load('m');
+    assert.deepEqual(factory.loads.slice(2), ['m/2']);
+    assert.equal(m.resolve('m', '1').servable, v1);
+    assert.equal(m.resolve('m', '2').servable.token, 'two-b');
+    assert.equal(m.resolve('m').servable.token, 'two-b');
+    await settle();
+    assert.equal(v2.unloaded, true);
+    assert.equal(v1.unloaded, false);
+
+    // A configuration change reloads every version.
+    await write('m/config.pbtxt', fakeConfig('m', 'version_policy: { all: { } }\nparameters { key: "k" value: { string_value: "v" } }\n'));
+    await m.load('m');
+    assert.deepEqual(factory.loads.slice(3).sort(), ['m/1', 'm/2']);
+    await settle();
+    assert.equal(v1.unloaded, true);
+    await m.shutdown();
+  });
+
+  it('a new version under latest { 1 } replaces the old one; a removed one is unloaded', async () => {
+    await addFake('m', { 1: 'one' });
+    const m = manager('explicit');
+    await m.startup(['m']);
+    const one = m.resolve('m').servable;
+    await write('m/2/model.fake', 'two');
+    await m.load('m');
+    assert.equal(m.resolve('m').version, 2);
+    await settle();
+    assert.equal(one.unloaded, true);
+    assert.deepEqual(await states(m), ['m/1:UNAVAILABLE', 'm/2:READY']);
+    assert.equal((await m.index()).find((e) => e.version === '1')!.reason, 'unloaded');
+    const err = (() => {
+      try {
+        m.resolve('m', '1');
+      } catch (e) {
+        return e as NereidError;
+      }
+    })();
+    assert.equal(err?.code, 'MODEL_VERSION_NOT_READY');
+    assert.match(err!.message, /version 1 is not at ready state; ready versions: 2$/);
+    await m.shutdown();
+  });
+
+  it('keeps serving while new copies load, and a failed reload leaves the old copies serving', async () => {
+    await addFake('m', { 1: 'one' });
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    const one = m.resolve('m').servable;
+
+    let open!: () => void;
+    factory.gate = new Promise((resolve) => (open = resolve));
+    await write('m/1/model.fake', 'one-b');
+    const reload = m.load('m');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(m.resolve('m').servable, one, 'the old copy serves while the new one loads');
+    assert.deepEqual(await states(m), ['m/1:READY']);
+    factory.gate = undefined;
+    open();
+    await reload;
+    assert.equal(m.resolve('m').servable.token, 'one-b');
+
+    const current = m.resolve('m').servable;
+    await write('m/1/model.fake', 'broken');
+    await assert.rejects(m.load('m'), (err: NereidError) => {
+      assert.equal(err.code, 'MODEL_LOAD_FAILED');
+      assert.match(err.message, /^load failed for model 'm': version 1 is at UNAVAILABLE state: .*corrupt;$/);
+      return true;
+    });
+    assert.equal(m.resolve('m').servable, current);
+    const [entry] = await m.index();
+    assert.equal(entry!.state, 'READY');
+    assert.match(entry!.reason!, /^reload failed, this version keeps serving its previous copy: .*corrupt/);
+    assert.equal(m.allReady(), true);
+
+    // A configuration that no longer parses: same.
+    await write('m/1/model.fake', 'one-c');
+    await write('m/config.pbtxt', 'name: "m"\nbackend: "fake"\nmax_batch_size: [\n');
+    await assert.rejects(m.load('m'), /load failed for model 'm': .*config\.pbtxt:3:\d+: /);
+    assert.equal(m.resolve('m').servable, current);
+    await m.shutdown();
+  });
+
+  it('a failed first load makes strict readiness false; a model still loading does not', async () => {
+    await addFake('good', { 1: 'g' });
+    await addFake('bad', { 1: 'broken' });
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['good']);
+    assert.equal(m.allReady(), true);
+    let open!: () => void;
+    factory.gate = new Promise((resolve) => (open = resolve));
+    const loading = m.load('bad');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(await states(m), ['bad/1:LOADING', 'good/1:READY']);
+    assert.equal(m.allReady(), true);
+    factory.gate = undefined;
+    open();
+    await assert.rejects(loading, /version 1 is at UNAVAILABLE state/);
+    assert.equal(m.allReady(), false);
+    await m.unload('bad');
+    assert.equal(m.allReady(), true);
+    await m.shutdown();
+  });
+
+  it('loads at most loadThreadCount models at once', async () => {
+    for (const name of ['a', 'b', 'c', 'd', 'e']) await addFake(name, { 1: name });
+    const factory = new FakeFactory();
+    let open!: () => void;
+    factory.gate = new Promise((resolve) => (open = resolve));
+    const m = manager('none', factory, 2);
+    const started = m.startup();
+    for (let i = 0; i < 200 && factory.active < 2; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(factory.active, 2);
+    open();
+    assert.deepEqual(await started, []);
+    assert.equal(factory.maxActive, 2);
+    assert.equal(factory.loads.length, 5);
+    await m.shutdown();
+  });
+});
+
+describe('control modes', () => {
+  it('none and poll refuse load and unload with UNAVAILABLE', async () => {
+    await addFake('m', { 1: 'one' });
+    for (const mode of ['none', 'poll'] as const) {
+      const m = manager(mode);
+      await m.startup();
+      for (const call of [() => m.load('m'), () => m.unload('m')]) {
+        await assert.rejects(call(), (err: NereidError) => {
+          assert.equal(err.code, 'MODEL_CONTROL_DISABLED');
+          assert.equal(err.kind, 'UNAVAILABLE');
+          assert.equal(err.message, 'explicit model load / unload is not allowed if polling is enabled');
+          return true;
+        });
+      }
+      await m.shutdown();
+    }
+  });
+
+  it('explicit mode loads only the named models at start, every model with *', async () => {
+    await addFake('a', { 1: 'a' });
+    await addFake('b', { 1: 'b' });
+    let m = manager('explicit');
+    assert.deepEqual(await m.startup(['a']), []);
+    assert.deepEqual(await states(m), ['a/1:READY', 'b']);
+    await m.shutdown();
+    m = manager('explicit');
+    await m.startup(['*']);
+    assert.deepEqual(await states(m), ['a/1:READY', 'b/1:READY']);
+    await m.shutdown();
+    m = manager('explicit');
+    const failures = await m.startup(['nope']);
+    assert.equal(failures.length, 1);
+    assert.match(failures[0]!.reason, /^failed to load 'nope', failed to poll from model repository/);
+    await m.shutdown();
+  });
+
+  it('refuses bad names and unknown models with the protocol errors', async () => {
+    const m = manager('explicit');
+    await m.startup();
+    for (const name of ['', '  ', 'a/b', '..']) {
+      await assert.rejects(m.load(name), (err: NereidError) => err.code === 'MODEL_NAME_INVALID' && err.kind === 'INVALID_ARG');
+    }
+    await assert.rejects(m.load('nope'), (err: NereidError) => {
+      assert.equal(err.kind, 'INTERNAL');
+      assert.match(err.message, /^failed to load 'nope', failed to poll from model repository/);
+      return true;
+    });
+    await m.unload('nope');
+    await m.shutdown();
+  });
+
+  it('poll picks up a new model, a changed one, a removed one; a failed one is tried again', async () => {
+    const m = manager('poll');
+    await m.startup();
+    assert.deepEqual(await states(m), []);
+    await addFake('m', { 1: 'broken' });
+    await m.poll();
+    assert.deepEqual(await states(m), ['m/1:UNAVAILABLE']);
+    await write('m/1/model.fake', 'one');
+    await m.poll();
+    assert.deepEqual(await states(m), ['m/1:READY']);
+    assert.equal(m.resolve('m').servable.token, 'one');
+    await m.poll();
+    assert.equal(m.resolve('m').servable.token, 'one');
+    await rm(join(repo, 'm'), { recursive: true });
+    await m.poll();
+    await settle();
+    assert.deepEqual(await states(m), ['m/1:UNAVAILABLE']);
+    assert.equal(m.allReady(), true);
+    await m.shutdown();
+  });
+});
+
+describe('dependencies (ensembles)', () => {
+  beforeEach(async () => {
+    await addFake('a', { 1: 'a' });
+    await addFake('b', { 1: 'b' });
+  });
+
+  it('loading an ensemble loads its composing models first; unloading one unloads the ensemble', async () => {
+    await addEnsemble('e', ['a', 'b']);
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup();
+    await m.load('e');
+    assert.deepEqual(factory.loads, ['a/1', 'b/1', 'e/1']);
+    assert.deepEqual(await states(m), ['a/1:READY', 'b/1:READY', 'e/1:READY']);
+
+    await m.unload('a');
+    await settle();
+    const index = await m.index();
+    assert.deepEqual(await states(m), ['a/1:UNAVAILABLE', 'b/1:READY', 'e/1:UNAVAILABLE']);
+    assert.equal(index.find((e) => e.name === 'e')!.reason, "unloaded: composing model 'a' was unloaded");
+    await m.shutdown();
+  });
+
+  it('unload_dependents also unloads composing models nothing else needs and nobody loaded by name', async () => {
+    await addEnsemble('e', ['a', 'b']);
+    await addEnsemble('f', ['b']);
+    const m = manager('explicit');
+    await m.startup();
+    await m.load('a');
+    await m.load('e');
+    await m.load('f');
+    await m.unload('e', { unloadDependents: true });
+    await settle();
+    // a was loaded by name, b is still needed by f.
+    assert.deepEqual(await states(m), ['a/1:READY', 'b/1:READY', 'e/1:UNAVAILABLE', 'f/1:READY']);
+    await m.unload('f', { unloadDependents: true });
+    await settle();
+    assert.deepEqual(await states(m), ['a/1:READY', 'b/1:UNAVAILABLE', 'e/1:UNAVAILABLE', 'f/1:UNAVAILABLE']);
+    await m.shutdown();
+  });
+
+  it('an ensemble with a missing composing model, or in a cycle, fails with the reason', async () => {
+    await addEnsemble('e', ['a', 'missing']);
+    await addEnsemble('x', ['y']);
+    await addEnsemble('y', ['x']);
+    const m = manager('explicit');
+    await m.startup();
+    await assert.rejects(m.load('e'), /ensemble 'e' contains models that are not available or ambiguous: missing/);
+    await assert.rejects(m.load('x'), /^NereidError: load failed for model 'x': circular dependency between ensembles: x -> y -> x$/);
+    const index = await m.index();
+    for (const name of ['x', 'y']) {
+      assert.deepEqual(index.find((e) => e.name === name), { name, state: 'UNAVAILABLE', reason: 'circular dependency between ensembles: x -> y -> x' });
+    }
+    assert.equal(m.readyVersions('a').length, 1, 'the available composing model was loaded');
+    assert.equal(m.allReady(), false);
+    await m.shutdown();
+  });
+});
+
+describe('file overrides', () => {
+  it('refuses paths that could leave the override directory', () => {
+    for (const path of ['../x', '1/../../x', '/etc/passwd', '1/./model.onnx', '1//model.onnx', '', 'a\\..\\b', 'a\0b']) {
+      assert.throws(() => overridePathSegments(path), (err: NereidError) => err.code === 'FILE_OVERRIDE_INVALID', path);
+    }
+    assert.deepEqual(overridePathSegments('1/model.onnx'), ['1', 'model.onnx']);
+  });
+
+  it('writes the files into a fresh directory, removed with its last reference', async () => {
+    const dir = await OverrideDirectory.create('m', new Map([['1/model.fake', new TextEncoder().encode('x')], ['labels.txt', new Uint8Array(0)]]));
+    assert.equal(await readFile(join(dir.location.directory, '1', 'model.fake'), 'utf8'), 'x');
+    dir.retain();
+    await dir.release();
+    assert.equal(await readFile(join(dir.location.directory, 'labels.txt'), 'utf8'), '');
+    await dir.release();
+    await assert.rejects(readFile(join(dir.location.directory, 'labels.txt')), /ENOENT/);
+    await assert.rejects(
+      OverrideDirectory.create('m', new Map([['1', new Uint8Array(1)], ['1/model.fake', new Uint8Array(1)]])),
+      (err: NereidError) => err.code === 'FILE_OVERRIDE_INVALID' && /collides/.test(err.message),
+    );
+  });
+
+  it('a load from files replaces the repository copy; the next load without them goes back', async () => {
+    await addFake('m', { 1: 'disk' });
+    const m = manager('explicit');
+    await m.startup(['m']);
+    const files = new Map([['1/model.fake', new TextEncoder().encode('sent')]]);
+    await assert.rejects(m.load('m', { files }), /Load parameter 'config' must be specified for model file override/);
+    const config = JSON.stringify({ name: 'm', backend: 'fake', input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1] }], output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }] });
+    await m.load('m', { config, files });
+    assert.equal(m.resolve('m').servable.token, 'sent');
+    await m.load('m');
+    assert.equal(m.resolve('m').servable.token, 'disk');
+    await m.shutdown();
+  });
+});
