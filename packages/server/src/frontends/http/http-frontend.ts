@@ -3,13 +3,14 @@
  * It translates requests to `Server` facade calls and never touches schedulers or backends.
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
+import { Server as NetServer, type Socket } from 'node:net';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { decodeContent, readBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
 import { decodeJsonInferRequest, decodeRawBinaryRequest, encodeInferResponse } from './infer-codec.js';
 import { decodeIndexRequest, decodeLoadRequest, decodeUnloadRequest } from './repository-codec.js';
+import { boundPort, listenHttp } from './listen.js';
 
 export interface HttpFrontendOptions {
   /** `--http-address`, default 0.0.0.0. */
@@ -168,18 +169,11 @@ export class HttpFrontend {
 
   /** Starts listening; resolves with the bound port. */
   listen(): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const onError = (err: Error) => reject(new NereidError('UNAVAILABLE', `HTTP service could not listen on ${this.#options.address}:${this.#options.port}: ${err.message}`));
-      this.#http.once('error', onError);
-      this.#http.listen(this.#options.port, this.#options.address, () => {
-        this.#http.off('error', onError);
-        resolve((this.#http.address() as AddressInfo).port);
-      });
-    });
+    return listenHttp(this.#http, 'HTTP', this.#options.address, this.#options.port);
   }
 
   get port(): number {
-    return (this.#http.address() as AddressInfo | null)?.port ?? this.#options.port;
+    return boundPort(this.#http, this.#options.port);
   }
 
   /**

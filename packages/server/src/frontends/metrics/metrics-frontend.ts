@@ -4,9 +4,9 @@
  * and other methods 405, as Triton's metrics port does.
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { NereidError, toNereidError } from '@nereid/protocol';
+import { toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
+import { boundPort, listenHttp } from '../http/listen.js';
 
 export interface MetricsFrontendOptions {
   /** `--metrics-address`; default 0.0.0.0 (`nereid serve` defaults it to the HTTP address). */
@@ -28,19 +28,11 @@ export class MetricsFrontend {
 
   /** Starts listening; resolves with the bound port. */
   listen(): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const onError = (err: Error) =>
-        reject(new NereidError('UNAVAILABLE', `Metrics service could not listen on ${this.#options.address}:${this.#options.port}: ${err.message}`));
-      this.#http.once('error', onError);
-      this.#http.listen(this.#options.port, this.#options.address, () => {
-        this.#http.off('error', onError);
-        resolve((this.#http.address() as AddressInfo).port);
-      });
-    });
+    return listenHttp(this.#http, 'Metrics', this.#options.address, this.#options.port);
   }
 
   get port(): number {
-    return (this.#http.address() as AddressInfo | null)?.port ?? this.#options.port;
+    return boundPort(this.#http, this.#options.port);
   }
 
   /** Stops accepting connections and closes idle ones; resolves once every connection is closed. */
