@@ -1,13 +1,16 @@
 /**
- * One load-generating process of the gRPC benchmark (forked by `LoadClientPool`, bench/lib.ts):
- * a closed loop of `ModelInfer` calls or `ModelStreamInfer` messages against 127.0.0.1:<port>,
- * sending pre-encoded request bytes and taking responses as raw bytes (no protobuf work in the
- * client: its CPU goes to the transport alone).
+ * One load-generating process of the gRPC and dynamic-batching benchmarks (forked by
+ * `LoadClientPool`, bench/lib.ts): a closed loop of `ModelInfer` calls or `ModelStreamInfer`
+ * messages against 127.0.0.1:<port>, sending pre-encoded request bytes and taking responses as raw
+ * bytes (no protobuf work in the client: its CPU goes to the transport alone).
  *
- * Two transports, the same bytes on the wire (h2c, gRPC length-prefixed messages):
+ * Two gRPC transports, the same bytes on the wire (h2c, gRPC length-prefixed messages):
  *   - `grpc-js`: @grpc/grpc-js's `Client` (about 10k unary calls per second and process at best);
  *   - `http2`: gRPC framed by hand over `node:http2`, without grpc-js's client-side call stack
  *     (interceptors, filters, load balancing), at a fraction of its CPU per call.
+ * And `http`: the request file is the body of a KServe v2 HTTP/REST inference request (JSON
+ * header and binary tensor data), POSTed on keep-alive `node:http` connections, one per call in
+ * flight (unary only; the response body's length is checked).
  *
  * Usage (child process with IPC): node grpc-load-client.js <request-file>
  * Protocol (messages from the parent):
@@ -22,11 +25,13 @@ import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders }
 import { performance } from 'node:perf_hooks';
 import { Client, credentials } from '@grpc/grpc-js';
 import { GRPC_INFERENCE_SERVICE } from '@nereid/protocol';
-import type { LoadClientMessage, LoadClientResult } from './lib.js';
+import { httpPoster, type LoadClientMessage, type LoadClientResult } from './lib.js';
 
 export interface GrpcLoadOptions {
   port: number;
-  transport: 'grpc-js' | 'http2';
+  transport: 'grpc-js' | 'http2' | 'http';
+  /** For the `http` transport (KServe v2 over HTTP/1.1, unary only): the path and headers of the POST. */
+  http?: { path: string; headers: Record<string, string | number> };
   /** `unary`: `inflight` concurrent ModelInfer calls; `stream`: `streams` streams with `inflight` messages in flight each. */
   mode: 'unary' | 'stream';
   inflight: number;
@@ -204,12 +209,33 @@ function http2Loops(o: GrpcLoadOptions, session: ClientHttp2Session): Promise<vo
   );
 }
 
+/** `inflight` POSTs of the request file's bytes on keep-alive connections (one per call in flight). */
+function httpLoops(o: GrpcLoadOptions): Promise<void>[] {
+  if (o.mode !== 'unary' || o.http === undefined) throw new Error('the http transport takes unary loads with `http` options');
+  const poster = httpPoster(o.port, o.http.path, request, o.http.headers, o.inflight);
+  close = () => poster.close();
+  const call: UnaryCall = (cb) =>
+    poster.post().then(
+      (length) => cb(undefined, length),
+      (err: Error) => cb(err.message, 0),
+    );
+  return Array.from({ length: o.inflight }, () => unaryLoop(call, o.expectedLength));
+}
+
 /** Connects and starts the loops of `o`; answers 'started'. */
 function start(o: GrpcLoadOptions): void {
   const started = (loops: Promise<void>[]) => {
     running = loops;
     send({ type: 'started' });
   };
+  if (o.transport === 'http') {
+    try {
+      started(httpLoops(o));
+    } catch (err) {
+      fail(String(err));
+    }
+    return;
+  }
   if (o.transport === 'http2') {
     const session = connect(`http://127.0.0.1:${o.port}`);
     close = () => session.close();

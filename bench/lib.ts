@@ -163,15 +163,19 @@ export function cpuTimeUs(pid: number): { total: number; main: number } | undefi
   return { total, main: threadUs(String(pid)) };
 }
 
-/** A keep-alive HTTP POST helper that checks the status and drains the body. */
+/**
+ * A keep-alive HTTP POST helper that checks the status and drains the body; `post` resolves with
+ * the body's length.
+ */
 export function httpPoster(port: number, path: string, body: Buffer, headers: Record<string, string | number>, concurrency: number) {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   const allHeaders = { ...headers, 'Content-Length': body.byteLength };
   const post = () =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<number>((resolve, reject) => {
       const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: allHeaders }, (res) => {
-        res.on('data', () => undefined);
-        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
+        let length = 0;
+        res.on('data', (chunk: Buffer) => void (length += chunk.byteLength));
+        res.on('end', () => (res.statusCode === 200 ? resolve(length) : reject(new Error(`HTTP ${res.statusCode}`))));
       });
       req.on('error', reject);
       req.end(body);
@@ -181,12 +185,17 @@ export function httpPoster(port: number, path: string, body: Buffer, headers: Re
 
 export interface ChildServer {
   port: number;
+  /** The ports matched by `otherPorts` (same names). */
+  ports: Record<string, number>;
   process: ChildProcess;
   stop(): Promise<void>;
 }
 
-/** Spawns a node script, waits for the line matching `portPattern`, and returns the port. */
-export function spawnServer(args: string[], portPattern: RegExp): Promise<ChildServer> {
+/**
+ * Spawns a node script, waits for the line matching `portPattern` (and those of `otherPorts`,
+ * a server listening on several ports), and returns the port(s).
+ */
+export function spawnServer(args: string[], portPattern: RegExp, otherPorts: Record<string, RegExp> = {}): Promise<ChildServer> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     // A benchmark that fails midway must not leave its servers running.
@@ -197,12 +206,18 @@ export function spawnServer(args: string[], portPattern: RegExp): Promise<ChildS
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const m = portPattern.exec(output);
-      if (m) {
+      const ports: Record<string, number> = {};
+      for (const [name, pattern] of Object.entries(otherPorts)) {
+        const other = pattern.exec(output);
+        if (other) ports[name] = Number(other[1]);
+      }
+      if (m && Object.keys(ports).length === Object.keys(otherPorts).length) {
         child.stdout!.off('data', onData);
         child.stdout!.resume();
         child.stderr!.resume();
         resolve({
           port: Number(m[1]),
+          ports,
           process: child,
           stop: () =>
             new Promise<void>((done) => {

@@ -8,6 +8,7 @@ import { NereidError } from '@nereid/protocol';
 import type { BackendInstance, BackendRequest } from '../backends/spi.js';
 import type { ModelDynamicBatching, ModelQueuePolicy } from '../config/model-config.js';
 import { InferenceRequest } from '../core/inference-request.js';
+import { createLogger, type Logger } from '../observability/logger.js';
 import { DynamicBatcher, SYSTEM_CLOCK, type BatcherClock } from './dynamic-batcher.js';
 import { InstanceRunner } from './instance-runner.js';
 import { NEVER_ABORTED } from './request-queue.js';
@@ -196,6 +197,7 @@ interface SetupOptions {
   depth?: number;
   shapeChecked?: readonly string[];
   optional?: boolean;
+  logger?: Logger;
 }
 
 function setup(options: SetupOptions = {}) {
@@ -227,6 +229,7 @@ function setup(options: SetupOptions = {}) {
     runners,
     observer,
     clock,
+    logger: options.logger,
   });
   const instance = instances[0]!;
   /** Enqueues requests; returns them. */
@@ -1149,6 +1152,70 @@ describe('DynamicBatcher: every accepted request gets exactly one final response
     assert.equal(t.observer.completions.size, accepted.length);
     assert.deepEqual([...reasons].sort(), ['CANCELED', 'REJECTED', 'SUCCESS']);
     assert.equal(t.clock.timers, 0);
+  });
+});
+
+describe('DynamicBatcher: a log line per batch at --log-verbose=1 (model, size, oldest wait, reason)', () => {
+  /** A logger at `level` whose verbose lines are kept instead of written. */
+  const recording = (level: number) => {
+    const lines: string[] = [];
+    const logger: Logger = { ...createLogger({ verboseLevel: level }), verbose: (l, m) => void (level >= l && lines.push(m)) };
+    return { lines, logger };
+  };
+
+  it('a preferred size reached', () => {
+    const { lines, logger } = recording(1);
+    const t = setup({ db: { preferred_batch_size: [4, 8], max_queue_delay_microseconds: 100 }, logger });
+    t.addN(3);
+    t.clock.advance(30);
+    assert.deepEqual(lines, [], 'nothing is logged while the batch waits');
+    t.addN(1);
+    assert.deepEqual(lines, ["dynamic batcher for model 'm': batch of 4 (4 requests) to m_0, oldest waited 30 us, reason: preferred batch size"]);
+  });
+
+  it('the queue delay expired', () => {
+    const { lines, logger } = recording(1);
+    const t = setup({ db: { max_queue_delay_microseconds: 100 }, logger });
+    t.addN(2);
+    t.clock.advance(40);
+    t.addN(1);
+    t.clock.advance(60);
+    assert.deepEqual(lines, ["dynamic batcher for model 'm': batch of 3 (3 requests) to m_0, oldest waited 100 us, reason: queue delay expired"]);
+  });
+
+  it('full: the batch cannot grow past the largest preferred size', async () => {
+    const { lines, logger } = recording(1);
+    const t = setup({ db: { preferred_batch_size: [4], max_queue_delay_microseconds: 100 }, logger });
+    t.add(req({ batch: 6 }));
+    assert.equal(lines.length, 1);
+    assert.match(lines[0]!, /^dynamic batcher for model 'm': batch of 6 \(1 requests\) to m_0, oldest waited 0 us, reason: full$/);
+    // 17 rows queued behind a busy instance, the delay long expired: a batch that reached a
+    // preferred size (here max_batch_size) says so rather than that its delay expired.
+    const u = setup({ db: { max_queue_delay_microseconds: 100 }, logger });
+    u.occupy();
+    u.addN(17);
+    u.clock.advance(250);
+    await u.free();
+    assert.match(lines.at(-1)!, /batch of 16 \(16 requests\) to m_0, oldest waited 250 us, reason: preferred batch size$/);
+    assert.match(lines.at(-2)!, /batch of 16 \(1 requests\) to m_0, oldest waited 0 us, reason: preferred batch size$/, 'the occupying batch');
+  });
+
+  it('the next request does not fit (size or shape), and no delay configured', async () => {
+    const { lines, logger } = recording(1);
+    const t = setup({ db: { max_queue_delay_microseconds: 100 }, shapeChecked: ['IN'], logger });
+    t.add(req({ width: 2 }), req({ width: 3 }));
+    assert.match(lines.at(-1)!, /batch of 1 \(1 requests\) to m_0, oldest waited 0 us, reason: next request does not fit$/);
+    const u = setup({ logger });
+    u.addN(1);
+    assert.match(lines.at(-1)!, /batch of 1 \(1 requests\) to m_0, oldest waited 0 us, reason: no queue delay$/);
+  });
+
+  it('nothing below verbose level 1', () => {
+    const { lines, logger } = recording(0);
+    const t = setup({ logger });
+    t.addN(3);
+    assert.equal(t.instance.executions.length, 1);
+    assert.deepEqual(lines, []);
   });
 });
 

@@ -356,16 +356,21 @@ export class DynamicBatcher implements Scheduler {
     }
     if (best !== 0 && !delayExceeded) {
       const entries = pending.slice(0, bestCount);
-      return { kind: 'execute', entries, size: best, reason: 'preferred batch size' };
+      // Not a preferred size: the next request would have passed the largest one.
+      return { kind: 'execute', entries, size: best, reason: this.#preferred.has(best) ? 'preferred batch size' : 'full' };
     }
     if (sendNow || size >= this.#pmax || delay === 0n || delayExceeded) {
-      const reason = delayExceeded
-        ? 'queue delay expired'
+      // The first reason that holds: a batch that could not have grown any more says so even
+      // when its delay has expired as well.
+      const reason = this.#preferred.has(size)
+        ? 'preferred batch size'
         : sendNow
           ? 'next request does not fit'
-          : size >= this.#pmax
+          : size >= this.#pmax || size >= this.#mbs
             ? 'full'
-            : 'no queue delay';
+            : delayExceeded
+              ? 'queue delay expired'
+              : 'no queue delay';
       return { kind: 'execute', entries: pending, size, reason };
     }
     return { kind: 'wait', wakeAt: this.#wakeAt(oldest, earliestExpiry) };
