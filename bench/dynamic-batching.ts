@@ -37,6 +37,7 @@ import type { GrpcLoadOptions } from './grpc-load-client.js';
 import {
   alternate,
   benchArgs,
+  compared,
   LoadClientPool,
   medianOf,
   report,
@@ -289,27 +290,20 @@ const measured = await (async () => {
 })();
 const { batching: b, direct: d, ceiling } = measured;
 
-const vs = (name: string, unit: string, value: number, baseline: number, baselineName: string): Figure => ({
-  name,
-  value,
-  unit,
-  baseline,
-  baselineName,
-  ratio: value / baseline,
-});
+
 const figures: Figure[] = [
-  vs('batching_throughput', 'infer/s', b.throughput, d.throughput, 'no_batching'),
-  vs('batching_vs_ceiling', 'infer/s', b.throughput, ceiling, `ort_inprocess_batch${CEILING_BATCH}_${measured.intraOpThreads}_threads`),
-  vs('batching_p50_latency', 'us', b.p50Us, d.p50Us, 'no_batching'),
-  vs('batching_p99_latency', 'us', b.p99Us, d.p99Us, 'no_batching'),
+  compared('batching_throughput', 'infer/s', b.throughput, d.throughput, 'no_batching'),
+  compared('batching_vs_ceiling', 'infer/s', b.throughput, ceiling, `ort_inprocess_batch${CEILING_BATCH}_${measured.intraOpThreads}_threads`),
+  compared('batching_p50_latency', 'us', b.p50Us, d.p50Us, 'no_batching'),
+  compared('batching_p99_latency', 'us', b.p99Us, d.p99Us, 'no_batching'),
   { name: 'no_batching_p50_latency', value: d.p50Us, unit: 'us' },
   { name: 'no_batching_p99_latency', value: d.p99Us, unit: 'us' },
   { name: 'batching_mean_batch_size', value: measured.batchingBatches.mean, unit: 'rows' },
   { name: 'batching_request_median_batch_size', value: measured.batchingBatches.requestMedian, unit: 'rows' },
   { name: 'batching_full_batch_share', value: measured.batchingBatches.fullShare, unit: '' },
   { name: 'no_batching_mean_batch_size', value: measured.directBatches.mean, unit: 'rows' },
-  vs('batching_vs_transport', 'infer/s', b.throughput, measured.bare.throughput, grpc ? 'bare_grpc_js' : 'bare_node_http'),
-  vs('batching_server_cpu_per_request', 'us', b.serverCpuUsPerRequest, d.serverCpuUsPerRequest, 'no_batching'),
+  compared('batching_vs_transport', 'infer/s', b.throughput, measured.bare.throughput, grpc ? 'bare_grpc_js' : 'bare_node_http'),
+  compared('batching_server_cpu_per_request', 'us', b.serverCpuUsPerRequest, d.serverCpuUsPerRequest, 'no_batching'),
   { name: 'batching_server_main_thread_per_request', value: b.serverMainThreadCpuUsPerRequest, unit: 'us' },
   { name: 'batching_client_cpu_per_request', value: b.clientCpuUsPerRequest, unit: 'us' },
   { name: 'batching_client_loop_utilization', value: b.maxClientLoopUtilization, unit: '' },

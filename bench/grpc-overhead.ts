@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, credentials } from '@grpc/grpc-js';
 import { GRPC_INFERENCE_SERVICE, pb } from '@nereid/protocol';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, LoadClientPool, medianOf, report, spawnServer, type DistributedLoadResult, type Figure } from './lib.js';
+import { alternate, benchArgs, compared, LoadClientPool, medianOf, report, spawnServer, type DistributedLoadResult, type Figure } from './lib.js';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
 
 const args = benchArgs();
@@ -169,22 +169,8 @@ const measured = await (async () => {
 })();
 const { c1, c16, s16 } = measured;
 
-const vsBare = (name: string, unit: string, value: number, baseline: number): Figure => ({
-  name,
-  value,
-  unit,
-  baseline,
-  baselineName: 'bare_grpc_js',
-  ratio: value / baseline,
-});
-const check = (name: string, unit: string, value: number, baseline: number, baselineName: string): Figure => ({
-  name,
-  value,
-  unit,
-  baseline,
-  baselineName,
-  ratio: value / baseline,
-});
+const vsBare = (name: string, unit: string, value: number, baseline: number): Figure => compared(name, unit, value, baseline, 'bare_grpc_js');
+
 const figures: Figure[] = [
   vsBare('grpc_infer_latency_c1', 'us', c1.nereid.meanLatencyUs, c1.bare.meanLatencyUs),
   vsBare('grpc_infer_throughput_c1', 'req/s', c1.nereid.throughput, c1.bare.throughput),
@@ -199,8 +185,8 @@ const figures: Figure[] = [
   { name: `grpc_client_processes_${transport.replace('-', '_')}`, value: clients, unit: 'processes' },
   { name: 'grpc_client_cpu_per_request_c16', value: c16.bare.clientCpuUsPerRequest, unit: 'us' },
   { name: 'grpc_client_loop_utilization_c16', value: c16.bare.maxClientLoopUtilization, unit: '' },
-  check('grpc_client_check_c16', 'req/s', measured.check2N.throughput, measured.checkN.throughput, `bare_grpc_js_${clients}_processes`),
-  check('grpc_client_check_stream_16', 'req/s', measured.stream2.throughput, measured.stream1.throughput, 'bare_grpc_js_1_stream'),
+  compared('grpc_client_check_c16', 'req/s', measured.check2N.throughput, measured.checkN.throughput, `bare_grpc_js_${clients}_processes`),
+  compared('grpc_client_check_stream_16', 'req/s', measured.stream2.throughput, measured.stream1.throughput, 'bare_grpc_js_1_stream'),
   { name: 'grpc_machine_cpu_busy_c16', value: c16.bare.machineCpuBusy, unit: '' },
   { name: 'grpc_foreign_cpu_share', value: Math.max(...c1.foreign, ...c16.foreign, ...s16.foreign), unit: '' },
 ];

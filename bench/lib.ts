@@ -409,6 +409,11 @@ export interface Figure {
   ratio?: number;
 }
 
+/** A figure measured against a baseline of the same run; the ratio is value / baseline. */
+export function compared(name: string, unit: string, value: number, baseline: number, baselineName: string): Figure {
+  return { name, value, unit, baseline, baselineName, ratio: value / baseline };
+}
+
 const fmt = (n: number) => (Number.isInteger(n) ? String(n) : Math.abs(n) >= 100 ? n.toFixed(0) : Math.abs(n) >= 10 ? n.toFixed(1) : n.toFixed(2));
 
 /** Prints one summary line per figure. */
