@@ -9,6 +9,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
 import type { TestModel } from '@nereid/testkit';
 import { NereidProcess, REPO_ROOT } from '../../helpers/cli.js';
 import { makeRepository, removeDir, type ModelFiles } from '../../helpers/harness.js';
@@ -160,4 +161,40 @@ export function assertCasesAre(results: Map<string, CaseResult> | undefined, nam
   const ran = [...results.keys()].sort();
   const listed = [...names].sort();
   if (JSON.stringify(ran) !== JSON.stringify(listed)) throw new Error(`the script ran [${ran.join(', ')}] but the test lists [${listed.join(', ')}]`);
+}
+
+export interface SuiteOptions {
+  /** Extra `nereid serve` options. */
+  args?: readonly string[];
+  /** Pass the repository path to the script as `repository`. */
+  passRepository?: boolean;
+  timeoutMs?: number;
+}
+
+/**
+ * One describe block per script: a server with `models` (built in the before hook), the script
+ * run once against it, and one test per case name in `cases` (plus one that the script ran
+ * exactly those).
+ */
+export function conformanceSuite(
+  title: string,
+  script: string,
+  models: () => readonly (TestModel | [string, ModelFiles])[],
+  cases: readonly string[],
+  options: SuiteOptions = {},
+): void {
+  describe(title, () => {
+    let srv: ConformanceServer | undefined;
+    let results: Map<string, CaseResult> | undefined;
+    before(async () => {
+      srv = await startConformanceServer(models(), options.args);
+      const extra = options.passRepository ? { repository: srv.repository } : undefined;
+      results = await runCases(script, srv.endpoints, { extra, timeoutMs: options.timeoutMs });
+    });
+    after(async () => {
+      await srv?.stop();
+    });
+    for (const name of cases) it(name, () => assertCasePassed(results, name));
+    it('runs exactly the listed cases', () => assertCasesAre(results, cases));
+  });
 }

@@ -3,10 +3,9 @@
  * datatype, BYTES, binary and JSON tensors, classification, ids, parameters, compression.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { ORT_NODE_DATATYPES, identityModel, simpleIdentityModel, simpleModel, simpleStringModel } from '@nereid/testkit';
 import { modelFiles } from '../../helpers/models.js';
-import { assertCasePassed, assertCasesAre, runCases, startConformanceServer, type CaseResult, type ConformanceServer } from '../helpers/tier.js';
+import { conformanceSuite } from '../helpers/tier.js';
 
 const CASES = [
   'http_infer_simple_binary_and_json',
@@ -35,17 +34,9 @@ function labelledModel(): [string, Record<string, string | Uint8Array>] {
   return ['labelled', modelFiles(model, { config, extra: { 'labels.txt': 'cat\ndog\nbird\nfish\n' } })];
 }
 
-describe('conformance: inference (tritonclient)', () => {
-  let srv: ConformanceServer | undefined;
-  let results: Map<string, CaseResult> | undefined;
-  before(async () => {
-    const identities = ORT_NODE_DATATYPES.map((datatype) => identityModel(datatype, [-1, -1]));
-    srv = await startConformanceServer([simpleModel(), simpleStringModel(), simpleIdentityModel(), ...identities, labelledModel()]);
-    results = await runCases('infer/infer.py', srv.endpoints);
-  });
-  after(async () => {
-    await srv?.stop();
-  });
-  for (const name of CASES) it(name, () => assertCasePassed(results, name));
-  it('runs exactly the listed cases', () => assertCasesAre(results, CASES));
-});
+conformanceSuite(
+  'conformance: inference (tritonclient)',
+  'infer/infer.py',
+  () => [simpleModel(), simpleStringModel(), simpleIdentityModel(), ...ORT_NODE_DATATYPES.map((datatype) => identityModel(datatype, [-1, -1])), labelledModel()],
+  CASES,
+);
