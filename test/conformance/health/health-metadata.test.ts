@@ -1,6 +1,7 @@
 /**
  * Health, metadata and config through Triton's Python client, all four flavours
- * (tritonclient.http / .http.aio / .grpc / .grpc.aio): health_metadata.py.
+ * (tritonclient.http / .http.aio / .grpc / .grpc.aio), and the logging extension:
+ * health_metadata.py.
  */
 import { simpleModel, simpleStringModel } from '@nereid/testkit';
 import { conformanceSuite } from '../helpers/tier.js';
@@ -17,4 +18,6 @@ conformanceSuite('conformance: health and metadata (tritonclient)', 'health/heal
   'http_aio_health_and_metadata',
   'grpc_aio_health_and_metadata',
   'metadata_of_unknown_model',
+  'http_log_settings',
+  'grpc_log_settings',
 ]);

@@ -151,4 +151,28 @@ def metadata_of_unknown_model(ctx):
     )
 
 
+@case
+def http_log_settings(ctx):
+    c = httpclient.InferenceServerClient(ctx["http"])
+    settings = c.get_log_settings()
+    assert settings["log_verbose_level"] == 0 and settings["log_format"] == "default", settings
+    updated = c.update_log_settings({"log_verbose_level": 2, "log_format": "ISO8601"})
+    assert updated["log_verbose_level"] == 2 and updated["log_format"] == "ISO8601", updated
+    assert c.get_log_settings()["log_verbose_level"] == 2
+    c.update_log_settings({"log_verbose_level": 0, "log_format": "default"})
+    expect_error(lambda: c.update_log_settings({"log_format": "xml"}), None, ["log_format"])
+
+
+@case
+def grpc_log_settings(ctx):
+    c = grpcclient.InferenceServerClient(ctx["grpc"])
+    settings = c.get_log_settings(as_json=True)["settings"]
+    assert settings["log_info"]["bool_param"] is True, settings
+    c.update_log_settings({"log_verbose_level": 1, "log_info": True})
+    settings = c.get_log_settings().settings
+    assert settings["log_verbose_level"].uint32_param == 1, settings
+    c.update_log_settings({"log_verbose_level": 0})
+    assert httpclient.InferenceServerClient(ctx["http"]).get_log_settings()["log_verbose_level"] == 0
+
+
 run()

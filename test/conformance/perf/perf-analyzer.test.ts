@@ -1,8 +1,8 @@
 /**
  * Triton's perf_analyzer (the binary of the pinned tritonclient wheel) against Nereid:
  * concurrency and request-rate modes over HTTP and gRPC, sync and async, gRPC streaming, JSON
- * input-data files with validation data (binary and JSON tensor formats, INT32 and BYTES), and
- * the CSV report. Every run must reach a stable measurement and exit 0, and the server-side block
+ * input-data files with validation data (binary and JSON tensor formats, INT32 and BYTES), a
+ * dynamically batching model, and the CSV report. Every run must reach a stable measurement and exit 0, and the server-side block
  * it prints (from our statistics extension) must be consistent with its client-side figures and
  * with the statistics read around the run.
  *
@@ -15,7 +15,7 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { simpleModel, simpleStringModel } from '@nereid/testkit';
+import { mlpModel, simpleModel, simpleStringModel } from '@nereid/testkit';
 import { removeDir } from '../../helpers/harness.js';
 import { VENV_BIN, requireEnvironment, runTool, startConformanceServer, type ConformanceServer, type ToolRun } from '../helpers/tier.js';
 
@@ -62,14 +62,17 @@ function figures(stdout: string): Figures {
   };
 }
 
-/** Checks that the server block agrees with itself and with the client block (batch 1 requests). */
-function assertConsistent(f: Figures, output: string): void {
+/**
+ * Checks that the server block agrees with itself and with the client block (batch-1 requests:
+ * one inference each; one execution each unless the model batches dynamically).
+ */
+function assertConsistent(f: Figures, output: string, batching: boolean): void {
   const { client, server } = f;
   const context = `\n${output}`;
   assert.ok(client.requests > 0 && client.throughput > 0, `no completed requests${context}`);
-  // Batch-1 requests without dynamic batching: one inference and one execution per request.
   assert.equal(server.inferences, server.successes, `inference count ≠ successful requests${context}`);
-  assert.equal(server.executions, server.successes, `execution count ≠ successful requests${context}`);
+  if (batching) assert.ok(server.executions > 0 && server.executions <= server.inferences, `execution count ${server.executions}${context}`);
+  else assert.equal(server.executions, server.successes, `execution count ≠ successful requests${context}`);
   // Both count the same windows, the client by completion time, the server by its counters
   // diffed at the window edges: they differ by at most the requests in flight at the edges.
   const slack = Math.max(8, Math.ceil(client.requests * 0.05));
@@ -88,7 +91,7 @@ describe('conformance: perf_analyzer', () => {
   let work: string | undefined;
   before(async () => {
     requireEnvironment();
-    srv = await startConformanceServer([simpleModel(), simpleStringModel()]);
+    srv = await startConformanceServer([simpleModel(), simpleStringModel(), mlpModel()]);
     work = await mkdtemp(join(tmpdir(), 'nereid-pa-'));
   });
   after(async () => {
@@ -104,7 +107,7 @@ describe('conformance: perf_analyzer', () => {
   }
 
   /** Runs perf_analyzer on `model` with `args`; asserts exit 0 and consistency; returns the run. */
-  async function perf(model: string, protocol: 'http' | 'grpc', args: readonly string[]): Promise<{ run: ToolRun; figures: Figures }> {
+  async function perf(model: string, protocol: 'http' | 'grpc', args: readonly string[], batching = false): Promise<{ run: ToolRun; figures: Figures }> {
     const before = await successes(model);
     const run = await runTool(join(VENV_BIN, 'perf_analyzer'), ['-m', model, '-i', protocol, '-u', srv!.endpoints[protocol], ...STABILITY, ...args], {
       timeoutMs: 120_000,
@@ -114,7 +117,7 @@ describe('conformance: perf_analyzer', () => {
     assert.equal(run.code, 0, `perf_analyzer exited ${run.code}\n${output}`);
     assert.doesNotMatch(run.stdout, /Failed to obtain stable measurement/, output);
     const f = figures(run.stdout);
-    assertConsistent(f, output);
+    assertConsistent(f, output, batching);
     // Everything the run's windows counted happened between these two readings.
     const delta = (await successes(model)) - before;
     assert.ok(delta >= f.server.successes, `statistics grew by ${delta} over the run, perf_analyzer counted ${f.server.successes} in its windows\n${output}`);
@@ -149,6 +152,10 @@ describe('conformance: perf_analyzer', () => {
   it('gRPC streaming, concurrency 2', async () => {
     const { run } = await perf('simple', 'grpc', ['--concurrency-range=2', '--streaming']);
     assert.match(run.stdout, /Request concurrency: 2\n/);
+  });
+
+  it('a dynamically batching model (mlp), concurrency 4, async gRPC: executions no more than inferences', async () => {
+    await perf('mlp', 'grpc', ['--concurrency-range=4', '--async'], true);
   });
 
   it('a JSON input-data file with validation data, sent as JSON tensors over HTTP', async () => {
