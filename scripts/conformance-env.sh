@@ -25,13 +25,15 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 # perf_analyzer needs libcudart.so.12 from the CUDA runtime wheel on the loader path; the tests set
-# the same LD_LIBRARY_PATH (test/conformance/helpers/environment.ts).
+# the same LD_LIBRARY_PATH (test/conformance/helpers/tier.ts). A binary that cannot start is
+# reported with the loader's evidence but does not stop the tier: the client cases still run, and
+# the perf_analyzer and Model Analyzer cases fail with the same error.
 cudart="$(echo "$venv"/lib/python3*/site-packages/nvidia/cuda_runtime/lib)"
 if ! out="$(LD_LIBRARY_PATH="$cudart" "$venv/bin/perf_analyzer" --help 2>&1)" && ! grep -q 'Usage:' <<<"$out"; then
   echo "conformance-env: $venv/bin/perf_analyzer cannot start:" >&2
   echo "$out" | head -5 >&2
   echo "ldd:" >&2
   LD_LIBRARY_PATH="$cudart" ldd "$venv/bin/perf_analyzer" | grep 'not found' >&2 || true
-  exit 1
+  echo "conformance-env: see docs/compatibility.md (Tool versions) for the versions known to run here" >&2
 fi
 echo "conformance-env: $venv ready ($(grep -E '^[a-z]' "$requirements" | paste -sd' '))"

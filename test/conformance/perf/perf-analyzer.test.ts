@@ -63,14 +63,15 @@ function figures(stdout: string): Figures {
 }
 
 /**
- * Checks that the server block agrees with itself and with the client block (batch-1 requests:
- * one inference each; one execution each unless the model batches dynamically).
+ * Checks that the server block agrees with itself and with the client block (requests of
+ * `batchSize` rows: that many inferences each; one execution each unless the model batches
+ * dynamically).
  */
-function assertConsistent(f: Figures, output: string, batching: boolean): void {
+function assertConsistent(f: Figures, output: string, batching: boolean, batchSize: number): void {
   const { client, server } = f;
   const context = `\n${output}`;
   assert.ok(client.requests > 0 && client.throughput > 0, `no completed requests${context}`);
-  assert.equal(server.inferences, server.successes, `inference count ≠ successful requests${context}`);
+  assert.equal(server.inferences, server.successes * batchSize, `inference count ≠ ${batchSize} × successful requests${context}`);
   if (batching) assert.ok(server.executions > 0 && server.executions <= server.inferences, `execution count ${server.executions}${context}`);
   else assert.equal(server.executions, server.successes, `execution count ≠ successful requests${context}`);
   // Both count the same windows, the client by completion time, the server by its counters
@@ -107,7 +108,7 @@ describe('conformance: perf_analyzer', () => {
   }
 
   /** Runs perf_analyzer on `model` with `args`; asserts exit 0 and consistency; returns the run. */
-  async function perf(model: string, protocol: 'http' | 'grpc', args: readonly string[], batching = false): Promise<{ run: ToolRun; figures: Figures }> {
+  async function perf(model: string, protocol: 'http' | 'grpc', args: readonly string[], batching = false, batchSize = 1): Promise<{ run: ToolRun; figures: Figures }> {
     const before = await successes(model);
     const run = await runTool(join(VENV_BIN, 'perf_analyzer'), ['-m', model, '-i', protocol, '-u', srv!.endpoints[protocol], ...STABILITY, ...args], {
       timeoutMs: 120_000,
@@ -117,7 +118,7 @@ describe('conformance: perf_analyzer', () => {
     assert.equal(run.code, 0, `perf_analyzer exited ${run.code}\n${output}`);
     assert.doesNotMatch(run.stdout, /Failed to obtain stable measurement/, output);
     const f = figures(run.stdout);
-    assertConsistent(f, output, batching);
+    assertConsistent(f, output, batching, batchSize);
     // Everything the run's windows counted happened between these two readings.
     const delta = (await successes(model)) - before;
     assert.ok(delta >= f.server.successes, `statistics grew by ${delta} over the run, perf_analyzer counted ${f.server.successes} in its windows\n${output}`);
@@ -135,6 +136,11 @@ describe('conformance: perf_analyzer', () => {
     const { run } = await perf('simple', 'grpc', ['--concurrency-range=2', '--async']);
     assert.match(run.stdout, /Using asynchronous calls for inference/);
     assert.match(run.stdout, /Avg gRPC time: \d+ usec \(\(un\)marshal request\/response \d+ usec \+ response wait \d+ usec\)/);
+  });
+
+  it('HTTP, batch size 4 (-b 4): four inferences per request', async () => {
+    const { run } = await perf('simple', 'http', ['--concurrency-range=1', '-b', '4'], false, 4);
+    assert.match(run.stdout, /Batch size: 4\n/);
   });
 
   it('HTTP, request rate 100/s', async () => {
