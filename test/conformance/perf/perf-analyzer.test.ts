@@ -132,8 +132,8 @@ describe('conformance: perf_analyzer', () => {
     assert.match(run.stdout, /Avg HTTP time: \d+ usec \(send\/recv \d+ usec \+ response wait \d+ usec\)/);
   });
 
-  it('gRPC, concurrency 2, async', async () => {
-    const { run } = await perf('simple', 'grpc', ['--concurrency-range=2', '--async']);
+  it('gRPC, concurrency 2, async, gzip-compressed, with a custom request parameter', async () => {
+    const { run } = await perf('simple', 'grpc', ['--concurrency-range=2', '--async', '--grpc-compression-algorithm=gzip', '--request-parameter=custom:7:int']);
     assert.match(run.stdout, /Using asynchronous calls for inference/);
     assert.match(run.stdout, /Avg gRPC time: \d+ usec \(\(un\)marshal request\/response \d+ usec \+ response wait \d+ usec\)/);
   });
