@@ -14,11 +14,11 @@ if (!existsSync(testkitEntry)) {
   console.error(`make-examples: ${relative(root, testkitEntry)} is missing; run \`npx tsc -b\` first`);
   process.exit(1);
 }
-const { mlpModel, simpleInt8Model, simpleModel, simpleStringModel } = await import(pathToFileURL(testkitEntry).href);
+const { mlpModel, simpleIdentityModel, simpleInt8Model, simpleModel, simpleStringModel } = await import(pathToFileURL(testkitEntry).href);
 
 const repository = join(root, 'examples', 'model_repository');
 
-for (const model of [simpleModel(), simpleStringModel(), simpleInt8Model(), mlpModel()]) {
+for (const model of [simpleModel(), simpleStringModel(), simpleIdentityModel(), simpleInt8Model(), mlpModel()]) {
   const file = join(repository, model.name, '1', 'model.onnx');
   const bytes = Buffer.from(model.onnx.bytes);
   const current = existsSync(file) ? await readFile(file) : undefined;

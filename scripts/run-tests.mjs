@@ -4,7 +4,11 @@
 // Node 20's `node --test DIR` does not expand directories of compiled TypeScript reliably, so the
 // files are listed here explicitly: every `*.test.js` under packages/*/dist and dist/test whose
 // TypeScript source still exists (stale outputs of deleted tests are skipped, not run).
-// Usage: node scripts/run-tests.mjs [substring ...]   (only files whose path contains one)
+// The conformance tier (test/conformance, Triton's own clients and tools; docs/compatibility.md)
+// needs the Python environment of scripts/conformance-env.sh and runs only with --conformance,
+// which runs nothing else.
+// Usage: node scripts/run-tests.mjs [--conformance] [substring ...]   (only files whose path
+// contains one)
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -29,13 +33,17 @@ function walk(dir, out) {
   return out;
 }
 
-const filters = process.argv.slice(2);
+const args = process.argv.slice(2);
+const conformance = args.includes('--conformance');
+const filters = args.filter((a) => a !== '--conformance');
+const conformanceDir = join(root, 'dist', 'test', 'conformance') + '/';
 const files = [];
 let sources = 0;
 for (const [dist, src] of trees) {
   for (const file of walk(dist, [])) {
     const source = join(src, relative(dist, file)).replace(/\.js$/, '.ts');
     if (!existsSync(source)) continue;
+    if (file.startsWith(conformanceDir) !== conformance) continue;
     sources++;
     if (filters.length === 0 || filters.some((f) => file.includes(f))) files.push(file);
   }
@@ -67,7 +75,10 @@ if (files.length === 0) {
 }
 
 console.log(`Running ${files.length} of ${sources} test files`);
-const child = spawn(process.execPath, ['--test', '--test-reporter=spec', ...files], {
+// Conformance files drive the server with external processes (Python clients, perf_analyzer,
+// Model Analyzer) that each want the machine's cores: one file at a time.
+const concurrency = conformance ? ['--test-concurrency=1'] : [];
+const child = spawn(process.execPath, ['--test', '--test-reporter=spec', ...concurrency, ...files], {
   stdio: 'inherit',
   cwd: root,
 });

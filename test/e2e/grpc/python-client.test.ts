@@ -120,8 +120,7 @@ with grpc.insecure_channel(target, options=options) as channel:
         'kind': model_config_pb2.ModelInstanceGroup.Kind.Name(config.instance_group[0].kind),
     }
     try:
-        stub.ModelReady(pb.ModelReadyRequest(name='nope'))
-        result['unknown_model_ready'] = 'no error'
+        result['unknown_model_ready'] = stub.ModelReady(pb.ModelReadyRequest(name='nope')).ready
     except grpc.RpcError as e:
         result['unknown_model_ready'] = e.code().name
     check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
@@ -171,7 +170,7 @@ interface PyResult {
   server: { name: string; version: string; extensions: string[] };
   model_inputs: [string, string, number[]][];
   config: { name: string; max_batch_size: number; input_dims: number[][]; input_types: string[]; kind: string };
-  unknown_model_ready: string;
+  unknown_model_ready: boolean | string;
   health: string;
   infer: PyResponse;
   infer_error: [string, string] | string;
@@ -257,7 +256,7 @@ describe('Python grpcio client with stubs generated from our .proto files', () =
       ['INPUT1', 'INT32', [-1, 16]],
     ]);
     assert.deepEqual(r.config, { name: 'simple', max_batch_size: 8, input_dims: [[16], [16]], input_types: ['TYPE_INT32', 'TYPE_INT32'], kind: 'KIND_CPU' });
-    assert.equal(r.unknown_model_ready, 'NOT_FOUND');
+    assert.equal(r.unknown_model_ready, false);
     assert.equal(r.health, 'SERVING');
   });
 

@@ -64,11 +64,9 @@ describe('health and readiness', () => {
     assert.deepEqual(await unary(client, 'ModelReady', { name: 'multi', version: '2' }), { ready: true });
   });
 
-  it('ModelReady for an unknown model or version is a NOT_FOUND error, not ready=false', async () => {
-    let err = await unaryError(client, 'ModelReady', { name: 'nope', version: '' });
-    assertStatus(err, status.NOT_FOUND, "Request for unknown model: 'nope' is not found");
-    err = await unaryError(client, 'ModelReady', { name: 'simple', version: '7' });
-    assertStatus(err, status.NOT_FOUND, "Request for unknown model: 'simple' version 7 is not found");
+  it('ModelReady for an unknown model or version is ready=false with an OK status, as in Triton (Model Analyzer relies on it)', async () => {
+    assert.deepEqual(await unary(client, 'ModelReady', { name: 'nope', version: '' }), { ready: false });
+    assert.deepEqual(await unary(client, 'ModelReady', { name: 'simple', version: '7' }), { ready: false });
   });
 
   it('a version that is not an integer, or is negative, is INVALID_ARGUMENT for ModelReady, ModelMetadata and ModelConfig', async () => {
@@ -215,12 +213,10 @@ describe('strict readiness with a model that failed to load', () => {
     assert.deepEqual(await unary(failingClient, 'ServerLive', {}), { live: true });
   });
 
-  it('ModelReady: the good model is ready; the failed version is UNAVAILABLE, the failed model NOT_FOUND', async () => {
+  it('ModelReady: the good model is ready; the failed model and its failed version are not (OK status)', async () => {
     assert.deepEqual(await unary(failingClient, 'ModelReady', { name: 'simple', version: '' }), { ready: true });
-    let err = await unaryError(failingClient, 'ModelReady', { name: 'broken', version: '1' });
-    assertStatus(err, status.UNAVAILABLE, "'broken' version 1 is not at ready state");
-    err = await unaryError(failingClient, 'ModelReady', { name: 'broken', version: '' });
-    assertStatus(err, status.NOT_FOUND, "'broken' has no available versions");
+    assert.deepEqual(await unary(failingClient, 'ModelReady', { name: 'broken', version: '1' }), { ready: false });
+    assert.deepEqual(await unary(failingClient, 'ModelReady', { name: 'broken', version: '' }), { ready: false });
   });
 });
 

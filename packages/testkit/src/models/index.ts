@@ -1,5 +1,5 @@
 export type { BuilderOptions, TestModel } from './test-model.js';
-export { simpleInt8Model, simpleModel, simpleStringModel } from './simple.js';
+export { simpleIdentityModel, simpleInt8Model, simpleModel, simpleStringModel } from './simple.js';
 export type { MlpLayer, MlpModel, MlpOptions } from './mlp.js';
 export { MLP_CONFIG_EXTRA, mlpModel } from './mlp.js';
 export { ORT_NODE_DATATYPES, identityModel } from './identity.js';

@@ -16,6 +16,7 @@ import {
   mlpModel,
   noShapeModel,
   scalarOutputModel,
+  simpleIdentityModel,
   simpleInt8Model,
   simpleModel,
   simpleStringModel,
@@ -265,7 +266,7 @@ describe('examples/model_repository', () => {
   // The example configs are committed text; scripts/make-examples.mjs writes the models from
   // these same builders, so the two must agree.
   const repository = fileURLToPath(new URL('../../../../examples/model_repository/', import.meta.url));
-  for (const model of [simpleModel(), simpleStringModel(), simpleInt8Model(), mlpModel()]) {
+  for (const model of [simpleModel(), simpleStringModel(), simpleIdentityModel(), simpleInt8Model(), mlpModel()]) {
     it(`${model.name}/config.pbtxt matches the ${model.name} builder`, async () => {
       assert.equal(await readFile(join(repository, model.name, 'config.pbtxt'), 'utf8'), model.config);
     });

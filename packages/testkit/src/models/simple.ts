@@ -4,6 +4,7 @@
  */
 import { OnnxGraphBuilder, attr } from '../onnx/model-writer.js';
 import { OnnxElemType } from '../onnx/onnx-types.js';
+import { identityModel } from './identity.js';
 import type { BuilderOptions, TestModel } from './test-model.js';
 import { finishModel } from './test-model.js';
 
@@ -57,4 +58,12 @@ export function simpleInt8Model(options: BuilderOptions = {}): TestModel {
     .node('Sub', ['INPUT0', 'INPUT1'], ['OUTPUT1']);
   // Add and Sub take INT8 from opset 14 on.
   return finishModel(g, options.name ?? 'simple_int8', options.maxBatchSize ?? 8, { opsets: [{ domain: '', version: 14 }], ...options.model });
+}
+
+/**
+ * Triton's `simple_identity`: STRING [-1, -1] → Identity (config: max_batch_size 8, dims [-1]),
+ * so any BYTES content, UTF-8 or not, comes back unchanged.
+ */
+export function simpleIdentityModel(options: BuilderOptions = {}): TestModel {
+  return identityModel('BYTES', [-1, -1], { ...options, name: options.name ?? 'simple_identity' });
 }

@@ -9,6 +9,7 @@
  * instances (ONNX Runtime's own default, all cores per session, oversubscribes the CPU as soon as
  * a model has two instances).
  */
+import { isUtf8 } from 'node:buffer';
 import { availableParallelism } from 'node:os';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -238,7 +239,9 @@ class OnnxInstance implements BackendInstance {
     this.#worker.postMessage({ kind: 'runs', runs } satisfies RunsMessage, transfer);
   }
 
-  async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
+  async execute(batch: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
+    const requests = withCarriableStrings(batch, this.#config.name);
+    if (requests.length === 0) return;
     if (!this.#isReady) {
       if (this.#worker === undefined) await this.start();
       else await this.#ready;
@@ -349,3 +352,48 @@ export const onnxRuntimeBackend: Backend = {
     return new OnnxModel(ctx, file);
   },
 };
+
+/**
+ * The requests of `batch` whose BYTES inputs ONNX Runtime's Node binding can carry; each other
+ * request is answered INPUT_BYTES_UNSUPPORTED and left out. The binding passes STRING elements
+ * as JavaScript strings, so an element that is not valid UTF-8 or holds a NUL byte would reach the
+ * model changed (replacement characters, or cut at the NUL) instead of failing.
+ */
+function withCarriableStrings(batch: readonly BackendRequest[], model: string): readonly BackendRequest[] {
+  let kept: BackendRequest[] | undefined;
+  for (let i = 0; i < batch.length; i++) {
+    const request = batch[i]!;
+    const problem = uncarriableString(request, model);
+    if (problem !== undefined) {
+      kept ??= batch.slice(0, i);
+      request.respond(problem);
+    } else if (kept !== undefined) {
+      kept.push(request);
+    }
+  }
+  return kept ?? batch;
+}
+
+function uncarriableString(request: BackendRequest, model: string): NereidError | undefined {
+  for (const [name, tensor] of request.inputs) {
+    if (tensor.datatype !== 'BYTES') continue;
+    const data = tensor.data;
+    const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+    let element = 0;
+    for (let offset = 0; offset + 4 <= data.byteLength; element++) {
+      const length = view.getUint32(offset, true);
+      const bytes = data.subarray(offset + 4, offset + 4 + length);
+      offset += 4 + length;
+      const nul = bytes.indexOf(0) !== -1;
+      if (nul || !isUtf8(bytes)) {
+        return new NereidError(
+          'INPUT_BYTES_UNSUPPORTED',
+          `input '${name}' of model '${model}': element ${element} ${nul ? 'contains a NUL byte' : 'is not valid UTF-8'}, ` +
+            'which the onnxruntime backend cannot pass to an ONNX STRING tensor unchanged; send UTF-8 text without NUL ' +
+            'characters (for example base64-encode binary content)',
+        );
+      }
+    }
+  }
+  return undefined;
+}

@@ -231,7 +231,7 @@ export class GrpcFrontend {
         return { ready: server.isReady() };
       }),
       ModelReady: unary<pb.ModelReadyRequest, pb.ModelReadyResponse>((r) => ({
-        ready: server.isModelReady(r.name, requestedVersion(r.name, r.version)),
+        ready: modelReady(server, r.name, requestedVersion(r.name, r.version)),
       })),
       ServerMetadata: unary<pb.ServerMetadataRequest, pb.ServerMetadataResponse>(() => server.metadata()),
       ModelMetadata: unary<pb.ModelMetadataRequest, pb.ModelMetadataResponse>((r) => {
@@ -301,4 +301,22 @@ export class GrpcFrontend {
       status: serving ? healthPb.HealthCheckResponse_ServingStatus.SERVING : healthPb.HealthCheckResponse_ServingStatus.NOT_SERVING,
     });
   };
+}
+
+/** Lookup failures (protocol.md §2.1) that ModelReady answers as `ready: false`. */
+const NOT_READY_LOOKUPS: ReadonlySet<string> = new Set(['MODEL_NOT_FOUND', 'MODEL_VERSION_NOT_FOUND', 'MODEL_NO_READY_VERSION', 'MODEL_VERSION_NOT_READY']);
+
+/**
+ * ModelReady's answer. Triton's ModelIsReady reports a model or version it cannot resolve as
+ * not ready, with an OK status, and Model Analyzer relies on it: in remote mode it asks ModelReady
+ * for every entry of the repository index, loaded or not, and stops on an RPC error
+ * (docs/compatibility.md). An invalid version string and a server that is not ready stay errors.
+ */
+function modelReady(server: Server, model: string, version: string | undefined): boolean {
+  try {
+    return server.isModelReady(model, version);
+  } catch (err) {
+    if (err instanceof NereidError && NOT_READY_LOOKUPS.has(err.code)) return false;
+    throw err;
+  }
 }
