@@ -169,8 +169,9 @@ export class GrpcClient {
   }
 
   /**
-   * Whether the model (version) is ready. The server answers `false` for a model or version it
-   * cannot resolve, as Triton does; an invalid version string is an error (INVALID_ARGUMENT).
+   * Whether the model (version) is ready. A model no repository holds is an error (NOT_FOUND), as
+   * with Triton's Python client (protocol.md §7.4 item 6); a model the repository knows that cannot
+   * serve that version answers `false`; an invalid version string is an error (INVALID_ARGUMENT).
    */
   async isModelReady(model: string, version?: string, options?: GrpcCallOptions): Promise<boolean> {
     return (await this.#unary(GRPC_INFERENCE_SERVICE.ModelReady, { name: model, version: version ?? '' }, options)).ready;

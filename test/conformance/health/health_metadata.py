@@ -3,7 +3,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from conformance import case, expect_error, run  # noqa: E402
+from conformance import case, expect_error, expect_error_async, run  # noqa: E402
 
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.grpc.aio as grpcaio  # noqa: E402
@@ -36,9 +36,10 @@ def grpc_health(ctx):
     assert c.is_server_ready()
     assert c.is_model_ready("simple")
     assert c.is_model_ready("simple", "1")
-    # Triton answers ready=false (no error) for a model or version it cannot resolve; Model
-    # Analyzer asks this for every entry of the repository index.
-    assert not c.is_model_ready("no_such_model")
+    # A name no repository holds is NOT_FOUND, which the client raises (protocol.md §4.8); a model
+    # the repository knows but cannot serve in that version is ready=false with an OK status, as
+    # Triton's ModelIsReady answers (Model Analyzer asks this for every repository index entry).
+    expect_error(lambda: c.is_model_ready("no_such_model"), "StatusCode.NOT_FOUND", ["Request for unknown model: 'no_such_model' is not found"])
     assert not c.is_model_ready("simple", "7")
 
 
@@ -128,7 +129,7 @@ async def grpc_aio_health_and_metadata(ctx):
         assert await c.is_server_live()
         assert await c.is_server_ready()
         assert await c.is_model_ready("simple_string")
-        assert not await c.is_model_ready("no_such_model")
+        await expect_error_async(c.is_model_ready("no_such_model"), "StatusCode.NOT_FOUND")
         md = await c.get_model_metadata("simple_string")
         assert [t.datatype for t in md.inputs] == ["BYTES", "BYTES"]
         cfg = await c.get_model_config("simple_string", as_json=True)

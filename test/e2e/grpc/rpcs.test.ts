@@ -64,8 +64,9 @@ describe('health and readiness', () => {
     assert.deepEqual(await unary(client, 'ModelReady', { name: 'multi', version: '2' }), { ready: true });
   });
 
-  it('ModelReady for an unknown model or version is ready=false with an OK status, as in Triton (Model Analyzer relies on it)', async () => {
-    assert.deepEqual(await unary(client, 'ModelReady', { name: 'nope', version: '' }), { ready: false });
+  it('ModelReady for a name no repository holds is a NOT_FOUND error; for an absent version of a known model ready=false', async () => {
+    const err = await unaryError(client, 'ModelReady', { name: 'nope', version: '' });
+    assertStatus(err, status.NOT_FOUND, "Request for unknown model: 'nope' is not found");
     assert.deepEqual(await unary(client, 'ModelReady', { name: 'simple', version: '7' }), { ready: false });
   });
 

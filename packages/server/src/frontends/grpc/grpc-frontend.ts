@@ -230,8 +230,8 @@ export class GrpcFrontend {
         if (server.exiting) throw new NereidError('SERVER_STOPPING', 'Server exiting');
         return { ready: server.isReady() };
       }),
-      ModelReady: unary<pb.ModelReadyRequest, pb.ModelReadyResponse>((r) => ({
-        ready: modelReady(server, r.name, requestedVersion(r.name, r.version)),
+      ModelReady: unary<pb.ModelReadyRequest, pb.ModelReadyResponse>(async (r) => ({
+        ready: await modelReady(server, r.name, requestedVersion(r.name, r.version)),
       })),
       ServerMetadata: unary<pb.ServerMetadataRequest, pb.ServerMetadataResponse>(() => server.metadata()),
       ModelMetadata: unary<pb.ModelMetadataRequest, pb.ModelMetadataResponse>((r) => {
@@ -303,20 +303,24 @@ export class GrpcFrontend {
   };
 }
 
-/** Lookup failures (protocol.md §2.1) that ModelReady answers as `ready: false`. */
+/** Lookup failures of a model the repository knows that ModelReady answers as `ready: false`. */
 const NOT_READY_LOOKUPS: ReadonlySet<string> = new Set(['MODEL_NOT_FOUND', 'MODEL_VERSION_NOT_FOUND', 'MODEL_NO_READY_VERSION', 'MODEL_VERSION_NOT_READY']);
 
 /**
- * ModelReady's answer. Triton's ModelIsReady reports a model or version it cannot resolve as
- * not ready, with an OK status, and Model Analyzer relies on it: in remote mode it asks ModelReady
- * for every entry of the repository index, loaded or not, and stops on an RPC error
+ * ModelReady's answer. A name no repository holds and no load created is the NOT_FOUND error of
+ * protocol.md §4.8 (the Python client raises it). A model the repository knows — listed by the
+ * repository index, loaded or not, failed, or with a version that is absent or not READY — is
+ * answered `ready: false` with an OK status, as Triton's ModelIsReady does: Model Analyzer's
+ * remote mode asks ModelReady for every index entry and stops on an RPC error
  * (docs/compatibility.md). An invalid version string and a server that is not ready stay errors.
  */
-function modelReady(server: Server, model: string, version: string | undefined): boolean {
+async function modelReady(server: Server, model: string, version: string | undefined): Promise<boolean> {
   try {
     return server.isModelReady(model, version);
   } catch (err) {
-    if (err instanceof NereidError && NOT_READY_LOOKUPS.has(err.code)) return false;
+    if (!(err instanceof NereidError) || !NOT_READY_LOOKUPS.has(err.code)) throw err;
+    const index = await server.repositoryIndex();
+    if (index.some((entry) => entry.name === model)) return false;
     throw err;
   }
 }
