@@ -8,8 +8,11 @@
  * Live updates: a reload loads new copies of the versions that changed beside the serving ones;
  * only when every new copy is ready are they switched in, all in one synchronous step, so that a
  * request resolves either to the old set or to the new one. Retired copies are unloaded in the
- * background (`Servable.unload` finishes their in-flight and queued requests first). A failed
- * reload discards what it made and leaves the serving copies as they were.
+ * background (`Servable.unload` finishes their in-flight and queued requests first). A version
+ * whose configuration changed only in its instance groups may instead be updated in place
+ * (`VersionFactory.updateInPlace`): the update is prepared beside the serving copy and committed
+ * in the same synchronous step. A failed reload discards what it made (new copies and prepared
+ * updates) and leaves the serving copies as they were.
  *
  * Concurrency: operations on one model (load, unload, a poll's reload) run one at a time, in
  * arrival order; operations on different models run in parallel, their loads bounded by the load
