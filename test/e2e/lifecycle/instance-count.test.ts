@@ -235,6 +235,15 @@ describe('instance count changes, instance by instance (probe backend)', () => {
     assert.equal(probe.modelsCreated, 1);
     assert.equal(probe.instancesCreated, 4);
     assert.equal(probe.liveInstances, 4);
+    assert.deepEqual(
+      probe.instanceSpecs.map((spec) => [spec.name, spec.instanceCount]),
+      [['p_0_0', 2], ['p_0_1', 2], ['p_0_2', 4], ['p_0_3', 4]],
+      'new instances are told the new instance count',
+    );
+    const effective = server.modelEffectiveConfig('p');
+    assert.equal(effective.source, 'override');
+    assert.equal((effective.config['instance_group'] as { count: number }[])[0]!.count, 4);
+    assert.equal(effective.provenance['instance_group[0].count'], 'override');
     for (const instance of ['p_0_2', 'p_0_3']) {
       const runs = probe.executionsOf('p').get(instance);
       assert.deepEqual(runs, [WARMUP_BATCH], `instance ${instance} ran its warmup, and only that, before serving`);

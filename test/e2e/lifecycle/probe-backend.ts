@@ -13,7 +13,7 @@
  * Models use `backend: "probe"`, INT32 `IN` [1] → `OUT` [1] (OUT = IN).
  */
 import { NereidError } from '@nereid/protocol';
-import { BACKEND_SPI_VERSION, type Backend, type BackendRequest } from '@nereid/server';
+import { BACKEND_SPI_VERSION, type Backend, type BackendRequest, type InstanceSpec } from '@nereid/server';
 
 export interface ProbeExecution {
   readonly model: string;
@@ -28,6 +28,8 @@ export class ProbeBackend {
   modelsReleased = 0;
   instancesCreated = 0;
   instancesReleased = 0;
+  /** The spec of every instance created, in order. */
+  readonly instanceSpecs: InstanceSpec[] = [];
   /** While true, `createInstance` fails. */
   failCreate = false;
   #gate: Promise<void> | undefined;
@@ -66,6 +68,7 @@ export class ProbeBackend {
             await sleep(createDelay);
             if (self.failCreate) throw new NereidError('MODEL_LOAD_FAILED', `probe model '${ctx.name}' was told to fail creating instance '${spec.name}'`);
             self.instancesCreated++;
+            self.instanceSpecs.push(spec);
             return {
               async execute(requests: readonly BackendRequest[]) {
                 self.executions.push({ model: ctx.name, instance: spec.name, batchSize: requests.length });
