@@ -101,6 +101,16 @@ describe('nereid serve: argument errors', () => {
     assert.match(r.stderr, /option '--exit-on-error' needs a value/);
   });
 
+  it('--model-namespacing=true is refused as not supported; false (the default) is accepted', async () => {
+    const { exit, stderr } = await runNereid(['serve', `--model-repository=${repo}`, '--model-namespacing=true']);
+    assert.notEqual(exit.code, 0);
+    assert.match(stderr, /--model-namespacing=true is not supported by this version of Nereid: a model name must be unique across the --model-repository roots/);
+    const r = await runNereid(['serve', `--model-repository=${repo}`, '--model-namespacing=false', '--model-load-retry-count=-1']);
+    assert.notEqual(r.exit.code, 0);
+    assert.doesNotMatch(r.stderr, /model-namespacing/);
+    assert.match(r.stderr, /--model-load-retry-count expects an integer >= 0, got '-1'/);
+  });
+
   it('an HTTP port already in use exits non-zero naming the address', async () => {
     const blocker = createServer();
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));

@@ -7,10 +7,13 @@
  *   execute_delay_ms  each execution takes this long
  *   fail_execute      "true": every execution fails
  *
+ * and faults and pauses set by the test: `failCreate` (instance creation fails), `hold()` /
+ * `release()` (executions wait until released).
+ *
  * Models use `backend: "probe"`, INT32 `IN` [1] → `OUT` [1] (OUT = IN).
  */
 import { NereidError } from '@nereid/protocol';
-import { BACKEND_SPI_VERSION, type Backend, type BackendRequest } from '@nereid/server';
+import { BACKEND_SPI_VERSION, type Backend, type BackendRequest, type InstanceSpec } from '@nereid/server';
 
 export interface ProbeExecution {
   readonly model: string;
@@ -25,6 +28,29 @@ export class ProbeBackend {
   modelsReleased = 0;
   instancesCreated = 0;
   instancesReleased = 0;
+  /** The spec of every instance created, in order. */
+  readonly instanceSpecs: InstanceSpec[] = [];
+  /** While true, `createInstance` fails. */
+  failCreate = false;
+  #gate: Promise<void> | undefined;
+  #open: (() => void) | undefined;
+
+  /** Executions that start from now on wait (after being recorded) until `release()`. */
+  hold(): void {
+    this.#gate ??= new Promise((resolve) => (this.#open = resolve));
+  }
+
+  /** Lets held executions go on; later ones run at once. */
+  release(): void {
+    this.#open?.();
+    this.#gate = undefined;
+    this.#open = undefined;
+  }
+
+  /** Instances created and not yet released. */
+  get liveInstances(): number {
+    return this.instancesCreated - this.instancesReleased;
+  }
 
   constructor() {
     const self = this;
@@ -40,10 +66,14 @@ export class ProbeBackend {
         return {
           async createInstance(spec) {
             await sleep(createDelay);
+            if (self.failCreate) throw new NereidError('MODEL_LOAD_FAILED', `probe model '${ctx.name}' was told to fail creating instance '${spec.name}'`);
             self.instancesCreated++;
+            self.instanceSpecs.push(spec);
             return {
               async execute(requests: readonly BackendRequest[]) {
                 self.executions.push({ model: ctx.name, instance: spec.name, batchSize: requests.length });
+                const gate = self.#gate;
+                if (gate !== undefined) await gate;
                 await sleep(executeDelay);
                 if (fail) throw new NereidError('BACKEND_ERROR', `probe model '${ctx.name}' was told to fail`);
                 for (const r of requests) {

@@ -24,6 +24,8 @@ export interface ServeOptions {
   autoCompleteConfig: boolean;
   modelConfigName: string;
   modelLoadThreadCount: number;
+  /** `--model-load-retry-count`: extra attempts of a version load that fails. */
+  modelLoadRetryCount: number;
   id: string;
   backendConfig: Map<string, Record<string, string>>;
   allowHttp: boolean;
@@ -179,6 +181,19 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
     },
   },
   'model-load-thread-count': { kind: 'int', apply: (o, v, n) => (o.modelLoadThreadCount = parseInt(n, v, 1)) },
+  'model-load-retry-count': { kind: 'int', apply: (o, v, n) => (o.modelLoadRetryCount = parseInt(n, v)) },
+  'model-namespacing': {
+    kind: 'bool',
+    apply: (_o, v, n) => {
+      if (parseBool(n, v)) {
+        throw new NereidError(
+          'REQUEST_PARAMETER',
+          `--${n}=true is not supported by this version of Nereid: a model name must be unique across the --model-repository roots ` +
+            `(a name found in two of them is reported UNAVAILABLE); rename one of the models or serve the repositories from separate servers`,
+        );
+      }
+    },
+  },
   id: { kind: 'string', apply: (o, v) => (o.id = v) },
   'backend-config': {
     kind: 'string',
@@ -247,8 +262,6 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
 
 /** tritonserver options accepted so that existing command lines run, with no effect yet. */
 const ACCEPTED: Record<string, Kind> = {
-  'model-load-retry-count': 'int',
-  'model-namespacing': 'bool',
   'backend-directory': 'string',
   'repoagent-directory': 'string',
   'reuse-http-port': 'bool',
@@ -306,6 +319,7 @@ export function defaultServeOptions(): ServeOptions {
     autoCompleteConfig: true,
     modelConfigName: '',
     modelLoadThreadCount: 4,
+    modelLoadRetryCount: 0,
     id: 'triton',
     backendConfig: new Map(),
     allowHttp: true,

@@ -56,6 +56,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     autoCompleteConfig: options.autoCompleteConfig,
     modelConfigName: options.modelConfigName,
     modelLoadThreadCount: options.modelLoadThreadCount,
+    modelLoadRetryCount: options.modelLoadRetryCount,
     modelControlMode: options.modelControlMode,
     loadModels: options.loadModels,
     repositoryPollSecs: options.repositoryPollSecs,

@@ -6,7 +6,7 @@ import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendRegistry } from '../backends/registry.js';
 import type { BackendModel, InstanceSpec } from '../backends/spi.js';
 import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages } from '../config/index.js';
-import type { ModelConfig } from '../config/model-config.js';
+import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
 import {
   LOAD_PHASES,
@@ -19,7 +19,7 @@ import {
   type VersionHistograms,
 } from '../observability/metrics.js';
 import type { PreparedModel } from '../repository/config-loader.js';
-import type { Servable, VersionFactory } from '../repository/model-manager.js';
+import type { PendingUpdate, Servable, VersionFactory } from '../repository/model-manager.js';
 import { ModelStatistics } from '../observability/model-statistics.js';
 import { DirectScheduler } from '../scheduling/direct-scheduler.js';
 import { DynamicBatcher } from '../scheduling/dynamic-batcher.js';
@@ -28,7 +28,7 @@ import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
 import { backendSettings, completeVersionConfig, modelContext } from './version-config.js';
-import { prepareWarmup, runWarmup } from './warmup.js';
+import { prepareWarmup, runWarmup, type WarmupSample } from './warmup.js';
 
 /** Seconds since `start` (a process.hrtime.bigint() reading). */
 function secondsSince(start: bigint): number {
@@ -48,10 +48,99 @@ function phaseList<P extends string>(order: readonly P[], phases: Partial<Record
     .join(', ');
 }
 
+/** What every runner of a version shares. */
+interface RunnerContext {
+  readonly backendName: string;
+  readonly backendModel: BackendModel;
+  readonly decoupled: boolean;
+  readonly stats: ModelStatistics;
+  readonly rateLimiter: RateLimiter | undefined;
+}
+
+/** An instance to create: its spec and the group it belongs to. */
+interface PlannedInstance {
+  readonly spec: InstanceSpec;
+  readonly group: ModelInstanceGroup;
+}
+
+/** A runner and whether it takes work from the scheduler (passive instances do not). */
+interface MadeRunner {
+  readonly runner: InstanceRunner;
+  readonly passive: boolean;
+}
+
+/**
+ * Creates the planned instances in parallel, each with its runner. All or nothing: when one
+ * fails, the ones created are unloaded and the first failure is thrown as MODEL_LOAD_FAILED.
+ */
+async function createRunners(ctx: RunnerContext, planned: readonly PlannedInstance[]): Promise<MadeRunner[]> {
+  const created = await Promise.allSettled(planned.map((p) => ctx.backendModel.createInstance(p.spec)));
+  const made: MadeRunner[] = [];
+  created.forEach((c, i) => {
+    if (c.status !== 'fulfilled') return;
+    const { spec, group } = planned[i]!;
+    const limiter = ctx.rateLimiter;
+    const runner = new InstanceRunner(spec, c.value, ctx.backendName, {
+      decoupled: ctx.decoupled,
+      observer: ctx.stats,
+      ...(limiter ? { rateLimiter: limiter, resources: group.rate_limiter?.resources ?? [], priority: group.rate_limiter?.priority ?? 1 } : {}),
+    });
+    made.push({ runner, passive: group.passive });
+  });
+  const failure = created.find((c): c is PromiseRejectedResult => c.status === 'rejected');
+  if (failure) {
+    await Promise.allSettled(made.map((m) => m.runner.unload()));
+    throw toNereidError(failure.reason, 'MODEL_LOAD_FAILED');
+  }
+  return made;
+}
+
+/** Registers runners with the rate limiter; all or nothing. */
+function registerRunners(limiter: RateLimiter | undefined, runners: readonly InstanceRunner[], model: string): void {
+  if (limiter === undefined) return;
+  const registered: InstanceRunner[] = [];
+  try {
+    for (const r of runners) {
+      limiter.register(r.limited, model);
+      registered.push(r);
+    }
+  } catch (err) {
+    for (const r of registered) limiter.unregister(r.limited);
+    throw err;
+  }
+}
+
+/** Instances of every group of `config`, named `<group>_<index>` (§2.10), from index `from[group]` on. */
+function planInstances(config: ModelConfig, from: ReadonlyMap<string, number> = new Map()): PlannedInstance[] {
+  const total = config.instance_group.reduce((n, g) => n + g.count, 0);
+  const planned: PlannedInstance[] = [];
+  for (const group of config.instance_group) {
+    if (group.kind === 'KIND_AUTO') throw new NereidError('INTERNAL', `instance group '${group.name}' was not normalised`);
+    for (let c = from.get(group.name) ?? 0; c < group.count; c++) {
+      planned.push({ spec: { name: `${group.name}_${c}`, groupName: group.name, kind: group.kind, deviceId: 0, instanceCount: total }, group });
+    }
+  }
+  return planned;
+}
+
+/**
+ * How each instance group's count changes from `current` to `next`, when that is all that
+ * changes (models-and-scheduling.md §1.10: the version policy may change too, as it shapes no
+ * version); undefined when anything else differs (a group's other settings, the set of groups,
+ * any other field), which needs a full reload.
+ */
+export function instanceCountChange(current: ModelConfig, next: ModelConfig): { group: string; from: number; to: number }[] | undefined {
+  const shape = (c: ModelConfig) => {
+    const { version_policy: _policy, instance_group, ...rest } = c;
+    return JSON.stringify({ ...rest, instance_group: instance_group.map((g) => ({ ...g, count: 0 })) });
+  };
+  if (current.instance_group.length !== next.instance_group.length || shape(current) !== shape(next)) return undefined;
+  return next.instance_group.map((g, i) => ({ group: g.name, from: current.instance_group[i]!.count, to: g.count }));
+}
+
 export class ModelVersion implements Servable, MeteredVersion {
   readonly name: string;
   readonly version: number;
-  readonly config: ModelConfig;
   readonly io: ModelIOSpec;
   /** Label lines per output with a `label_filename` (classification, protocol.md §3.11). */
   readonly labels: ReadonlyMap<string, readonly string[]>;
@@ -64,11 +153,14 @@ export class ModelVersion implements Servable, MeteredVersion {
   readonly loadPhases: PhaseDurations<LoadPhase>;
   /** This version's metric histograms, when the server enables any (see `ServerMetrics`). */
   readonly histograms: VersionHistograms | undefined;
-  readonly #runners: readonly InstanceRunner[];
-  readonly #backendModel: BackendModel;
-  readonly #rateLimiter: RateLimiter | undefined;
-  readonly #stages: ConfigStages;
+  /** Every instance serving this version (passive ones included), in creation order. */
+  #runners: MadeRunner[];
+  readonly #runnerContext: RunnerContext;
+  #config: ModelConfig;
+  #stages: ConfigStages;
   readonly #logger: Logger;
+  /** Instances removed in place that are finishing their batches before they are released. */
+  readonly #retiring = new Set<Promise<void>>();
   readonly #onUnloaded: ((version: ModelVersion, phases: PhaseDurations<UnloadPhase>, totalSecs: number) => void) | undefined;
   #provenance: Record<string, ConfigOrigin> | undefined;
   #unloadPhases: PhaseDurations<UnloadPhase> | undefined;
@@ -79,10 +171,8 @@ export class ModelVersion implements Servable, MeteredVersion {
     version: number;
     labels: Map<string, string[]>;
     scheduler: Scheduler;
-    runners: InstanceRunner[];
-    backendModel: BackendModel;
-    stats: ModelStatistics;
-    rateLimiter: RateLimiter | undefined;
+    runners: MadeRunner[];
+    runnerContext: RunnerContext;
     loadDurationSecs: number;
     loadPhases: PhaseDurations<LoadPhase>;
     histograms: VersionHistograms | undefined;
@@ -92,20 +182,34 @@ export class ModelVersion implements Servable, MeteredVersion {
   }) {
     this.name = init.config.name;
     this.version = init.version;
-    this.config = init.config;
+    this.#config = init.config;
     this.io = buildIOSpec(init.config, init.version);
     this.labels = init.labels;
     this.scheduler = init.scheduler;
-    this.stats = init.stats;
+    this.stats = init.runnerContext.stats;
     this.loadDurationSecs = init.loadDurationSecs;
     this.loadPhases = init.loadPhases;
     this.histograms = init.histograms;
     this.#stages = init.stages;
     this.#logger = init.logger;
     this.#onUnloaded = init.onUnloaded;
-    this.#rateLimiter = init.rateLimiter;
+    this.#runnerContext = init.runnerContext;
     this.#runners = init.runners;
-    this.#backendModel = init.backendModel;
+  }
+
+  /**
+   * The configuration the version serves with. It changes only through an in-place instance
+   * update (`prepareInstanceUpdate`), and then only in instance counts and the version policy.
+   */
+  get config(): ModelConfig {
+    return this.#config;
+  }
+
+  /** Instances serving this version now, per instance group name. */
+  get instanceCounts(): ReadonlyMap<string, number> {
+    const counts = new Map<string, number>();
+    for (const { runner } of this.#runners) counts.set(runner.spec.groupName, (counts.get(runner.spec.groupName) ?? 0) + 1);
+    return counts;
   }
 
   /** `platform` if set, else `backend` (protocol.md §3.5). */
@@ -127,6 +231,88 @@ export class ModelVersion implements Servable, MeteredVersion {
     return this.#stages.sourceKind;
   }
 
+  /**
+   * Prepares an in-place change of instance counts to `config` (models-and-scheduling.md §1.10)
+   * while the version keeps serving with the instances it has: creates the extra instances of
+   * each group that grows and runs `samples` (warmup) on them. Returns undefined when `config`
+   * differs from the serving configuration in more than instance counts and the version policy.
+   * Rejects with the load error when an instance cannot be created or warmed up, after releasing
+   * what it created; the version is then unchanged.
+   *
+   * The update returned must be committed or discarded before another is prepared. `commit` is
+   * synchronous: the surplus instances of each shrinking group (the last created first) take no
+   * new work, the new ones take work, `config` becomes the serving configuration; the surplus
+   * instances are released in the background once they finish what they hold (`unload` waits
+   * for them). Statistics carry on.
+   */
+  async prepareInstanceUpdate(config: ModelConfig, stages: ConfigStages, samples: readonly WarmupSample[]): Promise<PendingUpdate | undefined> {
+    const change = instanceCountChange(this.#config, config);
+    if (change === undefined) return undefined;
+    if (this.#unloading !== undefined) {
+      throw new NereidError('MODEL_LOAD_FAILED', `model '${this.name}' version ${this.version} is unloading; its instances cannot change`);
+    }
+    const start = process.hrtime.bigint();
+    const counts = this.instanceCounts;
+    const ctx = this.#runnerContext;
+    const made = await createRunners(ctx, planInstances(config, counts));
+    try {
+      await runWarmup(config, samples, made.map((m) => m.runner));
+      registerRunners(ctx.rateLimiter, made.map((m) => m.runner), this.name);
+    } catch (err) {
+      await Promise.allSettled(made.map((m) => m.runner.unload()));
+      throw err;
+    }
+    const prepareSecs = secondsSince(start);
+    const removed: MadeRunner[] = [];
+    for (const { group, to } of change) {
+      const members = this.#runners.filter((m) => m.runner.spec.groupName === group);
+      removed.push(...members.slice(to));
+    }
+    let settled = false;
+    const settle = () => {
+      if (settled) throw new NereidError('INTERNAL', `the instance update of model '${this.name}' version ${this.version} was already settled`);
+      settled = true;
+    };
+    return {
+      commit: () => {
+        settle();
+        this.#runners = [...this.#runners.filter((m) => !removed.includes(m)), ...made];
+        this.scheduler.removeInstances(removed.filter((m) => !m.passive).map((m) => m.runner));
+        this.scheduler.addInstances(made.filter((m) => !m.passive).map((m) => m.runner));
+        this.#config = config;
+        this.#stages = stages;
+        this.#provenance = undefined;
+        for (const m of removed) this.#retire(m.runner);
+        const groups = change.map((c) => `group '${c.group}' ${c.from} → ${c.to}`).join(', ');
+        this.#logger.info(
+          `updated model '${this.name}' version ${this.version} in place in ${ms(prepareSecs)}: instances ${groups}` +
+            ` (${made.length} created and warmed up, ${removed.length} removed)`,
+        );
+      },
+      discard: async () => {
+        settle();
+        for (const m of made) ctx.rateLimiter?.unregister(m.runner.limited);
+        await Promise.allSettled(made.map((m) => m.runner.unload()));
+      },
+    };
+  }
+
+  /** An instance removed in place: released once it holds no batch (its scheduler no longer gives it any). */
+  #retire(runner: InstanceRunner): void {
+    const job: Promise<void> = (async () => {
+      await runner.idle();
+      this.#runnerContext.rateLimiter?.unregister(runner.limited);
+      await runner.unload();
+    })()
+      .catch((err: unknown) => {
+        this.#logger.error(
+          `model '${this.name}' version ${this.version}: releasing removed instance '${runner.spec.name}' failed: ${toNereidError(err).message}`,
+        );
+      })
+      .finally(() => this.#retiring.delete(job));
+    this.#retiring.add(job);
+  }
+
   /** The unload's duration per phase, seconds, once `unload()` has finished. */
   get unloadPhases(): PhaseDurations<UnloadPhase> | undefined {
     return this.#unloadPhases;
@@ -144,10 +330,12 @@ export class ModelVersion implements Servable, MeteredVersion {
       await this.scheduler.drain();
       const drain = secondsSince(start);
       const released = process.hrtime.bigint();
-      for (const r of this.#runners) this.#rateLimiter?.unregister(r.limited);
-      const results = await Promise.allSettled(this.#runners.map((r) => r.unload()));
+      // Instances removed in place are idle once the scheduler drained; they go first.
+      const results = await Promise.allSettled([...this.#retiring]);
+      for (const { runner } of this.#runners) this.#runnerContext.rateLimiter?.unregister(runner.limited);
+      results.push(...(await Promise.allSettled(this.#runners.map(({ runner }) => runner.unload()))));
       // The backend model goes after its instances (backends/spi.ts).
-      results.push(...(await Promise.allSettled([this.#backendModel.unload()])));
+      results.push(...(await Promise.allSettled([this.#runnerContext.backendModel.unload()])));
       const phases = { drain, release: secondsSince(released) };
       const total = secondsSince(start);
       this.#unloadPhases = phases;
@@ -211,25 +399,25 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       endPhase('backend_init');
 
       const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger));
-      const runners: InstanceRunner[] = [];
+      let made: MadeRunner[] = [];
       try {
-        const built = await this.#instances(config, version, backend.name, backendModel, runners);
+        const stats = new ModelStatistics(name, version);
+        const histograms = this.#options.metrics?.histogramsFor(config, stats);
+        const limiter = this.#options.rateLimiter;
+        const runnerContext: RunnerContext = {
+          backendName: backend.name,
+          backendModel,
+          decoupled: config.model_transaction_policy?.decoupled ?? false,
+          stats,
+          rateLimiter: limiter,
+        };
+        made = await createRunners(runnerContext, planInstances(config));
+        const runners = made.map((m) => m.runner);
+        const active = made.filter((m) => !m.passive).map((m) => m.runner);
         endPhase('warmup');
         await runWarmup(config, await prepareWarmup(config, prepared.location.directory), runners);
         phases.warmup = secondsSince(mark);
-        const limiter = this.#options.rateLimiter;
-        if (limiter) {
-          const registered: InstanceRunner[] = [];
-          try {
-            for (const r of runners) {
-              limiter.register(r.limited, name);
-              registered.push(r);
-            }
-          } catch (err) {
-            for (const r of registered) limiter.unregister(r.limited);
-            throw err;
-          }
-        }
+        registerRunners(limiter, runners, name);
         const scheduler = config.dynamic_batching
           ? new DynamicBatcher({
               model: name,
@@ -239,11 +427,11 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
                 .filter((t) => t.is_shape_tensor || (t.dims.includes(-1) && !t.allow_ragged_batch))
                 .map((t) => t.name),
               hasOptionalInputs: config.input.some((t) => t.optional),
-              runners: built.active,
-              observer: built.stats,
+              runners: active,
+              observer: stats,
               logger,
             })
-          : new DirectScheduler(name, built.active, built.stats);
+          : new DirectScheduler(name, active, stats);
         const loadPhases = Object.fromEntries(LOAD_PHASES.map((p) => [p, phases[p] ?? 0])) as Record<LoadPhase, number>;
         const loadDurationSecs = total();
         logger.info(`loaded model '${name}' version ${version} in ${ms(loadDurationSecs)}: ${phaseList(LOAD_PHASES, loadPhases)}`);
@@ -253,13 +441,11 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
           version,
           labels,
           scheduler,
-          runners,
-          backendModel,
-          stats: built.stats,
-          rateLimiter: limiter,
+          runners: made,
+          runnerContext,
           loadDurationSecs,
           loadPhases,
-          histograms: built.histograms,
+          histograms,
           stages,
           logger,
           ...(metrics
@@ -270,7 +456,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
             : {}),
         });
       } catch (err) {
-        await Promise.allSettled(runners.map((r) => r.unload()));
+        await Promise.allSettled(made.map((m) => m.runner.unload()));
         await backendModel.unload().catch(() => undefined);
         throw err;
       }
@@ -284,54 +470,20 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
   }
 
   /**
-   * Creates every instance of `config` (in parallel) and its runner, pushing each runner into
-   * `runners` as it is made so the caller can release them on failure.
+   * The in-place path of a reload (models-and-scheduling.md §1.10): completes `prepared`'s
+   * configuration for `version` as a load would and, when it differs from what `current` serves
+   * with only in instance counts (and the version policy), prepares that change on `current`
+   * (`ModelVersion.prepareInstanceUpdate`). Undefined: a full reload is needed. Rejects with the
+   * load error; `current` is then unchanged.
    */
-  async #instances(
-    config: ModelConfig,
-    version: number,
-    backendName: string,
-    backendModel: BackendModel,
-    runners: InstanceRunner[],
-  ): Promise<{ active: InstanceRunner[]; stats: ModelStatistics; histograms: VersionHistograms | undefined }> {
-    const name = config.name;
-    const specs: { spec: InstanceSpec; passive: boolean; group: ModelConfig['instance_group'][number] }[] = [];
-    const total = config.instance_group.reduce((n, g) => n + g.count, 0);
-    for (const group of config.instance_group) {
-      if (group.kind === 'KIND_AUTO') throw new NereidError('INTERNAL', `instance group '${group.name}' was not normalised`);
-      for (let c = 0; c < group.count; c++) {
-        specs.push({
-          spec: { name: `${group.name}_${c}`, groupName: group.name, kind: group.kind, deviceId: 0, instanceCount: total },
-          passive: group.passive,
-          group,
-        });
-      }
-    }
-    const created = await Promise.allSettled(specs.map((s) => backendModel.createInstance(s.spec)));
-    const decoupled = config.model_transaction_policy?.decoupled ?? false;
-    const stats = new ModelStatistics(name, version);
-    const histograms = this.#options.metrics?.histogramsFor(config, stats);
-    const active: InstanceRunner[] = [];
-    created.forEach((c, i) => {
-      if (c.status !== 'fulfilled') return;
-      const limiter = this.#options.rateLimiter;
-      const group = specs[i]!.group;
-      const runner = new InstanceRunner(specs[i]!.spec, c.value, backendName, {
-        decoupled,
-        observer: stats,
-        ...(limiter
-          ? {
-              rateLimiter: limiter,
-              resources: group.rate_limiter?.resources ?? [],
-              priority: group.rate_limiter?.priority ?? 1,
-            }
-          : {}),
-      });
-      runners.push(runner);
-      if (!specs[i]!.passive) active.push(runner);
-    });
-    const failure = created.find((c): c is PromiseRejectedResult => c.status === 'rejected');
-    if (failure) throw toNereidError(failure.reason, 'MODEL_LOAD_FAILED');
-    return { active, stats, histograms };
+  async updateInPlace(current: ModelVersion, prepared: PreparedModel, version: number): Promise<PendingUpdate | undefined> {
+    const name = prepared.location.name;
+    if (prepared.config.platform === 'ensemble') return undefined;
+    const logger = this.#options.logger;
+    const backend = this.#registry.get(prepared.config.backend, name);
+    const settings = backendSettings(this.#options.backendConfig, backend.name);
+    const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
+    if (instanceCountChange(current.config, config) === undefined) return undefined;
+    return current.prepareInstanceUpdate(config, stages, await prepareWarmup(config, prepared.location.directory));
   }
 }

@@ -73,6 +73,8 @@ export interface ServerOptions {
   modelConfigName?: string;
   /** `--model-load-thread-count` (default 4): loads at once, at start-up and after. */
   modelLoadThreadCount?: number;
+  /** `--model-load-retry-count` (default 0): extra attempts of a version load that fails (§1.10). */
+  modelLoadRetryCount?: number;
   /** `--model-control-mode` (default `none`, models-and-scheduling.md §1.9). */
   modelControlMode?: ModelControlMode;
   /** `--load-model`: the models loaded at start in mode `explicit`; `['*']` loads every one. */
@@ -169,6 +171,7 @@ export class Server {
         autoCompleteConfig: options.autoCompleteConfig ?? true,
         modelConfigName: options.modelConfigName ?? '',
         loadThreadCount: options.modelLoadThreadCount ?? 4,
+        loadRetryCount: options.modelLoadRetryCount ?? 0,
         logger: this.logger,
       },
       factory,

@@ -14,13 +14,13 @@ import type { ModelConfig } from '../config/model-config.js';
 import { silentLogger } from '../observability/logger.js';
 import type { PreparedModel } from './config-loader.js';
 import { overridePathSegments, OverrideDirectory } from './file-override.js';
-import { ModelManager, type ControlMode, type Servable, type VersionFactory } from './model-manager.js';
+import { ModelManager, type ControlMode, type PendingUpdate, type Servable, type VersionFactory } from './model-manager.js';
 
 /** A version copy: `token` is the content of its model file, to tell copies apart. */
 class FakeVersion implements Servable {
   unloaded = false;
   constructor(
-    readonly config: ModelConfig,
+    public config: ModelConfig,
     readonly version: number,
     readonly token: string,
   ) {}
@@ -89,11 +89,49 @@ async function addEnsemble(name: string, steps: string[]): Promise<void> {
   await mkdir(join(repo, name, '1'), { recursive: true });
 }
 
-function manager(mode: ControlMode, factory = new FakeFactory(), loadThreadCount = 4): ModelManager<FakeVersion> {
+function manager(mode: ControlMode, factory: VersionFactory<FakeVersion> = new FakeFactory(), loadThreadCount = 4, loadRetryCount = 0): ModelManager<FakeVersion> {
   return new ModelManager(
-    { repositories: [repo], controlMode: mode, loadThreadCount, logger: silentLogger(), autoCompleteConfig: true, modelConfigName: '' },
+    { repositories: [repo], controlMode: mode, loadThreadCount, loadRetryCount, logger: silentLogger(), autoCompleteConfig: true, modelConfigName: '' },
     factory,
   );
+}
+
+/**
+ * A factory that also updates copies in place (as the core does for instance counts): a commit
+ * gives the copy the new configuration. Versions in `decline` need a full reload; versions in
+ * `fail` fail to update.
+ */
+class InPlaceFactory extends FakeFactory {
+  readonly updates: string[] = [];
+  readonly discarded: string[] = [];
+  decline = new Set<number>();
+  fail = new Set<number>();
+
+  async updateInPlace(current: FakeVersion, model: PreparedModel, version: number): Promise<PendingUpdate | undefined> {
+    if (this.decline.has(version)) return undefined;
+    if (this.fail.has(version)) throw new NereidError('MODEL_LOAD_FAILED', `instance of '${model.location.name}' version ${version} could not be created`);
+    const id = `${model.location.name}/${version}`;
+    this.updates.push(id);
+    return {
+      commit: () => void (current.config = model.config),
+      discard: async () => void this.discarded.push(id),
+    };
+  }
+}
+
+/** A factory whose first `failures` loads fail. */
+class FlakyFactory extends FakeFactory {
+  constructor(public failures: number) {
+    super();
+  }
+
+  override async load(model: PreparedModel, version: number): Promise<FakeVersion> {
+    if (this.failures > 0) {
+      this.failures--;
+      throw new NereidError('MODEL_LOAD_FAILED', `model '${model.location.name}' version ${version}: not there yet`);
+    }
+    return super.load(model, version);
+  }
 }
 
 /** `name/version:STATE` for each index entry (`name` alone for one without a state). */
@@ -218,7 +256,8 @@ describe('reloads', () => {
     let open!: () => void;
     factory.gate = new Promise((resolve) => (open = resolve));
     const loading = m.load('bad');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The load reaches the factory (and waits at the gate) after reading the repository.
+    for (let i = 0; i < 500 && factory.active === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
     assert.deepEqual(await states(m), ['bad/1:LOADING', 'good/1:READY']);
     assert.equal(m.allReady(), true);
     factory.gate = undefined;
@@ -245,6 +284,83 @@ describe('reloads', () => {
     assert.equal(factory.maxActive, 2);
     assert.equal(factory.loads.length, 5);
     await m.shutdown();
+  });
+});
+
+describe('in-place updates (instance groups, §1.10)', () => {
+  const groups = (n: number) => `version_policy: { all: { } }\ninstance_group [ { kind: KIND_CPU count: ${n} } ]\n`;
+  const count = (v: FakeVersion) => v.config.instance_group[0]!.count;
+
+  it('a change of instance groups only updates the serving copies; any other change loads new ones', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' }, groups(1));
+    const factory = new InPlaceFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    const v1 = m.resolve('m', '1').servable;
+    const v2 = m.resolve('m', '2').servable;
+    await write('m/config.pbtxt', fakeConfig('m', groups(3)));
+    await m.load('m');
+    assert.deepEqual(factory.updates.sort(), ['m/1', 'm/2']);
+    assert.equal(factory.loads.length, 2, 'no new copy');
+    assert.equal(m.resolve('m', '1').servable, v1);
+    assert.equal(count(v1), 3);
+    assert.equal(count(v2), 3);
+    // The same again is a no-op.
+    await m.load('m');
+    assert.equal(factory.updates.length, 2);
+    // A count change with something else: new copies.
+    await write('m/config.pbtxt', fakeConfig('m', groups(2) + 'parameters { key: "k" value: { string_value: "v" } }\n'));
+    await m.load('m');
+    assert.equal(factory.updates.length, 2);
+    assert.deepEqual(factory.loads.slice(2).sort(), ['m/1', 'm/2']);
+    await settle();
+    assert.equal(v1.unloaded, true);
+    await m.shutdown();
+  });
+
+  it('all or nothing: one version failing discards the others\' prepared updates; a declined one is reloaded', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' }, groups(1));
+    const factory = new InPlaceFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    const v1 = m.resolve('m', '1').servable;
+    const v2 = m.resolve('m', '2').servable;
+    factory.fail.add(2);
+    await write('m/config.pbtxt', fakeConfig('m', groups(4)));
+    await assert.rejects(m.load('m'), /load failed for model 'm': version 2 is at UNAVAILABLE state: instance of 'm' version 2 could not be created;$/);
+    assert.deepEqual(factory.discarded, ['m/1']);
+    assert.equal(count(v1), 1);
+    assert.equal(count(v2), 1);
+    assert.deepEqual(await states(m), ['m/1:READY', 'm/2:READY']);
+    assert.match((await m.index()).find((e) => e.version === '2')!.reason ?? '', /^reload failed, this version keeps serving its previous copy: instance of 'm'/);
+
+    factory.fail.clear();
+    factory.decline.add(2);
+    await m.load('m');
+    assert.equal(m.resolve('m', '1').servable, v1);
+    assert.equal(count(v1), 4);
+    assert.notEqual(m.resolve('m', '2').servable, v2);
+    assert.deepEqual(factory.loads.slice(2), ['m/2']);
+    assert.deepEqual((await m.index()).map((e) => e.reason ?? ''), ['', '']);
+    await m.shutdown();
+  });
+});
+
+describe('load retries (--model-load-retry-count)', () => {
+  it('a version load is attempted 1 + N times', async () => {
+    await addFake('m', { 1: 'one' });
+    const m = manager('explicit', new FlakyFactory(2), 4, 2);
+    await m.startup([]);
+    await m.load('m');
+    assert.equal(m.resolve('m').servable.token, 'one');
+    await m.shutdown();
+
+    const fewer = manager('explicit', new FlakyFactory(2), 4, 1);
+    await fewer.startup([]);
+    await assert.rejects(fewer.load('m'), /load failed for model 'm': version 1 is at UNAVAILABLE state: model 'm' version 1: not there yet;$/);
+    await fewer.load('m');
+    assert.deepEqual(await states(fewer), ['m/1:READY']);
+    await fewer.shutdown();
   });
 });
 

@@ -8,8 +8,11 @@
  * Live updates: a reload loads new copies of the versions that changed beside the serving ones;
  * only when every new copy is ready are they switched in, all in one synchronous step, so that a
  * request resolves either to the old set or to the new one. Retired copies are unloaded in the
- * background (`Servable.unload` finishes their in-flight and queued requests first). A failed
- * reload discards what it made and leaves the serving copies as they were.
+ * background (`Servable.unload` finishes their in-flight and queued requests first). A version
+ * whose configuration changed only in its instance groups may instead be updated in place
+ * (`VersionFactory.updateInPlace`): the update is prepared beside the serving copy and committed
+ * in the same synchronous step. A failed reload discards what it made (new copies and prepared
+ * updates) and leaves the serving copies as they were.
  *
  * Concurrency: operations on one model (load, unload, a poll's reload) run one at a time, in
  * arrival order; operations on different models run in parallel, their loads bounded by the load
@@ -44,9 +47,23 @@ export interface Servable {
   unload(): Promise<void>;
 }
 
+/** A change to a serving copy, made ready beside it: committed or discarded, once. */
+export interface PendingUpdate {
+  /** Puts the change into effect, synchronously. */
+  commit(): void;
+  /** Releases what the change made; the copy stays as it was. */
+  discard(): Promise<void>;
+}
+
 /** Makes one version of a prepared model servable (models-and-scheduling.md §3.1 steps 6–11). */
 export interface VersionFactory<S extends Servable> {
   load(model: PreparedModel, version: number): Promise<S>;
+  /**
+   * Prepares `current` (a serving copy of `version`) to serve as `model` says without a new copy,
+   * when the difference allows it (instance counts, §1.10); undefined when it does not. Rejects
+   * with the load error, leaving `current` unchanged. Optional: without it every change reloads.
+   */
+  updateInPlace?(current: S, model: PreparedModel, version: number): Promise<PendingUpdate | undefined>;
 }
 
 interface VersionSlot<S> {
@@ -56,6 +73,8 @@ interface VersionSlot<S> {
   servable: S | undefined;
   /** What the serving copy was made from (config, files): equal on a reload → the copy stays. */
   fingerprint: string;
+  /** The same less the instance groups: equal on a reload → the copy may be updated in place. */
+  shape: string;
   /** The override directory the serving copy was loaded from, released when it is unloaded. */
   override: OverrideDirectory | undefined;
   /** The copy retired from this slot while it drains (UNLOADING). */
@@ -88,6 +107,8 @@ export interface ModelManagerOptions extends ConfigLoadOptions {
   controlMode?: ControlMode;
   /** Loads at once, on any path (`--model-load-thread-count`). */
   loadThreadCount: number;
+  /** Extra attempts of a version load that fails (`--model-load-retry-count`, §1.10 item 5); default 0. */
+  loadRetryCount?: number;
   logger: Logger;
 }
 
@@ -598,7 +619,7 @@ export class ModelManager<S extends Servable> {
 
     let prepared: PreparedModel;
     let selected: number[];
-    let fingerprints: Map<number, string>;
+    let fingerprints: Map<number, Fingerprint>;
     try {
       ({ prepared, selected, fingerprints } = await this.#pool.run(async () => {
         const prepared = await prepareModelConfig(location, this.#options, request.config);
@@ -616,17 +637,23 @@ export class ModelManager<S extends Servable> {
     }
 
     // Versions whose serving copy was made from the same configuration and files stay as they are;
-    // the others get a new copy. A load with a `config` parameter loads every version again, and
-    // so does the next one without it, which undoes the override (§1.10).
+    // those whose configuration differs in instance groups only are updated in place when the
+    // factory can (§1.10); the others get a new copy. A load with a `config` parameter loads every
+    // version again (unless only instance groups change), and so does the next one without it,
+    // which undoes the override (§1.10).
     const force = request.config !== undefined || entry.configOverride;
     const fresh: number[] = [];
     const kept: number[] = [];
+    const inPlace: number[] = [];
     for (const v of selected) {
       const slot = entry.versions.get(v);
-      if (!force && slot?.state === 'READY' && slot.fingerprint === fingerprints.get(v)) kept.push(v);
+      const fingerprint = fingerprints.get(v)!;
+      const serving = slot?.state === 'READY' && slot.servable !== undefined;
+      if (serving && !force && slot.fingerprint === fingerprint.full) kept.push(v);
+      else if (serving && slot.fingerprint !== fingerprint.full && slot.shape === fingerprint.shape && this.#factory.updateInPlace) inPlace.push(v);
       else fresh.push(v);
     }
-    if (fresh.length === 0) {
+    if (fresh.length === 0 && inPlace.length === 0) {
       // Nothing to load: what serves is what the files say (a failed reload's reason goes).
       for (const v of kept) patch(entry.versions.get(v)!, { reason: '', wanted: true });
       this.#settleUnselected(entry, selected);
@@ -634,17 +661,40 @@ export class ModelManager<S extends Servable> {
       entry.explicit ||= context.explicit;
       return;
     }
-    for (const v of fresh) {
+
+    // In-place updates are prepared first: one the factory declines becomes a new copy.
+    const updates = new Map<number, PendingUpdate>();
+    const failures = new Map<number, string>();
+    if (inPlace.length > 0) {
+      const results = await this.#pool.run(() =>
+        Promise.allSettled(
+          inPlace.map((v) => this.#attempts(name, v, () => this.#factory.updateInPlace!(entry.versions.get(v)!.servable!, prepared, v))),
+        ),
+      );
+      inPlace.forEach((v, i) => {
+        const r = results[i]!;
+        if (r.status === 'rejected') failures.set(v, toNereidError(r.reason, 'MODEL_LOAD_FAILED').message);
+        else if (r.value === undefined) fresh.push(v);
+        else updates.set(v, r.value);
+      });
+    }
+
+    for (const v of failures.size > 0 ? [] : fresh) {
       const slot = entry.versions.get(v);
       if (slot === undefined) entry.versions.set(v, newSlot('LOADING'));
       else if (slot.state !== 'READY') patch(slot, { state: 'LOADING', reason: '', draining: undefined, failed: false, wanted: true });
     }
-    if (kept.length > 0 || fresh.some((v) => entry.versions.get(v)!.state === 'READY')) {
+    if (failures.size === 0 && fresh.length > 0 && (kept.length > 0 || updates.size > 0 || fresh.some((v) => entry.versions.get(v)!.state === 'READY'))) {
       logger.info(`reloading model '${name}': new copies of version(s) ${fresh.join(', ')} load beside the serving ones`);
     }
 
-    const results = await this.#pool.run(() => Promise.allSettled(fresh.map((v) => this.#factory.load(prepared, v))));
+    const results =
+      failures.size > 0 ? [] : await this.#pool.run(() => Promise.allSettled(fresh.map((v) => this.#attempts(name, v, () => this.#factory.load(prepared, v)))));
     const made = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') failures.set(fresh[i]!, toNereidError(r.reason, 'MODEL_LOAD_FAILED').message);
+    });
+    const attempted = failures.size > 0 && results.length === 0 ? inPlace : [...updates.keys(), ...fresh];
     let failure: NereidError | undefined;
     if (this.#closed) {
       failure = new NereidError('SERVER_STOPPING', `load of model '${name}' abandoned: the server is stopping`);
@@ -652,15 +702,17 @@ export class ModelManager<S extends Servable> {
         const slot = entry.versions.get(v)!;
         if (slot.state === 'LOADING') patch(slot, { state: 'UNAVAILABLE', reason: 'unloaded' });
       }
-    } else if (results.some((r) => r.status === 'rejected')) {
+    } else if (failures.size > 0) {
       const parts: string[] = [];
-      fresh.forEach((v, i) => {
-        const r = results[i]!;
+      for (const v of new Set([...attempted, ...failures.keys()])) {
         const slot = entry.versions.get(v)!;
-        const reason = r.status === 'rejected' ? toNereidError(r.reason, 'MODEL_LOAD_FAILED').message : 'another version of the same load failed';
-        if (r.status === 'rejected') parts.push(`version ${v} is at UNAVAILABLE state: ${reason};`);
+        const own = failures.get(v);
+        const reason = own ?? 'another version of the same load failed';
+        if (own !== undefined) {
+          parts.push(`version ${v} is at UNAVAILABLE state: ${own};`);
+        }
         this.#versionFailed(name, v, slot, reason);
-      });
+      }
       failure = new NereidError('MODEL_LOAD_FAILED', `load failed for model '${name}': ${parts.join(' ')}`);
     } else {
       const unmetNow = this.#unmetDependencies(dependencies);
@@ -671,11 +723,13 @@ export class ModelManager<S extends Servable> {
     }
     if (failure !== undefined) {
       for (const s of made) this.#discard(s);
+      for (const u of updates.values()) void this.#track(u.discard());
       entry.stamp = undefined;
       throw failure;
     }
 
-    // The switch: every new copy in, every retired one out, in one synchronous step.
+    // The switch: every new copy in, every retired one out, every update committed, in one
+    // synchronous step.
     fresh.forEach((v, i) => {
       const slot = entry.versions.get(v)!;
       const old = slot.servable;
@@ -685,7 +739,8 @@ export class ModelManager<S extends Servable> {
         state: 'READY',
         reason: '',
         servable: made[i]!,
-        fingerprint: fingerprints.get(v)!,
+        fingerprint: fingerprints.get(v)!.full,
+        shape: fingerprints.get(v)!.shape,
         override,
         draining: undefined,
         failed: false,
@@ -693,6 +748,10 @@ export class ModelManager<S extends Servable> {
       });
       if (old !== undefined) this.#release(old, oldOverride);
     });
+    for (const [v, update] of updates) {
+      update.commit();
+      patch(entry.versions.get(v)!, { reason: '', fingerprint: fingerprints.get(v)!.full, shape: fingerprints.get(v)!.shape, wanted: true });
+    }
     for (const v of kept) patch(entry.versions.get(v)!, { reason: '', wanted: true });
     this.#settleUnselected(entry, selected);
     patch(entry, {
@@ -704,6 +763,26 @@ export class ModelManager<S extends Servable> {
     });
     entry.explicit ||= context.explicit;
     for (const v of fresh) logger.info(`successfully loaded '${name}' version ${v}`);
+    for (const v of updates.keys()) logger.info(`successfully updated '${name}' version ${v} in place`);
+  }
+
+  /**
+   * Runs a version load (or in-place update) with `--model-load-retry-count` extra attempts
+   * (§1.10 item 5), logging each failure that is retried; rejects with the last attempt's error.
+   * No retry once the server is stopping.
+   */
+  async #attempts<T>(name: string, version: number, attempt: () => Promise<T>): Promise<T> {
+    const retries = Math.max(0, this.#options.loadRetryCount ?? 0);
+    for (let n = 0; ; n++) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (n >= retries || this.#closed) throw err;
+        this.#options.logger.warning(
+          `failed to load '${name}' version ${version} (attempt ${n + 1} of ${retries + 1}): ${toNereidError(err, 'MODEL_LOAD_FAILED').message}; retrying`,
+        );
+      }
+    }
   }
 
   /** Versions no longer selected: serving ones are unloaded, the others stop counting (§1.10 item 4). */
@@ -828,7 +907,7 @@ function patch<T extends object>(target: T, fields: Partial<T>): void {
 }
 
 function newSlot<S>(state: VersionState): VersionSlot<S> {
-  return { state, reason: '', servable: undefined, fingerprint: '', override: undefined, draining: undefined, failed: false, wanted: true };
+  return { state, reason: '', servable: undefined, fingerprint: '', shape: '', override: undefined, draining: undefined, failed: false, wanted: true };
 }
 
 function duplicateReason(repositories: readonly string[]): string {
@@ -839,21 +918,31 @@ function compareNames(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+interface Fingerprint {
+  /** Everything the copy is made from. */
+  readonly full: string;
+  /** The same with the instance groups left out (§1.10: what an in-place update may not change). */
+  readonly shape: string;
+}
+
 /**
  * What each version's copy would be made from: the model-level configuration (less the version
  * policy, which selects versions but does not shape them), the version directory, and the other
  * files of the model directory (labels, warmup data; not the configuration files, which the
  * configuration covers, nor other versions).
  */
-async function versionFingerprints(prepared: PreparedModel, versions: readonly number[]): Promise<Map<number, string>> {
+async function versionFingerprints(prepared: PreparedModel, versions: readonly number[]): Promise<Map<number, Fingerprint>> {
   const dir = prepared.location.directory;
-  const { version_policy: _policy, ...shape } = prepared.config;
-  const config = JSON.stringify(shape);
+  const { version_policy: _policy, ...rest } = prepared.config;
+  const { instance_group: _groups, ...shape } = rest;
+  const config = JSON.stringify(rest);
+  const shapeConfig = JSON.stringify(shape);
   const shared = await directoryStamp(dir, (name, isDirectory) => name === 'config.pbtxt' || (isDirectory && (name === 'configs' || /^[0-9]+$/.test(name))));
-  const out = new Map<number, string>();
+  const out = new Map<number, Fingerprint>();
+  const hash = (text: string) => createHash('sha1').update(text).digest('hex');
   for (const v of versions) {
     const own = await directoryStamp(join(dir, String(v)));
-    out.set(v, createHash('sha1').update(`${dir}\n${config}\n${shared}\n${own}`).digest('hex'));
+    out.set(v, { full: hash(`${dir}\n${config}\n${shared}\n${own}`), shape: hash(`${dir}\n${shapeConfig}\n${shared}\n${own}`) });
   }
   return out;
 }

@@ -10,7 +10,7 @@ import { RequestQueue } from './request-queue.js';
 
 export class DirectScheduler implements Scheduler {
   readonly #model: string;
-  readonly #runners: readonly InstanceRunner[];
+  #runners: InstanceRunner[];
   readonly #queue = new RequestQueue();
   readonly #observer: SchedulerObserver;
   #executing = 0;
@@ -20,7 +20,7 @@ export class DirectScheduler implements Scheduler {
   /** @param instances the instances that take work (passive ones excluded) */
   constructor(model: string, instances: readonly InstanceRunner[], observer: SchedulerObserver = NO_OBSERVER) {
     this.#model = model;
-    this.#runners = instances;
+    this.#runners = [...instances];
     this.#observer = observer;
   }
 
@@ -51,6 +51,15 @@ export class DirectScheduler implements Scheduler {
       this.#settle();
     });
     this.#dispatch();
+  }
+
+  addInstances(runners: readonly InstanceRunner[]): void {
+    this.#runners.push(...runners.filter((r) => !this.#runners.includes(r)));
+    this.#dispatch();
+  }
+
+  removeInstances(runners: readonly InstanceRunner[]): void {
+    this.#runners = this.#runners.filter((r) => !runners.includes(r));
   }
 
   stop(): void {

@@ -1308,3 +1308,44 @@ describe('DynamicBatcher: memory', () => {
     assert.equal(alive, 0, `${alive} of 10 completed requests are still referenced`);
   });
 });
+
+describe('DynamicBatcher: instances added and removed while it runs (in-place count changes, §1.10)', () => {
+  const runnerFor = (inst: FakeInstance, name: string, observer: SchedulerObserver) =>
+    new InstanceRunner({ name, groupName: 'm', kind: 'KIND_CPU', deviceId: 0, instanceCount: 2 }, inst, 'fake', { observer });
+
+  it('an added instance takes the queued batch at once', async () => {
+    const t = setup({ maxBatchSize: 4 });
+    t.occupy();
+    const queued = t.addN(3);
+    const extra = new FakeInstance();
+    t.batcher.addInstances([runnerFor(extra, 'm_1', t.observer)]);
+    assert.deepEqual(extra.batches, [ids(queued)]);
+    extra.finishNext();
+    await t.free();
+    assert.equal(t.batcher.inflightCount, 0);
+  });
+
+  it('a removed instance finishes its batch, gets no more, and is idle once it finished', async () => {
+    const t = setup({ maxBatchSize: 4 });
+    const extra = new FakeInstance();
+    const removed = runnerFor(extra, 'm_1', t.observer);
+    t.batcher.addInstances([removed]);
+    t.occupy();
+    const held = t.add(req({ batch: 4 }));
+    assert.deepEqual(extra.batches, [ids(held)]);
+    t.batcher.removeInstances([removed]);
+    let idle = false;
+    void removed.idle().then(() => (idle = true));
+    const later = t.addN(2);
+    extra.finishNext();
+    await settle();
+    assert.equal(idle, true);
+    assert.equal(await outcome(held[0]!), undefined, 'the batch it held completed');
+    assert.equal(extra.executions.length, 1, 'the removed instance took nothing new');
+    await t.free();
+    assert.deepEqual(t.instance.batches.slice(1), [ids(later)]);
+    t.instance.finishNext();
+    await settle();
+    assert.equal(t.batcher.inflightCount, 0);
+  });
+});

@@ -135,7 +135,7 @@ export class DynamicBatcher implements Scheduler {
   readonly #defaultLevel: Level;
   readonly #shapeChecked: readonly string[];
   readonly #hasOptional: boolean;
-  readonly #runners: readonly InstanceRunner[];
+  #runners: InstanceRunner[];
   readonly #observer: SchedulerObserver;
   readonly #logger: Logger | undefined;
   readonly #clock: BatcherClock;
@@ -182,7 +182,7 @@ export class DynamicBatcher implements Scheduler {
       defaultPolicy.max_queue_size === 0;
     this.#shapeChecked = options.shapeCheckedInputs;
     this.#hasOptional = options.hasOptionalInputs;
-    this.#runners = options.runners;
+    this.#runners = [...options.runners];
     this.#observer = options.observer ?? NO_OBSERVER;
     this.#logger = options.logger;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
@@ -194,6 +194,15 @@ export class DynamicBatcher implements Scheduler {
 
   get queuedCount(): number {
     return this.#queued;
+  }
+
+  addInstances(runners: readonly InstanceRunner[]): void {
+    this.#runners.push(...runners.filter((r) => !this.#runners.includes(r)));
+    this.#schedule();
+  }
+
+  removeInstances(runners: readonly InstanceRunner[]): void {
+    this.#runners = this.#runners.filter((r) => !runners.includes(r));
   }
 
   stop(): void {

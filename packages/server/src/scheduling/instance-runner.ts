@@ -29,6 +29,7 @@ export class InstanceRunner {
   /** This instance as the rate limiter knows it (executions × priority is its key, §7.3). */
   readonly limited: RateLimitedInstance;
   #inflight = 0;
+  #idleWaiters: (() => void)[] = [];
 
   /**
    * @param options.decoupled  decoupled models may keep responding after `execute` returns
@@ -73,6 +74,16 @@ export class InstanceRunner {
   /** Batches handed to the instance and not finished. */
   get inflight(): number {
     return this.#inflight;
+  }
+
+  /**
+   * Resolves once the instance holds no batch (at once if it holds none). With the instance taken
+   * out of its scheduler first, it then stays idle: an in-place instance removal waits for this
+   * before unloading the instance.
+   */
+  idle(): Promise<void> {
+    if (this.#inflight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
   /** Can take another batch now. */
@@ -121,6 +132,11 @@ export class InstanceRunner {
       if (limiter) limiter.release(this.limited);
       else if (!warmup) this.limited.executions++;
       this.#inflight--;
+      if (this.#inflight === 0 && this.#idleWaiters.length > 0) {
+        const waiters = this.#idleWaiters;
+        this.#idleWaiters = [];
+        for (const w of waiters) w();
+      }
       if (start === 0n) start = called;
       if (end === 0n) end = process.hrtime.bigint();
       if (inputEnd === 0n) inputEnd = start;

@@ -4,6 +4,7 @@
  */
 import type { NereidError } from '@nereid/protocol';
 import type { BackendRequest } from '../backends/spi.js';
+import type { InstanceRunner } from './instance-runner.js';
 
 /** Monotonic timestamps of a request, in nanoseconds (models-and-scheduling.md §9.1). */
 export interface RequestTimes {
@@ -72,6 +73,16 @@ export interface Scheduler {
   readonly inflightCount: number;
   /** Requests waiting for an instance. */
   readonly queuedCount: number;
+  /**
+   * Instances that start taking work now, beside the others (an in-place instance count change,
+   * models-and-scheduling.md §1.10). Their warmup must be done.
+   */
+  addInstances(runners: readonly InstanceRunner[]): void;
+  /**
+   * Instances that take no new work from now on; batches they already hold finish and still count
+   * in `inflightCount` until they do (`InstanceRunner.idle` tells when).
+   */
+  removeInstances(runners: readonly InstanceRunner[]): void;
   /** Refuses new requests from now on; queued and executing ones still complete. */
   stop(): void;
   /** Resolves once nothing is queued or executing. */
