@@ -4,7 +4,7 @@
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendRegistry } from '../backends/registry.js';
-import type { BackendModel, InstanceSpec } from '../backends/spi.js';
+import type { BackendModel, InstanceSpec, ModelServices } from '../backends/spi.js';
 import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
@@ -168,6 +168,8 @@ export interface ModelVersionFactoryOptions {
   rateLimiter?: RateLimiter;
   /** The server's metrics: a version gets its histograms from them at load, and reports its unload. */
   metrics?: ServerMetrics;
+  /** The server's models, offered to backends as `ModelContext.models` (calls between models). */
+  models?: ModelServices;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -210,7 +212,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const labels = await loadLabelFiles(config, prepared.location.directory);
       endPhase('backend_init');
 
-      const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger));
+      const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger, this.#options.models));
       const runners: InstanceRunner[] = [];
       try {
         const built = await this.#instances(config, version, backend.name, backendModel, runners);
