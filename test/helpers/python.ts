@@ -4,6 +4,7 @@
  * Debian's torch at test time (no binary is committed).
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createLogger, type Logger } from '@nereid/server';
 
 /** The interpreter the backends use by default, with Debian's numpy and torch. */
@@ -79,13 +80,17 @@ export async function waitUntil(check: () => boolean | Promise<boolean>, what: s
   }
 }
 
-/** Whether a process exists. */
+/** Whether a process exists and has not exited (a zombie waiting to be reaped counts as gone). */
 export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+  } catch {
+    return true;
   }
 }
 
