@@ -31,10 +31,9 @@ try:
 except ImportError as err:  # reported to the server as a load error
     _BOOT_ERROR = "numpy cannot be imported by %s (%s); install numpy for that interpreter" % (sys.executable, err)
 
-from nereid_stub.transport import Channel, RingReader, RingWriter, encode  # noqa: E402
-
 if _BOOT_ERROR is None:
     import triton_python_backend_utils as pb_utils  # noqa: E402
+    from nereid_stub.transport import Channel, RingReader, RingWriter, encode  # noqa: E402
 
 
 def _die_with_parent():
@@ -276,7 +275,7 @@ class Stub:
                         entry["error"] = {"message": "response output is a %s, not a pb_utils.Tensor" % type(tensor).__name__,
                                           "code": pb_utils.TritonError.INTERNAL}
                         break
-                    if wanted and tensor.name() not in wanted:
+                    if wanted and tensor.name() not in wanted and tensor.name() in self.output_names:
                         continue
                     try:
                         datatype, shape, data = encode(tensor.as_numpy())
@@ -509,7 +508,8 @@ def main():
     _die_with_parent()
     in_ring, out_ring, spill_base = sys.argv[1:4]
     if _BOOT_ERROR is not None:
-        Channel(3).send({"t": "boot", "error": _BOOT_ERROR})
+        body = json.dumps({"t": "boot", "error": _BOOT_ERROR}).encode("utf-8")
+        os.write(3, len(body).to_bytes(4, "little") + body)
         return 1
     stub = Stub(in_ring, out_ring, spill_base)
     pb_utils._runtime = stub

@@ -223,6 +223,7 @@ class PythonInstance implements BackendInstance {
   readonly #ctx: ModelContext;
   readonly #spec: InstanceSpec;
   readonly #runner: Runner;
+  readonly #modelFile: string;
   readonly #settings: StubSettings;
   readonly #what: string;
   readonly #held = new Map<number, HeldExecute>();
@@ -231,10 +232,11 @@ class PythonInstance implements BackendInstance {
   #nextExec = 1;
   #closing = false;
 
-  constructor(ctx: ModelContext, spec: InstanceSpec, runner: Runner, settings: StubSettings) {
+  constructor(ctx: ModelContext, spec: InstanceSpec, runner: Runner, modelFile: string, settings: StubSettings) {
     this.#ctx = ctx;
     this.#spec = spec;
     this.#runner = runner;
+    this.#modelFile = modelFile;
     this.#settings = settings;
     this.#what = `model '${ctx.name}' instance '${spec.name}'`;
   }
@@ -266,7 +268,7 @@ class PythonInstance implements BackendInstance {
         nereid_instance_count: String(this.#spec.instanceCount),
       };
       try {
-        await stub.call({ t: 'init', runner: this.#runner, path: this.#ctx.modelPath, args }, `${this.#what}: initialize failed`, 'MODEL_LOAD_FAILED');
+        await stub.call({ t: 'init', runner: this.#runner, path: this.#modelFile, args }, `${this.#what}: initialize failed`, 'MODEL_LOAD_FAILED');
       } catch (err) {
         stub.kill('was stopped after a failed initialize');
         throw err;
@@ -558,11 +560,13 @@ class PythonInstance implements BackendInstance {
 class PythonModel implements BackendModel {
   readonly #ctx: ModelContext;
   readonly #runner: Runner;
+  readonly #modelFile: string;
   readonly #settings: StubSettings;
 
-  constructor(ctx: ModelContext, runner: Runner, settings: StubSettings) {
+  constructor(ctx: ModelContext, runner: Runner, modelFile: string, settings: StubSettings) {
     this.#ctx = ctx;
     this.#runner = runner;
+    this.#modelFile = modelFile;
     this.#settings = settings;
   }
 
@@ -570,7 +574,7 @@ class PythonModel implements BackendModel {
     if (spec.kind === 'KIND_GPU') {
       throw new NereidError('CONFIG_UNSUPPORTED', `model '${this.#ctx.name}': the ${this.#runner} backend runs on CPU only here; use KIND_CPU`);
     }
-    const instance = new PythonInstance(this.#ctx, spec, this.#runner, this.#settings);
+    const instance = new PythonInstance(this.#ctx, spec, this.#runner, this.#modelFile, this.#settings);
     await instance.start();
     return instance;
   }
@@ -578,11 +582,17 @@ class PythonModel implements BackendModel {
   async unload(): Promise<void> {}
 }
 
-function requireModelFile(ctx: Pick<ModelContext, 'modelPath' | 'name'>, what: string): void {
-  const info = statSync(ctx.modelPath, { throwIfNoEntry: false });
+/**
+ * The model file: `default_model_filename` in the version directory, or `fallback` there when the
+ * configuration names none (§1.4 leaves it empty for `platform: "pytorch_libtorch"`).
+ */
+function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>, what: string, fallback: string): string {
+  const path = join(ctx.versionDirectory, ctx.config.default_model_filename || fallback);
+  const info = statSync(path, { throwIfNoEntry: false });
   if (info === undefined || !info.isFile()) {
-    throw new NereidError('MODEL_LOAD_FAILED', `model '${ctx.name}': ${what} '${ctx.modelPath}' does not exist`);
+    throw new NereidError('MODEL_LOAD_FAILED', `model '${ctx.name}': ${what} '${path}' does not exist`);
   }
+  return path;
 }
 
 export const pythonBackend: Backend = {
@@ -594,13 +604,13 @@ export const pythonBackend: Backend = {
    * it leaves the configuration as it is.
    */
   async autoCompleteConfig(ctx: AutoCompleteContext): Promise<ModelConfig> {
-    requireModelFile(ctx, 'model file');
+    const modelFile = requireModelFile(ctx, 'model file', 'model.py');
     const settings = await stubSettings(ctx);
     const what = `model '${ctx.name}' (auto_complete_config)`;
     const stub = await StubProcess.start({ python: settings.python, ringBytes: 4096, what, model: ctx.name, logger: ctx.logger, cwd: ctx.versionDirectory });
     try {
       const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });
-      const completed = await stub.call({ t: 'auto_complete', path: ctx.modelPath, config }, `${what} failed`, 'MODEL_LOAD_FAILED');
+      const completed = await stub.call({ t: 'auto_complete', path: modelFile, config }, `${what} failed`, 'MODEL_LOAD_FAILED');
       if (completed === null || completed === undefined) return ctx.config as ModelConfig;
       try {
         return completeModelConfig(modelConfigFromJson(completed));
@@ -613,8 +623,8 @@ export const pythonBackend: Backend = {
   },
 
   async createModel(ctx: ModelContext): Promise<BackendModel> {
-    requireModelFile(ctx, 'model file');
-    return new PythonModel(ctx, 'python', await stubSettings(ctx));
+    const modelFile = requireModelFile(ctx, 'model file', 'model.py');
+    return new PythonModel(ctx, 'python', modelFile, await stubSettings(ctx));
   },
 };
 
@@ -626,7 +636,7 @@ export const pytorchBackend: Backend = {
     if (ctx.config.platform === 'torch_aoti') {
       throw new NereidError('CONFIG_UNSUPPORTED', `model '${ctx.name}': platform torch_aoti (model.pt2) is not supported; export a TorchScript model.pt`);
     }
-    requireModelFile(ctx, 'TorchScript file');
-    return new PythonModel(ctx, 'pytorch', await stubSettings(ctx));
+    const modelFile = requireModelFile(ctx, 'TorchScript file', 'model.pt');
+    return new PythonModel(ctx, 'pytorch', modelFile, await stubSettings(ctx));
   },
 };

@@ -74,6 +74,8 @@ export class StubProcess {
   #nextCall = 1;
   #buffered: Buffer = Buffer.alloc(0);
   #exited = false;
+  /** The last lines the process wrote to stderr, for errors about a stub that died starting. */
+  readonly #lastErr: string[] = [];
   #exitReason: string | undefined;
   #killedFor: string | undefined;
   #onMessage: (m: StubMessage, tensors: Uint8Array[]) => void = () => undefined;
@@ -138,7 +140,8 @@ export class StubProcess {
           : `${what}: could not start the Python interpreter '${python}': ${err.message}`;
       this.#gone(message);
     });
-    this.#child.once('exit', (code, signal) => {
+    // 'close' comes after stdout and stderr ended, so their last lines are in the log and in the error.
+    this.#child.once('close', (code, signal) => {
       this.#gone(this.#killedFor ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`));
     });
     this.#socket.on('data', (chunk: Buffer) => this.#onData(chunk));
@@ -148,6 +151,10 @@ export class StubProcess {
 
   #logLine(line: string, stream: 'out' | 'err'): void {
     const { logger, what } = this.#options;
+    if (stream === 'err' && line.trim() !== '') {
+      this.#lastErr.push(line);
+      if (this.#lastErr.length > 5) this.#lastErr.shift();
+    }
     const prefix = `[${what}] `;
     const level = /^(INFO|WARNING|ERROR|VERBOSE): /.exec(line);
     if (level) {
@@ -269,8 +276,9 @@ export class StubProcess {
     this.#exited = true;
     this.#exitReason = why;
     const error = new NereidError('PYTHON_STUB_FAILED', `${this.#options.what}: the Python stub ${why}`);
+    const stderr = this.#lastErr.length > 0 ? `; its last output: ${this.#lastErr.join(' | ')}` : '';
     this.#booted?.reject(
-      new NereidError('MODEL_LOAD_FAILED', why.includes('interpreter') ? why : `${this.#options.what}: the Python stub ${why} while starting`),
+      new NereidError('MODEL_LOAD_FAILED', why.includes('interpreter') ? why : `${this.#options.what}: the Python stub ${why} while starting${stderr}`),
     );
     this.#booted = undefined;
     for (const c of this.#calls.values()) c.reject(error);
