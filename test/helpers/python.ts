@@ -5,6 +5,9 @@
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { createLogger, type Logger } from '@nereid/server';
 
 /** The interpreter the backends use by default, with Debian's numpy and torch. */
@@ -51,7 +54,17 @@ export async function runPython(script: string, args: readonly string[] = []): P
  * with torch.jit.script and saved with torch.jit.save.
  */
 export async function saveTorchScript(path: string, source: string): Promise<void> {
-  await runPython(`import sys, torch\n${source}\ntorch.jit.save(torch.jit.script(M()), sys.argv[1])\n`, [path]);
+  // torch.jit.script reads the class's source, so the script must be a file.
+  await mkdir(dirname(path), { recursive: true });
+  const dir = await mkdtemp(join(tmpdir(), 'nereid-torch-'));
+  try {
+    const script = join(dir, 'make_model.py');
+    await writeFile(script, `import sys, torch\n${source}\ntorch.jit.save(torch.jit.script(M()), sys.argv[1])\n`);
+    const r = await run(PYTHON, [script, path]);
+    if (r.code !== 0) throw new Error(`saving a TorchScript model failed (${r.code}): ${r.stderr}`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** A logger keeping every line (severity letter + message), for checking what models printed. */

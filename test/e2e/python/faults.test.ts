@@ -82,7 +82,7 @@ describe('Python backend: fault isolation', { skip }, () => {
   };
   const identityStillServes = async () => {
     const r = await srv.server.infer({ model: 'identity', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: new Float32Array([7, 8]) }] });
-    assert.deepEqual([...new Float32Array(r.outputs[0]!.data.slice().buffer)], [7, 8]);
+    assert.deepEqual([...new Float32Array(new Uint8Array(r.outputs[0]!.data).buffer)], [7, 8]);
   };
 
   before(async () => {
