@@ -6,7 +6,8 @@
  * (little-endian), then `capacity` bytes of data. The writer appends the tensors of one message
  * as one contiguous range and names, in the message, the ring position after it (`end`); the
  * reader copies the bytes out when it takes the message and stores `end` as the tail, which frees
- * the range. Messages are taken in the order they were written, so ranges free in order. A
+ * the range (the server publishes its tail once an eighth of the ring was taken, not after every
+ * message). Messages are taken in the order they were written, so ranges free in order. A
  * message that does not fit in the free space goes through a file of its own (`file`), which the
  * reader deletes once read.
  *
@@ -98,9 +99,13 @@ export class RingWriter {
 export class RingReader {
   readonly #fd: number;
   readonly #tail = Buffer.alloc(8);
+  /** Free space is published once this many bytes were taken (a write per message costs more than a few bytes of ring). */
+  readonly #publishEvery: number;
+  #published = 0;
 
-  constructor(fd: number) {
+  constructor(fd: number, capacity: number) {
     this.#fd = fd;
+    this.#publishEvery = Math.max(1, Math.floor(capacity / 8));
   }
 
   /**
@@ -123,9 +128,10 @@ export class RingReader {
     }
     const data: Buffer = first === Infinity ? Buffer.alloc(0) : Buffer.allocUnsafeSlow(last - first);
     if (data.byteLength > 0) readSync(this.#fd, data, 0, data.byteLength, first);
-    if (shm !== undefined) {
+    if (shm !== undefined && shm.end - this.#published >= this.#publishEvery) {
       this.#tail.writeBigUInt64LE(BigInt(shm.end), 0);
       writeSync(this.#fd, this.#tail, 0, 8, 0);
+      this.#published = shm.end;
     }
     return placements.map((p) => (p.n === 0 ? new Uint8Array(0) : data.subarray(p.o - first, p.o - first + p.n)));
   }

@@ -93,7 +93,7 @@ export class StubProcess {
     const outFd = createRingFile(this.#paths[1]!, options.ringBytes);
     this.#fds = [inFd, outFd];
     this.#writer = new RingWriter(inFd, options.ringBytes, `${base}-in-spill`);
-    this.#reader = new RingReader(outFd);
+    this.#reader = new RingReader(outFd, options.ringBytes);
     const env = {
       ...process.env,
       PYTHONPATH: [PYTHON_DIR, process.env['PYTHONPATH']].filter((p) => p).join(':'),
