@@ -5,7 +5,8 @@
 
 It reads control messages from fd 3 (see transport.py), loads the model (a ``model.py`` defining
 ``TritonPythonModel``, or the built-in TorchScript runner), and runs its executes on the main
-thread one at a time; coroutines (``async def execute``, ``async_exec``) share one event loop on a
+thread one at a time. One thread reads the channel at a time: the main thread while it is idle,
+otherwise any thread waiting for an answer (BLS, model control); coroutines (``async def execute``, ``async_exec``) share one event loop on a
 thread of its own. The model's stdout and stderr are the process's own (fds 1 and 2), which the
 server copies into its log; nothing else is written there.
 
@@ -14,6 +15,7 @@ signal, and a watchdog for systems without one), or after ``finalize``.
 """
 
 import asyncio
+import collections
 import ctypes
 import importlib.util
 import inspect
@@ -103,8 +105,8 @@ class Stub:
         self.model = None
         self.decoupled = False
         self.output_names = []
-        self._work = []
-        self._work_ready = threading.Condition()
+        self._work = collections.deque()
+        self._reading = threading.Lock()
         self._calls = {}
         self._next_call = 1
         self._calls_lock = threading.Lock()
@@ -116,47 +118,64 @@ class Stub:
 
     # ---- reading ---------------------------------------------------------------------------
 
-    def read_forever(self):
-        """The reader thread: decodes every message as it arrives (so ring space is freed in
-        order), answers calls, and queues the rest for the main thread."""
-        while True:
-            try:
-                message = self.channel.receive()
-            except OSError:
-                message = None
-            if message is None:
-                os._exit(0)
-            kind = message.get("t")
-            try:
-                if kind == "exec":
-                    requests = message["requests"]
-                    arrays = self.inbound.take(message.get("shm"), [t for r in requests for t in r["inputs"]])
-                    start = 0
-                    for request in requests:
-                        count = len(request["inputs"])
-                        request["arrays"] = arrays[start:start + count]
-                        start += count
-                    self._queue(message)
-                elif kind == "cancel":
-                    self._cancelled.add((message["x"], message["r"]))
-                elif kind == "reply":
-                    self._answer(message)
-                else:
-                    self._queue(message)
-            except Exception:  # a malformed message from the server is a bug; make it visible
-                traceback.print_exc()
-                os._exit(3)
-
-    def _queue(self, message):
-        with self._work_ready:
+    def _dispatch(self, message):
+        """Handles one message from the server: decodes tensors at once (ring space frees in
+        order), answers calls and cancellations, and queues the rest for the main thread."""
+        kind = message.get("t")
+        if kind == "exec":
+            requests = message["requests"]
+            arrays = self.inbound.take(message.get("shm"), [t for r in requests for t in r["inputs"]])
+            start = 0
+            for request in requests:
+                count = len(request["inputs"])
+                request["arrays"] = arrays[start:start + count]
+                start += count
             self._work.append(message)
-            self._work_ready.notify()
+        elif kind == "cancel":
+            self._cancelled.add((message["x"], message["r"]))
+        elif kind == "reply":
+            self._answer(message)
+        else:
+            self._work.append(message)
+
+    def _read_one(self, timeout):
+        """Reads and dispatches one message; False if none came within ``timeout``. The caller
+        holds ``_reading``. The stub ends when the server closes the channel."""
+        try:
+            message = self.channel.receive(timeout)
+        except (EOFError, OSError):
+            os._exit(0)
+        if message is None:
+            return False
+        try:
+            self._dispatch(message)
+        except Exception:  # a malformed message from the server is a bug; make it visible
+            traceback.print_exc()
+            os._exit(3)
+        return True
 
     def _next_work(self):
-        with self._work_ready:
-            while not self._work:
-                self._work_ready.wait()
-            return self._work.pop(0)
+        """The main thread's next message. While idle it reads the channel itself (no hand-over
+        between threads on the way to ``execute``); threads waiting for answers read it while
+        the main thread is busy (``_await``)."""
+        while True:
+            if self._work:
+                return self._work.popleft()
+            with self._reading:
+                if not self._work:
+                    self._read_one(None)
+
+    def _await(self, done):
+        """Waits for ``done``, reading the channel whenever no other thread is."""
+        while not done.is_set():
+            if self._reading.acquire(blocking=False):
+                try:
+                    if not done.is_set():
+                        self._read_one(0.05)
+                finally:
+                    self._reading.release()
+            else:
+                done.wait(0.05)
 
     # ---- calls to the server (BLS, model control) --------------------------------------------
 
@@ -188,7 +207,7 @@ class Stub:
             done.set()
 
         self._call(message, list(arrays), on_answer)
-        done.wait()
+        self._await(done)
         return box["answer"], box["outputs"]
 
     def _bls_message(self, request):
@@ -231,15 +250,18 @@ class Stub:
             message, arrays = self._bls_message(request)
         except Exception as err:
             return pb_utils.InferenceResponse(error=pb_utils.TritonError(_error_text(err), pb_utils.TritonError.INVALID_ARG))
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        done = threading.Event()
+        box = {}
 
         def on_answer(answer, outputs):
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_result((answer, outputs)))
+            box["answer"] = answer
+            box["outputs"] = outputs
+            done.set()
 
         self._call(message, arrays, on_answer)
-        answer, outputs = await future
-        return self._bls_response(answer, outputs)
+        # Waiting happens on a pool thread, which reads the channel if no one else does.
+        await asyncio.get_running_loop().run_in_executor(None, self._await, done)
+        return self._bls_response(box["answer"], box["outputs"])
 
     def control(self, op, **fields):
         answer, _ = self._call_blocking(dict({"t": "control", "op": op}, **fields))
@@ -250,6 +272,12 @@ class Stub:
     # ---- responses --------------------------------------------------------------------------
 
     def is_cancelled(self, request):
+        if request._key not in self._cancelled and self._reading.acquire(blocking=False):
+            try:
+                while self._read_one(0):
+                    pass
+            finally:
+                self._reading.release()
         return request._key in self._cancelled
 
     def _response_entry(self, request, response, final):
@@ -334,7 +362,13 @@ class Stub:
             return self._loop
 
     def run_coroutine(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.event_loop()).result()
+        """Runs a coroutine on the instance's event loop and waits for it, reading the channel
+        meanwhile (the coroutine may wait for answers)."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.event_loop())
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        self._await(done)
+        return future.result()
 
     # ---- model lifecycle --------------------------------------------------------------------
 
@@ -514,7 +548,6 @@ def main():
     stub = Stub(in_ring, out_ring, spill_base)
     pb_utils._runtime = stub
     stub.channel.send({"t": "boot"})
-    threading.Thread(target=stub.read_forever, name="nereid-reader", daemon=True).start()
     stub.serve()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -14,6 +14,7 @@ A message whose tensors do not fit in the ring's free space goes through a file 
 import json
 import mmap
 import os
+import select
 import struct
 import threading
 
@@ -25,23 +26,31 @@ _LEN = struct.Struct("<I")
 
 
 class Channel:
-    """Frames over fd 3. ``send`` may be called from any thread; ``receive`` from one."""
+    """Frames over fd 3. ``send`` may be called from any thread; ``receive`` from one thread at a
+    time (the stub's read lock)."""
 
     def __init__(self, fd=3):
         self._fd = fd
-        self._reader = os.fdopen(fd, "rb", buffering=1 << 16, closefd=False)
+        self._buffer = bytearray()
         self.lock = threading.Lock()
 
-    def receive(self):
-        """The next message, or None at end of stream (the server closed it or died)."""
-        head = self._reader.read(4)
-        if len(head) < 4:
-            return None
-        (length,) = _LEN.unpack(head)
-        body = self._reader.read(length)
-        if len(body) < length:
-            return None
-        return json.loads(body)
+    def receive(self, timeout=None):
+        """The next message; None if ``timeout`` seconds pass first (None: wait). Raises EOFError
+        at the end of the stream (the server closed it or died)."""
+        while True:
+            buffer = self._buffer
+            if len(buffer) >= 4:
+                (length,) = _LEN.unpack_from(buffer, 0)
+                if len(buffer) >= 4 + length:
+                    body = bytes(buffer[4:4 + length])
+                    del buffer[:4 + length]
+                    return json.loads(body)
+            if timeout is not None and not select.select([self._fd], [], [], timeout)[0]:
+                return None
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise EOFError
+            buffer += chunk
 
     def send_locked(self, message):
         """Sends one frame; the caller holds ``lock``."""
