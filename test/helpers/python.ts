@@ -177,7 +177,8 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(
                 output_tensors=[pb_utils.Tensor("OUTPUT0", in0.as_numpy())],
                 parameters={"request_id": request.request_id(), "batch": len(requests),
-                            "echo": str(params.get("echo", "")), "version": self.args["model_version"]}))
+                            "echo": str(params.get("echo", "")), "big": str(params.get("big", "")),
+                            "version": self.args["model_version"]}))
         return responses
 `;
 

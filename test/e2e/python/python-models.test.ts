@@ -154,7 +154,7 @@ describe('Python backend: Triton model.py files', { skip }, () => {
     const r = await srv.server.infer({
       model: 'identity_fp32',
       id: 'req-7',
-      parameters: { echo: 'hello' },
+      parameters: { echo: 'hello', big: 2n ** 60n + 1n },
       inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data }],
     });
     assert.deepEqual(r.outputs[0]!.shape, [1, 4]);
@@ -162,6 +162,7 @@ describe('Python backend: Triton model.py files', { skip }, () => {
     assert.deepEqual(f32(r), [...data]);
     assert.equal(r.parameters['request_id'], 'req-7');
     assert.equal(r.parameters['echo'], 'hello');
+    assert.equal(r.parameters['big'], '1152921504606846977', 'a 64-bit parameter reaches the model exactly');
     assert.equal(r.parameters['version'], '1');
   });
 

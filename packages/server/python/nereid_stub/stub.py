@@ -481,15 +481,6 @@ class Stub:
 
         future.add_done_callback(finished)
 
-    def is_ready(self):
-        probe = getattr(self.model, "is_ready", None)
-        if not callable(probe):
-            return True
-        result = probe()
-        if inspect.iscoroutine(result):
-            result = self.run_coroutine(result)
-        return bool(result)
-
     def finalize(self):
         fin = getattr(self.model, "finalize", None)
         if callable(fin):
@@ -519,8 +510,6 @@ class Stub:
                 if kind == "init":
                     self.initialize(message)
                     self.channel.send({"t": "ok", "call": message["call"]})
-                elif kind == "ready":
-                    self.channel.send({"t": "ok", "call": message["call"], "value": self.is_ready()})
                 elif kind == "auto_complete":
                     self.channel.send({"t": "ok", "call": message["call"], "value": self.auto_complete(message)})
                 elif kind == "finalize":

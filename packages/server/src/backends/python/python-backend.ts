@@ -21,6 +21,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
@@ -55,8 +56,6 @@ const DEFAULT_PYTHON = '/usr/bin/python3';
 const DEFAULT_RING_BYTES = 64 * 1024 * 1024;
 /** How long `finalize` may take at unload before the stub is killed. */
 const FINALIZE_TIMEOUT_MS = 30_000;
-/** Model-ready checks wait this long for `is_ready` (§8.5). */
-const READY_TIMEOUT_MS = 5_000;
 
 type Runner = 'python' | 'pytorch';
 
@@ -169,6 +168,15 @@ async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' 
   };
 }
 
+/**
+ * Request parameters as the JSON text `request.parameters()` returns; 64-bit integers (bigint)
+ * are written exactly (Python's json reads them as ints).
+ */
+function parametersJson(parameters: Readonly<Record<string, ParameterValue>>): string {
+  const entries = Object.entries(parameters).map(([k, v]) => `${JSON.stringify(k)}:${typeof v === 'bigint' ? v.toString() : JSON.stringify(v)}`);
+  return `{${entries.join(',')}}`;
+}
+
 /** The output of a model checked against its configuration; an error names the model and tensor. */
 function checkOutput(config: Readonly<ModelConfig>, t: WireTensor, data: Uint8Array, batchSize: number): BackendTensor | NereidError {
   const spec = config.output.find((o) => o.name === t.name);
@@ -248,7 +256,6 @@ class PythonInstance implements BackendInstance {
         python: this.#settings.python,
         ringBytes: this.#settings.ringBytes,
         what: this.#what,
-        model: this.#ctx.name,
         logger: this.#ctx.logger,
         cwd: this.#ctx.versionDirectory,
       });
@@ -305,7 +312,7 @@ class PythonInstance implements BackendInstance {
       return {
         id: r.id,
         outputs: r.requestedOutputs,
-        parameters: JSON.stringify(r.parameters),
+        parameters: parametersJson(r.parameters),
         correlation_id: typeof correlation === 'number' || typeof correlation === 'string' ? correlation : 0,
         flags: 0,
         inputs,
@@ -524,22 +531,6 @@ class PythonInstance implements BackendInstance {
     );
   }
 
-  /** `is_ready()` of the model (§8.5); false when the stub is not running or does not answer in 5 s. */
-  async isReady(): Promise<boolean> {
-    const stub = this.#stub;
-    if (!stub?.alive) return false;
-    try {
-      return (await stub.call({ t: 'ready' }, `${this.#what}: is_ready failed`, 'BACKEND_ERROR', READY_TIMEOUT_MS)) === true;
-    } catch {
-      return false;
-    }
-  }
-
-  /** The process id of the running stub (tests and operations). */
-  get pid(): number | undefined {
-    return this.#stub?.alive ? this.#stub.pid : undefined;
-  }
-
   /** Runs `finalize`, then the stub exits; killed if either takes longer than FINALIZE_TIMEOUT_MS. */
   async unload(): Promise<void> {
     this.#closing = true;
@@ -605,9 +596,11 @@ export const pythonBackend: Backend = {
    */
   async autoCompleteConfig(ctx: AutoCompleteContext): Promise<ModelConfig> {
     const modelFile = requireModelFile(ctx, 'model file', 'model.py');
+    // A model.py that never mentions the method cannot define it: no interpreter to start.
+    if (!(await readFile(modelFile, 'utf8')).includes('auto_complete_config')) return ctx.config as ModelConfig;
     const settings = await stubSettings(ctx);
     const what = `model '${ctx.name}' (auto_complete_config)`;
-    const stub = await StubProcess.start({ python: settings.python, ringBytes: 4096, what, model: ctx.name, logger: ctx.logger, cwd: ctx.versionDirectory });
+    const stub = await StubProcess.start({ python: settings.python, ringBytes: 4096, what, logger: ctx.logger, cwd: ctx.versionDirectory });
     try {
       const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });
       const completed = await stub.call({ t: 'auto_complete', path: modelFile, config }, `${what} failed`, 'MODEL_LOAD_FAILED');

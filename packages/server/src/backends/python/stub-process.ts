@@ -44,7 +44,6 @@ export interface StubOptions {
   readonly ringBytes: number;
   /** `model 'm' instance 'i'`: prefixes log lines and errors. */
   readonly what: string;
-  readonly model: string;
   readonly logger: Logger;
   /** Extra environment variables. */
   readonly env?: Readonly<Record<string, string>>;
@@ -54,6 +53,13 @@ export interface StubOptions {
 interface PendingCall {
   resolve(value: StubMessage): void;
   reject(error: NereidError): void;
+}
+
+/** JSON has no bigint: a safe one becomes a number, a larger one its decimal text. */
+function bigintAsNumber(_key: string, value: unknown): unknown {
+  if (typeof value !== 'bigint') return value;
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value.toString();
 }
 
 /** /dev/shm where it exists (memory-backed), else the temporary directory. */
@@ -125,7 +131,7 @@ export class StubProcess {
   }
 
   #boot(): Promise<void> {
-    const { what, logger, python } = this.#options;
+    const { what, python } = this.#options;
     const booted = new Promise<void>((resolve, reject) => (this.#booted = { resolve, reject }));
     for (const [stream, level] of [
       [this.#child.stdout!, 'out'],
@@ -221,7 +227,7 @@ export class StubProcess {
         descriptors[i]!['n'] = placements[i]!.n;
       }
     }
-    const json = JSON.stringify(message);
+    const json = JSON.stringify(message, bigintAsNumber);
     const length = Buffer.byteLength(json);
     const frame = Buffer.allocUnsafe(4 + length);
     frame.writeUInt32LE(length, 0);
