@@ -8,13 +8,16 @@
  * Needs /usr/bin/python3 with numpy; skipped with the reason printed otherwise.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { chmod, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { NereidError } from '@nereid/protocol';
 import type { InferResponse } from '@nereid/server';
 import { simpleModel } from '@nereid/testkit';
 import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
-import { ADD_SUB_CONFIG, ADD_SUB_PY, IDENTITY_PY, identityConfig, pythonSkipReason, recordingLogger } from '../../helpers/python.js';
+import { ADD_SUB_CONFIG, ADD_SUB_PY, IDENTITY_PY, PYTHON, identityConfig, pythonSkipReason, recordingLogger } from '../../helpers/python.js';
 
 const skip = await pythonSkipReason(['numpy']);
 if (skip) console.log(`# skipping Python backend tests: ${skip}`);
@@ -85,6 +88,18 @@ input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" 
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
 `;
 
+/** Reports the directory of the interpreter it runs under (EXECUTION_ENV_PATH's wrapper sets it). */
+const WHERE_PY = String.raw`
+import os
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())], parameters={"python": os.environ.get("PACKED_ENV_BIN", "")})
+                for r in requests]
+`;
+
 /** Model control from Python: parameter op = ready | unload | load, on model "simple_ctl". */
 const CONTROL_PY = String.raw`
 import json
@@ -127,6 +142,8 @@ describe('Python backend: Triton model.py files', { skip }, () => {
   let repo: string;
   let srv: RunningServer;
   const logger = recordingLogger();
+  /** Where the server unpacked the EXECUTION_ENV_PATH archive. */
+  let unpacked = '';
 
   before(async () => {
     repo = await makeRepository({
@@ -137,9 +154,20 @@ describe('Python backend: Triton model.py files', { skip }, () => {
       auto_completed: { '1/model.py': AUTO_COMPLETE_PY },
       bls: { 'config.pbtxt': BLS_CONFIG, '1/model.py': BLS_PY },
       control: { 'config.pbtxt': CONTROL_CONFIG, '1/model.py': CONTROL_PY },
+      packed_env: {
+        'config.pbtxt': identityConfig('packed_env', 'TYPE_FP32', {
+          extra: 'parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }',
+        }),
+        '1/model.py': WHERE_PY,
+        'env/bin/python3': `#!/bin/sh\nPACKED_ENV_BIN=$(dirname "$0") exec ${PYTHON} "$@"\n`,
+      },
       simple: modelFiles(simpleModel()),
       simple_ctl: modelFiles(simpleModel({ name: 'simple_ctl' })),
     });
+    // A conda-pack style environment: a .tar.gz holding bin/python3 (here a wrapper of the system one).
+    await chmod(join(repo, 'packed_env', 'env', 'bin', 'python3'), 0o755);
+    execFileSync('tar', ['-czf', join(repo, 'packed_env', 'env.tar.gz'), '-C', join(repo, 'packed_env', 'env'), '.']);
+    await rm(join(repo, 'packed_env', 'env'), { recursive: true });
     srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', loadModels: ['*'], logger });
     assert.deepEqual(srv.server.startReport.failures, []);
   });
@@ -147,6 +175,7 @@ describe('Python backend: Triton model.py files', { skip }, () => {
   after(async () => {
     await srv?.stop();
     await removeDir(repo);
+    if (unpacked) await removeDir(unpacked);
   });
 
   it('runs an identity model on FP32 and returns its response parameters', async () => {
@@ -284,6 +313,13 @@ describe('Python backend: Triton model.py files', { skip }, () => {
     assert.throws(() => srv.server.isModelReady('simple_ctl'));
     assert.equal(await call('load'), true);
     assert.equal(srv.server.isModelReady('simple_ctl'), true);
+  });
+
+  it('runs a model with the interpreter of its EXECUTION_ENV_PATH archive', async () => {
+    const r = await srv.server.infer({ model: 'packed_env', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 1], data: new Float32Array([1]) }] });
+    const python = String(r.parameters['python']);
+    assert.match(python, /nereid-env-[0-9a-f]{16}\/bin$/);
+    unpacked = dirname(python);
   });
 
   it("puts the model's prints in the server log, prefixed with model and instance", () => {
