@@ -308,15 +308,8 @@ class PythonInstance implements BackendInstance {
         descriptors.push(d);
         parts.push(t.data);
       }
-      const correlation = r.parameters['sequence_id'];
-      return {
-        id: r.id,
-        outputs: r.requestedOutputs,
-        parameters: parametersJson(r.parameters),
-        correlation_id: typeof correlation === 'number' || typeof correlation === 'string' ? correlation : 0,
-        flags: 0,
-        inputs,
-      };
+      // Sequence batching does not exist yet: no correlation ids or sequence flags to pass on.
+      return { id: r.id, outputs: r.requestedOutputs, parameters: parametersJson(r.parameters), correlation_id: 0, flags: 0, inputs };
     });
     const held: HeldExecute = { requests, final: requests.map(() => false), aborts: [], done: false };
     this.#held.set(x, held);
@@ -334,6 +327,7 @@ class PythonInstance implements BackendInstance {
     }
     timing.markComputeStart();
     stub.send({ t: 'exec', x, model: this.#ctx.name, requests: wireRequests }, parts, descriptors as unknown as Record<string, unknown>[]);
+    requests.forEach((r, i) => r.signal.aborted && stub.send({ t: 'cancel', x, r: i }));
     const ts = await finished;
     if (ts) {
       timing.markInputsReady(ts[0]);
