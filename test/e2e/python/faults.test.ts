@@ -171,8 +171,10 @@ describe('Python backend: fault isolation', { skip }, () => {
     child.stdout.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr.on('data', (c: Buffer) => (output += c.toString()));
     try {
-      await waitUntil(() => output.includes('READY') || child.exitCode !== null, 'the child server to start', 60_000);
-      assert.ok(output.includes('READY'), `the child server did not start:\n${output}`);
+      // The stub's print and the server's READY come through different pipes, in either order.
+      const started = () => output.includes('READY') && /initialize pid \d+/.test(output);
+      await waitUntil(() => started() || child.exitCode !== null, 'the child server to start', 60_000);
+      assert.ok(started(), `the child server did not start:\n${output}`);
       const m = /initialize pid (\d+)/.exec(output);
       assert.ok(m, `no stub pid in:\n${output}`);
       const stubPid = Number(m[1]);
