@@ -17,7 +17,7 @@ import type { InferResponse } from '@nereid/server';
 import { simpleModel } from '@nereid/testkit';
 import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
-import { ADD_SUB_CONFIG, ADD_SUB_PY, IDENTITY_PY, PYTHON, identityConfig, pythonSkipReason, recordingLogger } from '../../helpers/python.js';
+import { ADD_SUB_CONFIG, ADD_SUB_PY, IDENTITY_PY, PYTHON, identityConfig, pythonSkipReason, recordingLogger, waitUntil } from '../../helpers/python.js';
 
 const skip = await pythonSkipReason(['numpy']);
 if (skip) console.log(`# skipping Python backend tests: ${skip}`);
@@ -322,10 +322,9 @@ describe('Python backend: Triton model.py files', { skip }, () => {
     unpacked = dirname(python);
   });
 
-  it("puts the model's prints in the server log, prefixed with model and instance", () => {
-    assert.ok(
-      logger.lines.some((l) => l === "I [model 'identity_fp32' instance 'identity_fp32_0'] initialize identity_fp32 identity_fp32_0"),
-      `no initialize line in:\n${logger.lines.join('\n')}`,
-    );
+  it("puts the model's prints in the server log, prefixed with model and instance", async () => {
+    const line = "I [model 'identity_fp32' instance 'identity_fp32_0'] initialize identity_fp32 identity_fp32_0";
+    await waitUntil(() => logger.lines.includes(line), `the line ${line}`, 5_000).catch(() => undefined);
+    assert.ok(logger.lines.includes(line), `no initialize line in:\n${logger.lines.join('\n')}`);
   });
 });
