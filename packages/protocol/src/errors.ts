@@ -107,6 +107,11 @@ export const ERROR_CODES = {
 
   // Execution
   BACKEND_ERROR: 'INTERNAL',
+  // A Python stub (docs/backends.md) that died, hung past its execute timeout, or could not start.
+  PYTHON_STUB_FAILED: 'INTERNAL',
+  // Errors a model reports with a code of its own (pb_utils.TritonError codes INVALID_ARG, UNKNOWN).
+  MODEL_ERROR_INVALID_ARG: 'INVALID_ARG',
+  MODEL_ERROR_UNKNOWN: 'UNKNOWN',
   REQUEST_CANCELLED: 'CANCELLED',
   INTERNAL: 'INTERNAL',
   UNSUPPORTED: 'UNSUPPORTED',

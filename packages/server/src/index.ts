@@ -42,6 +42,7 @@ export {
   type ExecutionTiming,
   type InstanceSpec,
   type ModelContext,
+  type ModelServices,
 } from './backends/spi.js';
 export { gatherInput, scatterOutput, unionOfRequestedOutputs } from './backends/batching.js';
 export { createLogger, silentLogger, type Logger, type LogSettings } from './observability/logger.js';

@@ -4,12 +4,13 @@
  */
 import { NereidError } from '@nereid/protocol';
 import { onnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
+import { pythonBackend, pytorchBackend } from './python/python-backend.js';
 import { BACKEND_SPI_VERSION, type Backend } from './spi.js';
 
 export class BackendRegistry {
   readonly #backends = new Map<string, Backend>();
 
-  constructor(builtIn: readonly Backend[] = [onnxRuntimeBackend]) {
+  constructor(builtIn: readonly Backend[] = [onnxRuntimeBackend, pythonBackend, pytorchBackend]) {
     for (const b of builtIn) this.register(b);
   }
 

@@ -16,6 +16,7 @@
  */
 import type { DataType, NereidError, ParameterValue } from '@nereid/protocol';
 import type { ModelConfig } from '../config/model-config.js';
+import type { InferOptions, InferRequest, InferResponse, LoadModelOptions, UnloadModelOptions } from '../core/types.js';
 import type { Logger } from '../observability/logger.js';
 
 export const BACKEND_SPI_VERSION = 1;
@@ -120,9 +121,29 @@ export interface ModelContext {
   /** `--backend-config=<backend>,<key>=<value>` settings for this backend, plus global ones. */
   readonly backendConfig: Readonly<Record<string, string>>;
   readonly logger: Logger;
+  /**
+   * The server's models, for a model that calls other models while it executes (Triton's BLS)
+   * or loads and unloads them. Absent when the backend model runs without a server. Calls go
+   * through the `Server` facade as an embedding program's would: the same validation,
+   * scheduling and errors (NereidError). A model must not wait on a call to itself from its only
+   * instance (it would wait forever).
+   */
+  readonly models?: ModelServices;
 }
 
-export interface AutoCompleteContext extends Omit<ModelContext, 'config'> {
+/** What `ModelContext.models` offers: the `Server` facade's inference and model-control calls. */
+export interface ModelServices {
+  /** `Server.infer`: one inference; rejects with the facade's NereidError. */
+  infer(request: InferRequest, options?: InferOptions): Promise<InferResponse>;
+  /** `Server.isModelReady`: throws the lookup error for an unknown model or version. */
+  isModelReady(model: string, version?: string): boolean;
+  /** `Server.loadModel` (control mode explicit only). */
+  loadModel(model: string, options?: LoadModelOptions): Promise<void>;
+  /** `Server.unloadModel` (control mode explicit only). */
+  unloadModel(model: string, options?: UnloadModelOptions): Promise<void>;
+}
+
+export interface AutoCompleteContext extends Omit<ModelContext, 'config' | 'models'> {
   /** The configuration as read, derived and normalised, before validation of inputs/outputs. */
   readonly config: Readonly<ModelConfig>;
 }

@@ -4,7 +4,7 @@
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendRegistry } from '../backends/registry.js';
-import type { BackendModel, InstanceSpec } from '../backends/spi.js';
+import type { BackendModel, InstanceSpec, ModelServices } from '../backends/spi.js';
 import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages } from '../config/index.js';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
@@ -356,6 +356,8 @@ export interface ModelVersionFactoryOptions {
   rateLimiter?: RateLimiter;
   /** The server's metrics: a version gets its histograms from them at load, and reports its unload. */
   metrics?: ServerMetrics;
+  /** The server's models, offered to backends as `ModelContext.models` (calls between models). */
+  models?: ModelServices;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -398,7 +400,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const labels = await loadLabelFiles(config, prepared.location.directory);
       endPhase('backend_init');
 
-      const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger));
+      const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger, this.#options.models));
       let made: MadeRunner[] = [];
       try {
         const stats = new ModelStatistics(name, version);

@@ -161,6 +161,12 @@ export class Server {
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
       metrics: this.metrics,
+      models: {
+        infer: (request, inferOptions) => this.infer(request, inferOptions),
+        isModelReady: (model, version) => this.isModelReady(model, version),
+        loadModel: (model, loadOptions) => this.loadModel(model, loadOptions),
+        unloadModel: (model, unloadOptions) => this.unloadModel(model, unloadOptions),
+      },
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
     });
     checkControlOptions(options);

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { NereidError } from '@nereid/protocol';
-import type { Backend, ModelContext } from '../backends/spi.js';
+import type { Backend, ModelContext, ModelServices } from '../backends/spi.js';
 import {
   normalizeInstanceGroups,
   normalizeModelConfig,
@@ -34,6 +34,7 @@ export function modelContext(
   config: ModelConfig,
   backendConfig: Readonly<Record<string, string>>,
   logger: Logger,
+  models?: ModelServices,
 ): ModelContext {
   const versionDirectory = join(prepared.location.directory, String(version));
   return {
@@ -45,6 +46,7 @@ export function modelContext(
     modelPath: join(versionDirectory, config.default_model_filename),
     backendConfig,
     logger,
+    ...(models ? { models } : {}),
   };
 }
 

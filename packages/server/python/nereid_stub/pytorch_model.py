@@ -1,0 +1,140 @@
+"""The built-in runner of ``backend: "pytorch"`` / ``platform: "pytorch_libtorch"``: a TorchScript
+``model.pt`` loaded with ``torch.jit.load`` and driven like a ``model.py`` (docs/backends.md).
+
+Tensor names follow Triton's PyTorch backend:
+  inputs  — if every configured input name is an argument name of ``forward``, by name; else if
+            every name has the form ``<name>__<index>``, ``index`` is the argument position; else
+            the configuration order is the argument order;
+  outputs — if every configured output name has the form ``<name>__<index>``, ``index`` picks the
+            element of the returned tuple; else the configuration order is the tuple order.
+A batching model gets one forward call per batch: the requests' inputs concatenated along the
+first dimension, the outputs split back by each request's batch size.
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+_INDEXED = re.compile(r"^(.*)__(\d+)$")
+
+
+def _indices(names):
+    found = [_INDEXED.match(n) for n in names]
+    if names and all(found):
+        return [int(m.group(2)) for m in found]
+    return None
+
+
+class TorchScriptModel:
+    def __init__(self, path):
+        self._path = path
+
+    def initialize(self, args):
+        try:
+            import torch  # noqa: PLC0415
+        except ImportError as err:
+            raise pb_utils.TritonModelException(
+                "the pytorch backend needs torch for this interpreter: %s (install python3-torch or pip install torch)" % err) from err
+        self._torch = torch
+        config = json.loads(args["model_config"])
+        self._name = config["name"]
+        self._batching = int(config.get("max_batch_size", 0) or 0) > 0
+        params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
+        instances = max(1, int(args.get("nereid_instance_count", "1")))
+        intra = int(params.get("INTRA_OP_THREAD_COUNT") or 0) or max(1, (os.cpu_count() or 1) // instances)
+        torch.set_num_threads(intra)
+        inter = int(params.get("INTER_OP_THREAD_COUNT") or 0)
+        if inter > 0:
+            try:
+                torch.set_num_interop_threads(inter)
+            except RuntimeError:
+                pass  # already set in this process
+        self._inference_mode = params.get("INFERENCE_MODE", "true").lower() not in ("false", "0", "off", "no")
+        try:
+            self._module = torch.jit.load(self._path, map_location="cpu")
+        except Exception as err:
+            raise pb_utils.TritonModelException(
+                "model '%s': '%s' is not a TorchScript model that torch %s can load (save it with torch.jit.save): %s"
+                % (self._name, self._path, torch.__version__, str(err).splitlines()[0] if str(err) else type(err).__name__)) from err
+        self._module.eval()
+        self._input_names = [i["name"] for i in config.get("input", [])]
+        self._output_names = [o["name"] for o in config.get("output", [])]
+        self._input_dtypes = {i["name"]: pb_utils.triton_string_to_numpy(i["data_type"]) for i in config.get("input", [])}
+        self._output_dtypes = {o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in config.get("output", [])}
+        for name, dtype in list(self._input_dtypes.items()) + list(self._output_dtypes.items()):
+            if dtype is None or dtype == np.object_:
+                raise pb_utils.TritonModelException(
+                    "model '%s': tensor '%s' has a data type the pytorch backend does not support here (%s)"
+                    % (self._name, name, dtype))
+        self._input_order = self._map_inputs()
+        self._output_order = _indices(self._output_names) or list(range(len(self._output_names)))
+
+    def _map_inputs(self):
+        """Position of each configured input among forward()'s arguments."""
+        arguments = []
+        try:
+            schema = self._module.forward.schema
+            arguments = [a.name for a in schema.arguments][1:]  # drop self
+        except AttributeError:
+            pass
+        names = self._input_names
+        if arguments and all(n in arguments for n in names):
+            return [arguments.index(n) for n in names]
+        indices = _indices(names)
+        if indices is not None:
+            return indices
+        return list(range(len(names)))
+
+    def execute(self, requests):
+        torch = self._torch
+        sizes = []
+        per_name = {n: [] for n in self._input_names}
+        for request in requests:
+            batch = None
+            for name in self._input_names:
+                tensor = pb_utils.get_input_tensor_by_name(request, name)
+                if tensor is None:
+                    raise pb_utils.TritonModelException("model '%s': input '%s' is missing" % (self._name, name))
+                array = tensor.as_numpy()
+                per_name[name].append(array)
+                if batch is None:
+                    batch = array.shape[0] if self._batching and array.ndim > 0 else 1
+            sizes.append(batch or 1)
+        args = [None] * (max(self._input_order) + 1 if self._input_order else 0)
+        for name, position in zip(self._input_names, self._input_order):
+            parts = per_name[name]
+            array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+            args[position] = torch.from_numpy(np.ascontiguousarray(array))
+        if any(a is None for a in args):
+            raise pb_utils.TritonModelException(
+                "model '%s': the configured inputs do not cover forward()'s arguments %s" % (self._name, self._input_order))
+        guard = torch.inference_mode() if self._inference_mode else torch.no_grad()
+        with guard:
+            result = self._module(*args)
+        if isinstance(result, torch.Tensor):
+            result = (result,)
+        elif isinstance(result, dict):
+            result = tuple(result[n] for n in self._output_names)
+        results = list(result)
+        outputs = {}
+        for name, index in zip(self._output_names, self._output_order):
+            if index >= len(results):
+                raise pb_utils.TritonModelException(
+                    "model '%s': output '%s' refers to element %d, but forward() returned %d tensor(s)"
+                    % (self._name, name, index, len(results)))
+            outputs[name] = results[index].detach().cpu().numpy()
+        responses = []
+        offset = 0
+        for request, size in zip(requests, sizes):
+            tensors = []
+            for name in request.requested_output_names() or self._output_names:
+                array = outputs[name]
+                if self._batching and len(requests) > 1:
+                    array = array[offset:offset + size]
+                tensors.append(pb_utils.Tensor(name, array))
+            offset += size
+            responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
+        return responses

@@ -1,0 +1,547 @@
+"""The Python stub: one long-lived process per model instance, started by the server
+(packages/server/src/backends/python/). Usage (the server's, not a person's):
+
+    python3 -m nereid_stub.stub <in-ring> <out-ring> <spill-base>
+
+It reads control messages from fd 3 (see transport.py), loads the model (a ``model.py`` defining
+``TritonPythonModel``, or the built-in TorchScript runner), and runs its executes on the main
+thread one at a time. One thread reads the channel at a time: the main thread while it is idle,
+otherwise any thread waiting for an answer (BLS, model control); coroutines (``async def execute``, ``async_exec``) share one event loop on a
+thread of its own. The model's stdout and stderr are the process's own (fds 1 and 2), which the
+server copies into its log; nothing else is written there.
+
+The stub ends when the server closes fd 3, when the server process is gone (parent-death
+signal, and a watchdog for systems without one), or after ``finalize``.
+"""
+
+import asyncio
+import collections
+import ctypes
+import importlib.util
+import inspect
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+_BOOT_ERROR = None
+try:
+    import numpy as np  # noqa: F401
+except ImportError as err:  # reported to the server as a load error
+    _BOOT_ERROR = "numpy cannot be imported by %s (%s); install numpy for that interpreter" % (sys.executable, err)
+
+if _BOOT_ERROR is None:
+    import triton_python_backend_utils as pb_utils  # noqa: E402
+    from nereid_stub.transport import Channel, RingReader, RingWriter, encode  # noqa: E402
+
+
+def _die_with_parent():
+    """Asks Linux to kill this process when the server dies (even by SIGKILL); a watchdog thread
+    covers systems without PR_SET_PDEATHSIG."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="nereid-parent-watch", daemon=True).start()
+
+
+def _error_text(err):
+    if _BOOT_ERROR is None and isinstance(err, (pb_utils.TritonModelException, pb_utils.TritonError)):
+        return err.message()
+    return "%s: %s" % (type(err).__name__, err)
+
+
+def _load_module(path):
+    directory = os.path.dirname(path)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location("model", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError("cannot import '%s'" % path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class LoadError(Exception):
+    """A model file that cannot be used; the message says why, without a traceback of ours."""
+
+
+def _model_class(path):
+    try:
+        module = _load_module(path)
+    except SyntaxError as err:
+        raise LoadError("'%s' has a syntax error at line %s: %s" % (path, err.lineno, err.msg)) from err
+    except Exception as err:
+        raise LoadError("importing '%s' failed: %s\n%s" % (path, _error_text(err), traceback.format_exc())) from err
+    cls = getattr(module, "TritonPythonModel", None)
+    if cls is None or not inspect.isclass(cls):
+        raise LoadError("'%s' does not define class TritonPythonModel" % path)
+    if not callable(getattr(cls, "execute", None)):
+        raise LoadError("class TritonPythonModel in '%s' has no execute method" % path)
+    return cls
+
+
+class Stub:
+    def __init__(self, in_ring, out_ring, spill_base):
+        self.channel = Channel(3)
+        self.inbound = RingReader(in_ring)
+        self.outbound = RingWriter(out_ring, spill_base)
+        self.model = None
+        self.decoupled = False
+        self.output_names = []
+        self._work = collections.deque()
+        self._reading = threading.Lock()
+        self._calls = {}
+        self._next_call = 1
+        self._calls_lock = threading.Lock()
+        self._cancelled = set()
+        # Keys (exec id, index) of requests that have not received their final response.
+        self._open = set()
+        self._loop = None
+        self._loop_lock = threading.Lock()
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def _dispatch(self, message):
+        """Handles one message from the server: decodes tensors at once (ring space frees in
+        order), answers calls and cancellations, and queues the rest for the main thread."""
+        kind = message.get("t")
+        if kind == "exec":
+            requests = message["requests"]
+            arrays = self.inbound.take(message.get("shm"), [t for r in requests for t in r["inputs"]])
+            start = 0
+            for request in requests:
+                count = len(request["inputs"])
+                request["arrays"] = arrays[start:start + count]
+                start += count
+            self._work.append(message)
+        elif kind == "cancel":
+            self._cancelled.add((message["x"], message["r"]))
+        elif kind == "reply":
+            self._answer(message)
+        else:
+            self._work.append(message)
+
+    def _read_one(self, timeout):
+        """Reads and dispatches one message; False if none came within ``timeout``. The caller
+        holds ``_reading``. The stub ends when the server closes the channel."""
+        try:
+            message = self.channel.receive(timeout)
+        except (EOFError, OSError):
+            os._exit(0)
+        if message is None:
+            return False
+        try:
+            self._dispatch(message)
+        except Exception:  # a malformed message from the server is a bug; make it visible
+            traceback.print_exc()
+            os._exit(3)
+        return True
+
+    def _next_work(self):
+        """The main thread's next message. While idle it reads the channel itself (no hand-over
+        between threads on the way to ``execute``); threads waiting for answers read it while
+        the main thread is busy (``_await``)."""
+        while True:
+            if self._work:
+                return self._work.popleft()
+            with self._reading:
+                if not self._work:
+                    self._read_one(None)
+
+    def _await(self, done):
+        """Waits for ``done``, reading the channel whenever no other thread is."""
+        while not done.is_set():
+            if self._reading.acquire(blocking=False):
+                try:
+                    if not done.is_set():
+                        self._read_one(0.05)
+                finally:
+                    self._reading.release()
+            else:
+                done.wait(0.05)
+
+    # ---- calls to the server (BLS, model control) --------------------------------------------
+
+    def _answer(self, message):
+        arrays = None
+        if message.get("outputs"):
+            arrays = self.inbound.take(message.get("shm"), message["outputs"])
+        with self._calls_lock:
+            waiter = self._calls.pop(message["call"], None)
+        if waiter is None:
+            return
+        waiter(message, arrays)
+
+    def _call(self, message, arrays, on_answer):
+        with self._calls_lock:
+            call = self._next_call
+            self._next_call += 1
+            self._calls[call] = on_answer
+        message["call"] = call
+        self._send(message, arrays)
+
+    def _call_blocking(self, message, arrays=()):
+        done = threading.Event()
+        box = {}
+
+        def on_answer(answer, outputs):
+            box["answer"] = answer
+            box["outputs"] = outputs
+            done.set()
+
+        self._call(message, list(arrays), on_answer)
+        self._await(done)
+        return box["answer"], box["outputs"]
+
+    def _bls_message(self, request):
+        arrays = []
+        inputs = []
+        for tensor in request.inputs():
+            datatype, shape, data = encode(tensor.as_numpy())
+            inputs.append({"name": tensor.name(), "d": datatype, "s": shape})
+            arrays.append(data)
+        version = request.model_version()
+        return {
+            "t": "bls",
+            "model": request.model_name(),
+            "version": "" if version in (None, -1, "-1", "") else str(version),
+            "id": request.request_id() or "",
+            "outputs": request.requested_output_names(),
+            "parameters": request.parameters(),
+            "timeout": request.timeout(),
+            "inputs": inputs,
+        }, arrays
+
+    @staticmethod
+    def _bls_response(answer, outputs):
+        if answer.get("error"):
+            err = answer["error"]
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(err["message"], err.get("code", pb_utils.TritonError.INTERNAL)))
+        tensors = [pb_utils.Tensor(t["name"], a) for t, a in zip(answer["outputs"], outputs or [])]
+        return pb_utils.InferenceResponse(output_tensors=tensors, parameters=answer.get("parameters") or {})
+
+    def bls(self, request):
+        try:
+            message, arrays = self._bls_message(request)
+        except Exception as err:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(_error_text(err), pb_utils.TritonError.INVALID_ARG))
+        answer, outputs = self._call_blocking(message, arrays)
+        return self._bls_response(answer, outputs)
+
+    async def bls_async(self, request):
+        try:
+            message, arrays = self._bls_message(request)
+        except Exception as err:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(_error_text(err), pb_utils.TritonError.INVALID_ARG))
+        done = threading.Event()
+        box = {}
+
+        def on_answer(answer, outputs):
+            box["answer"] = answer
+            box["outputs"] = outputs
+            done.set()
+
+        self._call(message, arrays, on_answer)
+        # Waiting happens on a pool thread, which reads the channel if no one else does.
+        await asyncio.get_running_loop().run_in_executor(None, self._await, done)
+        return self._bls_response(box["answer"], box["outputs"])
+
+    def control(self, op, **fields):
+        answer, _ = self._call_blocking(dict({"t": "control", "op": op}, **fields))
+        if answer.get("error"):
+            raise pb_utils.TritonModelException(answer["error"]["message"])
+        return answer.get("value")
+
+    # ---- responses --------------------------------------------------------------------------
+
+    def is_cancelled(self, request):
+        if request._key not in self._cancelled and self._reading.acquire(blocking=False):
+            try:
+                while self._read_one(0):
+                    pass
+            finally:
+                self._reading.release()
+        return request._key in self._cancelled
+
+    def _response_entry(self, request, response, final):
+        """(entry, output descriptors, output arrays) of one response; marks the request final."""
+        key = request._key
+        if key not in self._open:
+            raise pb_utils.TritonModelException(
+                "request '%s' already received its final response; nothing more can be sent for it" % request.request_id())
+        if response is not None and not isinstance(response, pb_utils.InferenceResponse):
+            raise pb_utils.TritonModelException(
+                "send() expects a pb_utils.InferenceResponse, got %s" % type(response).__name__)
+        entry = {"r": key[1], "f": bool(final)}
+        outputs = []
+        arrays = []
+        if response is not None:
+            if response.has_error():
+                err = response.error()
+                entry["error"] = {"message": err.message(), "code": err.code()}
+            else:
+                wanted = request.requested_output_names()
+                for tensor in response.output_tensors():
+                    if not isinstance(tensor, pb_utils.Tensor):
+                        entry["error"] = {"message": "response output is a %s, not a pb_utils.Tensor" % type(tensor).__name__,
+                                          "code": pb_utils.TritonError.INTERNAL}
+                        break
+                    if wanted and tensor.name() not in wanted and tensor.name() in self.output_names:
+                        continue
+                    try:
+                        datatype, shape, data = encode(tensor.as_numpy())
+                    except ValueError as err:
+                        entry["error"] = {"message": "output '%s': %s" % (tensor.name(), err), "code": pb_utils.TritonError.INTERNAL}
+                        break
+                    outputs.append({"name": tensor.name(), "d": datatype, "s": shape})
+                    arrays.append(data)
+                if "error" in entry:
+                    outputs, arrays = [], []
+                else:
+                    params = json.loads(response.parameters())
+                    if params:
+                        entry["parameters"] = params
+            entry["has_response"] = True
+        entry["k"] = len(outputs)
+        if final:
+            self._open.discard(key)
+            self._cancelled.discard(key)
+        return entry, outputs, arrays
+
+    def send_response(self, request, response, final):
+        entry, outputs, arrays = self._response_entry(request, response, final)
+        entry["t"] = "resp"
+        entry["x"] = request._key[0]
+        entry["outputs"] = outputs
+        self._send(entry, arrays)
+
+    def _send(self, message, arrays):
+        with self.channel.lock:
+            if arrays:
+                shm, offsets = self.outbound.put(arrays)
+                message["shm"] = shm
+                descriptors = message.get("outputs") if message["t"] != "bls" else message["inputs"]
+                for descriptor, offset, data in zip(descriptors, offsets, arrays):
+                    descriptor["o"] = offset
+                    descriptor["n"] = data.nbytes
+            self.channel.send_locked(message)
+
+    # ---- coroutines -------------------------------------------------------------------------
+
+    def event_loop(self):
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run():
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                threading.Thread(target=run, name="nereid-asyncio", daemon=True).start()
+                started.wait()
+                self._loop = loop
+            return self._loop
+
+    def run_coroutine(self, coroutine):
+        """Runs a coroutine on the instance's event loop and waits for it, reading the channel
+        meanwhile (the coroutine may wait for answers)."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.event_loop())
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        self._await(done)
+        return future.result()
+
+    # ---- model lifecycle --------------------------------------------------------------------
+
+    def initialize(self, message):
+        args = message["args"]
+        config = json.loads(args["model_config"])
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        self.output_names = [o["name"] for o in config.get("output", [])]
+        if message["runner"] == "pytorch":
+            from nereid_stub.pytorch_model import TorchScriptModel  # noqa: PLC0415
+            self.model = TorchScriptModel(message["path"])
+        else:
+            self.model = _model_class(message["path"])()
+        init = getattr(self.model, "initialize", None)
+        if callable(init):
+            result = init(args)
+            if inspect.iscoroutine(result):
+                self.run_coroutine(result)
+
+    def execute(self, message):
+        x = message["x"]
+        requests = []
+        for index, r in enumerate(message["requests"]):
+            tensors = [pb_utils.Tensor(t["name"], a) for t, a in zip(r["inputs"], r.pop("arrays"))]
+            request = pb_utils.InferenceRequest(
+                model_name=message.get("model"), requested_output_names=r["outputs"], inputs=tensors,
+                request_id=r["id"], correlation_id=r.get("correlation_id", 0), flags=r.get("flags", 0),
+                parameters=r.get("parameters", "{}"))
+            request._key = (x, index)
+            self._open.add(request._key)
+            requests.append(request)
+        started = time.monotonic_ns()
+        try:
+            result = self.model.execute(requests)
+            if inspect.iscoroutine(result):
+                if self.decoupled:
+                    self._run_detached(result, requests)
+                    result = None
+                else:
+                    result = self.run_coroutine(result)
+            done = {"t": "done", "x": x}
+            arrays = []
+            if not self.decoupled:
+                done["responses"], done["outputs"], arrays = self._respond_all(requests, result)
+            done["ts"] = [str(started), str(time.monotonic_ns())]
+            self._send(done, arrays)
+        except Exception as err:
+            traceback.print_exc()
+            self.channel.send({"t": "done", "x": x, "error": _error_text(err)})
+            for request in requests:
+                self._open.discard(request._key)
+                self._cancelled.discard(request._key)
+        finally:
+            if not self.decoupled:
+                for request in requests:
+                    self._open.discard(request._key)
+                    self._cancelled.discard(request._key)
+
+    def _respond_all(self, requests, result):
+        """Non-decoupled: one response per request, in order, unless it used its sender. Returns
+        the responses as (entries, output descriptors, arrays) for the ``done`` message."""
+        entries, outputs, arrays = [], [], []
+        if result is None:
+            if all(r._key not in self._open for r in requests):
+                return entries, outputs, arrays
+            raise pb_utils.TritonModelException(
+                "execute returned None; a model that is not decoupled must return a list of %d "
+                "pb_utils.InferenceResponse (one per request)" % len(requests))
+        if not isinstance(result, (list, tuple)):
+            raise pb_utils.TritonModelException(
+                "execute returned a %s; it must return a list of %d pb_utils.InferenceResponse (one per request)"
+                % (type(result).__name__, len(requests)))
+        if len(result) != len(requests):
+            raise pb_utils.TritonModelException(
+                "execute returned %d response(s) for %d request(s); return exactly one per request, in order"
+                % (len(result), len(requests)))
+        for request, response in zip(requests, result):
+            if request._key not in self._open:
+                continue
+            if response is None:
+                raise pb_utils.TritonModelException(
+                    "execute returned None for request '%s'; every request needs a pb_utils.InferenceResponse"
+                    % request.request_id())
+            if not isinstance(response, pb_utils.InferenceResponse):
+                raise pb_utils.TritonModelException(
+                    "execute returned a %s where a pb_utils.InferenceResponse belongs" % type(response).__name__)
+        for request, response in zip(requests, result):
+            if request._key in self._open:
+                entry, o, a = self._response_entry(request, response, True)
+                entries.append(entry)
+                outputs.extend(o)
+                arrays.extend(a)
+        return entries, outputs, arrays
+
+    def _run_detached(self, coroutine, requests):
+        """A decoupled ``async def execute``: runs on the event loop; if it raises, requests
+        without a final response get the error."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.event_loop())
+
+        def finished(f):
+            err = f.exception()
+            if err is None:
+                return
+            for request in requests:
+                if request._key in self._open:
+                    try:
+                        self.send_response(request, pb_utils.InferenceResponse(error=pb_utils.TritonError(_error_text(err))), True)
+                    except Exception:
+                        traceback.print_exc()
+
+        future.add_done_callback(finished)
+
+    def finalize(self):
+        fin = getattr(self.model, "finalize", None)
+        if callable(fin):
+            result = fin()
+            if inspect.iscoroutine(result):
+                self.run_coroutine(result)
+
+    def auto_complete(self, message):
+        cls = _model_class(message["path"])
+        method = getattr(cls, "auto_complete_config", None)
+        if not callable(method):
+            return None
+        result = method(pb_utils.ModelConfig(message["config"]))
+        if not isinstance(result, pb_utils.ModelConfig):
+            raise pb_utils.TritonModelException(
+                "auto_complete_config returned a %s; it must return the pb_utils.ModelConfig it was given" % type(result).__name__)
+        return result._config
+
+    def serve(self):
+        while True:
+            message = self._next_work()
+            kind = message["t"]
+            if kind == "exec":
+                self.execute(message)
+                continue
+            try:
+                if kind == "init":
+                    self.initialize(message)
+                    self.channel.send({"t": "ok", "call": message["call"]})
+                elif kind == "auto_complete":
+                    self.channel.send({"t": "ok", "call": message["call"], "value": self.auto_complete(message)})
+                elif kind == "finalize":
+                    self.finalize()
+                    self.channel.send({"t": "ok", "call": message["call"]})
+                    return
+                else:
+                    raise RuntimeError("unknown message '%s'" % kind)
+            except BaseException as err:  # noqa: BLE001 (SystemExit from a model is an error too)
+                detail = _error_text(err)
+                if kind in ("init", "auto_complete") and not isinstance(err, LoadError):
+                    detail = "%s\n%s" % (detail, traceback.format_exc())
+                self.channel.send({"t": "ok", "call": message["call"], "error": detail})
+                if kind == "finalize":
+                    return
+
+
+def main():
+    _die_with_parent()
+    in_ring, out_ring, spill_base = sys.argv[1:4]
+    if _BOOT_ERROR is not None:
+        body = json.dumps({"t": "boot", "error": _BOOT_ERROR}).encode("utf-8")
+        os.write(3, len(body).to_bytes(4, "little") + body)
+        return 1
+    stub = Stub(in_ring, out_ring, spill_base)
+    pb_utils._runtime = stub
+    stub.channel.send({"t": "boot"})
+    stub.serve()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

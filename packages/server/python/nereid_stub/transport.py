@@ -1,0 +1,178 @@
+"""The stub's side of the channel to the server (docs/backends.md, "How the stub talks to the
+server").
+
+Control messages are frames on one socket inherited as fd 3: a 4-byte little-endian length, then
+UTF-8 JSON. Tensor bytes never cross the socket: each direction has a ring in a /dev/shm file
+written by one side and read by the other. A message that carries tensors names the byte range
+it used (``shm.end``: the ring position after it); the reader copies the bytes out when it takes
+the message and then publishes that position as the ring's tail (the first 8 bytes of the file),
+which frees the space. Messages, and so ranges, are consumed in the order they were written.
+A message whose tensors do not fit in the ring's free space goes through a file of its own
+(``shm.file``), which the reader deletes after reading.
+"""
+
+import json
+import mmap
+import os
+import select
+import struct
+import threading
+
+import numpy as np
+
+HEADER = 64
+_TAIL = struct.Struct("<Q")
+_LEN = struct.Struct("<I")
+
+
+class Channel:
+    """Frames over fd 3. ``send`` may be called from any thread; ``receive`` from one thread at a
+    time (the stub's read lock)."""
+
+    def __init__(self, fd=3):
+        self._fd = fd
+        self._buffer = bytearray()
+        self.lock = threading.Lock()
+
+    def receive(self, timeout=None):
+        """The next message; None if ``timeout`` seconds pass first (None: wait). Raises EOFError
+        at the end of the stream (the server closed it or died)."""
+        while True:
+            buffer = self._buffer
+            if len(buffer) >= 4:
+                (length,) = _LEN.unpack_from(buffer, 0)
+                if len(buffer) >= 4 + length:
+                    body = bytes(buffer[4:4 + length])
+                    del buffer[:4 + length]
+                    return json.loads(body)
+            if timeout is not None and not select.select([self._fd], [], [], timeout)[0]:
+                return None
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise EOFError
+            buffer += chunk
+
+    def send_locked(self, message):
+        """Sends one frame; the caller holds ``lock``."""
+        body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+        data = memoryview(_LEN.pack(len(body)) + body)
+        while data:
+            n = os.write(self._fd, data)
+            data = data[n:]
+
+    def send(self, message):
+        with self.lock:
+            self.send_locked(message)
+
+
+class RingReader:
+    """The reading side of the server → stub ring."""
+
+    def __init__(self, path):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            self._mm = mmap.mmap(fd, 0)
+        finally:
+            os.close(fd)
+
+    def take(self, shm, tensors):
+        """Copies the message's tensors out as numpy arrays (in order) and frees their range."""
+        if shm is not None and shm.get("file"):
+            path = shm["file"]
+            with open(path, "rb") as f:
+                data = f.read()
+            os.unlink(path)
+            arrays = [_decode(memoryview(data), t) for t in tensors]
+        else:
+            arrays = [_decode(self._mm, t) for t in tensors]
+            if shm is not None and "end" in shm:
+                _TAIL.pack_into(self._mm, 0, shm["end"])
+        return arrays
+
+
+class RingWriter:
+    """The writing side of the stub → server ring. Callers serialise through the channel lock."""
+
+    def __init__(self, path, spill_base):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            self._mm = mmap.mmap(fd, 0)
+        finally:
+            os.close(fd)
+        self._capacity = len(self._mm) - HEADER
+        self._head = 0
+        self._spill_base = spill_base
+        self._spills = 0
+
+    def put(self, arrays):
+        """Writes encoded arrays (uint8, C-contiguous) contiguously; returns (shm, offsets)."""
+        total = sum(a.nbytes for a in arrays)
+        start = self._reserve(total)
+        if start is None:
+            self._spills += 1
+            path = "%s.%d" % (self._spill_base, self._spills)
+            offsets = []
+            with open(path, "wb") as f:
+                pos = 0
+                for a in arrays:
+                    offsets.append(pos)
+                    f.write(memoryview(a))
+                    pos += a.nbytes
+            return {"file": path}, offsets
+        pos = HEADER + (start % self._capacity if self._capacity else 0)
+        offsets = []
+        mm = self._mm
+        for a in arrays:
+            n = a.nbytes
+            offsets.append(pos)
+            if n:
+                mm[pos:pos + n] = memoryview(a)
+            pos += n
+        return {"end": self._head}, offsets
+
+    def _reserve(self, size):
+        cap = self._capacity
+        if size == 0:
+            return self._head
+        if size > cap:
+            return None
+        start = self._head
+        pos = start % cap
+        if pos + size > cap:
+            start += cap - pos
+        end = start + size
+        (tail,) = _TAIL.unpack_from(self._mm, 0)
+        if end - tail > cap:
+            return None
+        self._head = end
+        return start
+
+
+def _decode(buf, t):
+    """A fresh numpy array from a tensor descriptor {d: datatype, s: shape, o: offset, n: size}."""
+    from triton_python_backend_utils import WIRE_TO_NUMPY, deserialize_bytes_tensor  # noqa: PLC0415
+    datatype = t["d"]
+    shape = t["s"]
+    offset = t["o"]
+    size = t["n"]
+    if datatype == "BYTES":
+        flat = deserialize_bytes_tensor(bytes(buf[offset:offset + size]))
+        return flat.reshape(shape)
+    dtype = WIRE_TO_NUMPY.get(datatype)
+    if dtype is None:
+        raise ValueError("datatype %s is not supported by the Python backend" % datatype)
+    count = size // dtype.itemsize
+    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset).copy().reshape(shape)
+
+
+def encode(array):
+    """(wire datatype, shape, uint8 array) for a numpy array; raises ValueError if unsupported."""
+    from triton_python_backend_utils import numpy_to_wire_datatype, serialize_byte_tensor  # noqa: PLC0415
+    datatype = numpy_to_wire_datatype(array.dtype)
+    if datatype is None:
+        raise ValueError("numpy dtype %s has no Triton datatype" % array.dtype)
+    shape = [int(d) for d in array.shape]
+    if datatype == "BYTES":
+        return datatype, shape, serialize_byte_tensor(array)
+    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return datatype, shape, flat

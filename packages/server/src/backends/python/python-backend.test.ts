@@ -1,0 +1,227 @@
+/**
+ * Decoupled Python models driven through the backend SPI directly (models-and-scheduling.md
+ * §8.1, §8.5), with a real stub process: many responses per request through
+ * `InferenceResponseSender`, sent from a thread after execute returned and from `async def
+ * execute` coroutines, flags-only final responses, cancellation seen by `is_cancelled()`, and an
+ * execute that raises. Needs /usr/bin/python3 with numpy; skipped with the reason printed
+ * otherwise.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { NereidError, type ParameterValue } from '@nereid/protocol';
+import { completeModelConfig, modelConfigFromJson, normalizeModelConfig } from '../../config/index.js';
+import { silentLogger } from '../../observability/logger.js';
+import type { BackendInstance, BackendModel, BackendRequest, BackendResponse, BackendTensor, ExecutionTiming, ModelContext } from '../spi.js';
+import { pythonBackend } from './python-backend.js';
+
+function skipReason(): string | undefined {
+  try {
+    execFileSync('/usr/bin/python3', ['-c', 'import numpy'], { stdio: 'ignore' });
+    return undefined;
+  } catch {
+    return '/usr/bin/python3 cannot import numpy (install python3-numpy)';
+  }
+}
+const skip = skipReason();
+if (skip) console.log(`# skipping decoupled Python backend tests: ${skip}`);
+
+/**
+ * Triton's decoupled "repeat" pattern: for IN = [a, b, c] it sends OUT = [a], [b], [c] (IDX the
+ * position), then a flags-only final response. Parameter `mode`: `thread` (a thread sends after
+ * execute returned), `async` (coroutines), `until_cancelled` (one response every 10 ms until
+ * cancelled), `raise`.
+ */
+const REPEAT_PY = String.raw`
+import asyncio
+import json
+import threading
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        assert pb_utils.using_decoupled_model_transaction_policy(config)
+
+    def execute(self, requests):
+        mode = json.loads(requests[0].parameters()).get("mode", "thread")
+        if mode == "raise":
+            raise pb_utils.TritonModelException("repeat cannot run")
+        if mode == "async":
+            return self.execute_async(requests)
+        for request in requests:
+            sender = request.get_response_sender()
+            values = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            target = self.until_cancelled if mode == "until_cancelled" else self.repeat
+            threading.Thread(target=target, args=(sender, values)).start()
+        return None
+
+    def repeat(self, sender, values):
+        for i, v in enumerate(values):
+            time.sleep(0.002)
+            sender.send(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUT", np.array([v], dtype=np.int32)),
+                pb_utils.Tensor("IDX", np.array([i], dtype=np.int32))]))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def until_cancelled(self, sender, values):
+        i = 0
+        while not sender.is_cancelled():
+            sender.send(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUT", np.array([values[0]], dtype=np.int32)),
+                pb_utils.Tensor("IDX", np.array([i], dtype=np.int32))]))
+            i += 1
+            time.sleep(0.01)
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    async def execute_async(self, requests):
+        async def one(request):
+            sender = request.get_response_sender()
+            values = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            for i, v in enumerate(values):
+                await asyncio.sleep(0.001)
+                last = i == len(values) - 1
+                sender.send(pb_utils.InferenceResponse([
+                    pb_utils.Tensor("OUT", np.array([v * 10], dtype=np.int32)),
+                    pb_utils.Tensor("IDX", np.array([i], dtype=np.int32))]),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0)
+        await asyncio.gather(*(one(r) for r in requests))
+`;
+
+interface Received {
+  responses: (BackendResponse | NereidError | null)[];
+  finals: number;
+  done: Promise<void>;
+}
+
+/** A request as the scheduler would hand it over, recording what the backend sends. */
+function request(values: number[], parameters: Record<string, ParameterValue>, signal = new AbortController().signal): BackendRequest & Received {
+  const data = new Uint8Array(new Int32Array(values).buffer);
+  const input: BackendTensor = { name: 'IN', datatype: 'INT32', shape: [values.length], data };
+  let finish!: () => void;
+  const received: Received = { responses: [], finals: 0, done: new Promise<void>((r) => (finish = r)) };
+  return Object.assign(received, {
+    id: '',
+    inputs: new Map([['IN', input]]),
+    requestedOutputs: ['OUT', 'IDX'],
+    parameters,
+    batchSize: 1,
+    signal,
+    respond(response: BackendResponse | NereidError | null, final = true) {
+      if (received.finals > 0) return;
+      received.responses.push(response);
+      if (final) {
+        received.finals++;
+        finish();
+      }
+    },
+  });
+}
+
+const timing: ExecutionTiming = { markComputeStart() {}, markInputsReady() {}, markOutputsStart() {}, markComputeEnd() {} };
+
+function ints(r: BackendResponse | NereidError | null, name: string): number[] {
+  assert.ok(r !== null && !(r instanceof NereidError), `expected outputs, got ${String(r)}`);
+  const t = r.outputs.find((o) => o.name === name)!;
+  return [...new Int32Array(new Uint8Array(t.data).buffer)];
+}
+
+describe('Python backend: decoupled models through the SPI', { skip }, () => {
+  let dir: string;
+  let model: BackendModel;
+  let instance: BackendInstance;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'nereid-decoupled-'));
+    await mkdir(join(dir, 'repeat', '1'), { recursive: true });
+    await writeFile(join(dir, 'repeat', '1', 'model.py'), REPEAT_PY);
+    const config = normalizeModelConfig(
+      completeModelConfig(
+        modelConfigFromJson({
+          name: 'repeat',
+          backend: 'python',
+          default_model_filename: 'model.py',
+          model_transaction_policy: { decoupled: true },
+          input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [-1] }],
+          output: [
+            { name: 'OUT', data_type: 'TYPE_INT32', dims: [1] },
+            { name: 'IDX', data_type: 'TYPE_INT32', dims: [1] },
+          ],
+          instance_group: [{ name: 'repeat', kind: 'KIND_CPU', count: 1 }],
+        }),
+      ),
+    );
+    const ctx: ModelContext = {
+      name: 'repeat',
+      version: 1,
+      config,
+      modelDirectory: join(dir, 'repeat'),
+      versionDirectory: join(dir, 'repeat', '1'),
+      modelPath: join(dir, 'repeat', '1', 'model.py'),
+      backendConfig: {},
+      logger: silentLogger(),
+    };
+    model = await pythonBackend.createModel(ctx);
+    instance = await model.createInstance({ name: 'repeat_0', groupName: 'repeat', kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 });
+  });
+
+  after(async () => {
+    await instance?.unload();
+    await model?.unload();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('sends many responses per request from a thread, then a flags-only final', async () => {
+    const a = request([5, 6, 7], { mode: 'thread' });
+    const b = request([9], { mode: 'thread' });
+    await instance.execute([a, b], timing);
+    await Promise.all([a.done, b.done]);
+    assert.equal(a.responses.length, 4);
+    assert.deepEqual(a.responses.slice(0, 3).map((r) => ints(r, 'OUT')[0]), [5, 6, 7]);
+    assert.deepEqual(a.responses.slice(0, 3).map((r) => ints(r, 'IDX')[0]), [0, 1, 2]);
+    assert.equal(a.responses[3], null, 'the final response carries no outputs');
+    assert.equal(b.responses.length, 2);
+    assert.deepEqual(ints(b.responses[0]!, 'OUT'), [9]);
+  });
+
+  it('sends from async def execute coroutines, the final flag on the last data response', async () => {
+    const a = request([1, 2], { mode: 'async' });
+    const b = request([3, 4, 5], { mode: 'async' });
+    await instance.execute([a, b], timing);
+    await Promise.all([a.done, b.done]);
+    assert.deepEqual(a.responses.map((r) => ints(r, 'OUT')[0]), [10, 20]);
+    assert.deepEqual(b.responses.map((r) => ints(r, 'OUT')[0]), [30, 40, 50]);
+  });
+
+  it('lets the model see cancellation through is_cancelled()', async () => {
+    const abort = new AbortController();
+    const r = request([42], { mode: 'until_cancelled' }, abort.signal);
+    await instance.execute([r], timing);
+    while (r.responses.length < 3) await new Promise((res) => setTimeout(res, 5));
+    abort.abort();
+    await r.done;
+    assert.ok(r.responses.length >= 4);
+    assert.equal(r.responses.at(-1), null);
+    assert.deepEqual(ints(r.responses[0]!, 'OUT'), [42]);
+  });
+
+  it('rejects execute with the model error when execute raises, and keeps running', async () => {
+    const r = request([1], { mode: 'raise' });
+    await assert.rejects(instance.execute([r], timing), (err: NereidError) => {
+      assert.equal(err.code, 'BACKEND_ERROR');
+      assert.match(err.message, /model 'repeat' instance 'repeat_0': execute failed: repeat cannot run/);
+      return true;
+    });
+    const again = request([8], { mode: 'thread' });
+    await instance.execute([again], timing);
+    await again.done;
+    assert.deepEqual(ints(again.responses[0]!, 'OUT'), [8]);
+  });
+});

@@ -1,0 +1,629 @@
+/**
+ * The Python backend (`backend: "python"`, a Triton `model.py`; models-and-scheduling.md §8.5)
+ * and the PyTorch backend (`backend: "pytorch"` / `platform: "pytorch_libtorch"`, a TorchScript
+ * `model.pt`), both run by the Python stub: one long-lived process per instance
+ * (`stub-process.ts`). docs/backends.md describes configuration and the differences from Triton.
+ *
+ * Fault isolation: a stub that exits or is killed fails the requests it held (`PYTHON_STUB_FAILED`,
+ * naming the model and instance) and is started again at once (its `initialize` runs again); an
+ * execute that has not returned after the execute timeout gets its stub killed the same way.
+ * Nothing else is affected: every instance is its own process.
+ *
+ * Settings (`--backend-config=python,<key>=<value>`, or `pytorch,<key>=<value>` for the pytorch
+ * backend; global `--backend-config=<key>=<value>` settings apply to both):
+ *   python-executable      interpreter (default /usr/bin/python3)
+ *   execute-timeout-secs   execute time limit, 0 = none (default 0); the model parameter
+ *                          EXECUTE_TIMEOUT_SECS overrides it
+ *   shm-region-byte-size   bytes of each shared-memory ring (default 64 MiB)
+ * Model parameter EXECUTION_ENV_PATH: a directory holding `bin/python3`, or a conda-pack style
+ * `.tar.gz` of one (unpacked once), whose interpreter runs this model.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join, resolve as resolvePath } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  NereidError,
+  elementSize,
+  fromConfigDataType,
+  type DataType,
+  type ErrorCode,
+  type ErrorKind,
+  type ParameterValue,
+} from '@nereid/protocol';
+import { completeModelConfig, modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
+import type { ModelConfig } from '../../config/model-config.js';
+import type { InferInput, InferResponse } from '../../core/types.js';
+import {
+  BACKEND_SPI_VERSION,
+  type AutoCompleteContext,
+  type Backend,
+  type BackendInstance,
+  type BackendModel,
+  type BackendRequest,
+  type BackendResponse,
+  type BackendTensor,
+  type ExecutionTiming,
+  type InstanceSpec,
+  type ModelContext,
+} from '../spi.js';
+import { StubProcess, type StubMessage } from './stub-process.js';
+
+const DEFAULT_PYTHON = '/usr/bin/python3';
+const DEFAULT_RING_BYTES = 64 * 1024 * 1024;
+/** How long `finalize` may take at unload before the stub is killed. */
+const FINALIZE_TIMEOUT_MS = 30_000;
+
+type Runner = 'python' | 'pytorch';
+
+/** A tensor as it crosses the channel: name, datatype, shape (bytes placed by the ring). */
+interface WireTensor {
+  name: string;
+  d: DataType;
+  s: number[];
+  o?: number;
+  n?: number;
+}
+
+interface WireError {
+  message: string;
+  code?: number;
+}
+
+/** pb_utils.TritonError codes (triton_python_backend_utils.py) ↔ error kinds. */
+const TRITON_ERROR_CODES: readonly ErrorCode[] = [
+  'MODEL_ERROR_UNKNOWN',
+  'BACKEND_ERROR',
+  'NOT_FOUND',
+  'MODEL_ERROR_INVALID_ARG',
+  'UNAVAILABLE',
+  'UNSUPPORTED',
+  'ALREADY_EXISTS',
+  'REQUEST_CANCELLED',
+];
+const KIND_TO_TRITON_CODE: Readonly<Record<ErrorKind, number>> = {
+  UNKNOWN: 0,
+  INTERNAL: 1,
+  NOT_FOUND: 2,
+  INVALID_ARG: 3,
+  UNAVAILABLE: 4,
+  UNSUPPORTED: 5,
+  ALREADY_EXISTS: 6,
+  CANCELLED: 7,
+};
+
+function wireError(err: unknown): WireError {
+  if (err instanceof NereidError) return { message: err.message, code: KIND_TO_TRITON_CODE[err.kind] };
+  return { message: err instanceof Error ? err.message : String(err), code: 1 };
+}
+
+function settingNumber(value: string | undefined, key: string, model: string, fallback: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) {
+    throw new NereidError('CONFIG_INVALID', `model '${model}': '${key}' must be a non-negative number, got '${value}'`);
+  }
+  return n;
+}
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * The interpreter for a model: EXECUTION_ENV_PATH's (a directory, or a `.tar.gz` unpacked once
+ * into the temporary directory), else `python-executable`, else /usr/bin/python3.
+ */
+async function interpreterFor(config: Readonly<ModelConfig>, modelDirectory: string, settings: Readonly<Record<string, string>>): Promise<string> {
+  let envPath = config.parameters['EXECUTION_ENV_PATH']?.string_value ?? '';
+  if (envPath === '') return settings['python-executable'] || DEFAULT_PYTHON;
+  envPath = envPath.replace('$$TRITON_MODEL_DIRECTORY', modelDirectory);
+  if (!isAbsolute(envPath)) envPath = resolvePath(modelDirectory, envPath);
+  const info = statSync(envPath, { throwIfNoEntry: false });
+  if (info === undefined) {
+    throw new NereidError('MODEL_LOAD_FAILED', `model '${config.name}': EXECUTION_ENV_PATH '${envPath}' does not exist`);
+  }
+  let root = envPath;
+  if (info.isFile()) {
+    const key = createHash('sha256').update(`${envPath}:${info.size}:${info.mtimeMs}`).digest('hex').slice(0, 16);
+    root = join(tmpdir(), `nereid-env-${key}`);
+    if (!existsSync(root)) {
+      const partial = `${root}.${process.pid}.partial`;
+      mkdirSync(partial, { recursive: true });
+      try {
+        await execFileAsync('tar', ['-xzf', envPath, '-C', partial]);
+      } catch (err) {
+        throw new NereidError('MODEL_LOAD_FAILED', `model '${config.name}': could not unpack EXECUTION_ENV_PATH '${envPath}': ${(err as Error).message}`);
+      }
+      try {
+        renameSync(partial, root);
+      } catch {
+        // another load unpacked it first
+      }
+    }
+  }
+  const python = join(root, 'bin', 'python3');
+  if (!existsSync(python)) {
+    throw new NereidError('MODEL_LOAD_FAILED', `model '${config.name}': EXECUTION_ENV_PATH '${envPath}' has no bin/python3`);
+  }
+  return python;
+}
+
+interface StubSettings {
+  python: string;
+  ringBytes: number;
+  timeoutMs: number;
+}
+
+async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' | 'backendConfig' | 'name'>): Promise<StubSettings> {
+  const s = ctx.backendConfig;
+  const timeoutParam = ctx.config.parameters['EXECUTE_TIMEOUT_SECS']?.string_value;
+  const timeoutSecs = settingNumber(timeoutParam || s['execute-timeout-secs'], 'execute-timeout-secs', ctx.name, 0);
+  const ringBytes = Math.floor(settingNumber(s['shm-region-byte-size'], 'shm-region-byte-size', ctx.name, DEFAULT_RING_BYTES));
+  return {
+    python: await interpreterFor(ctx.config, ctx.modelDirectory, s),
+    ringBytes: Math.max(4096, ringBytes),
+    timeoutMs: timeoutSecs * 1000,
+  };
+}
+
+/**
+ * Request parameters as the JSON text `request.parameters()` returns; 64-bit integers (bigint)
+ * are written exactly (Python's json reads them as ints).
+ */
+function parametersJson(parameters: Readonly<Record<string, ParameterValue>>): string {
+  const entries = Object.entries(parameters).map(([k, v]) => `${JSON.stringify(k)}:${typeof v === 'bigint' ? v.toString() : JSON.stringify(v)}`);
+  return `{${entries.join(',')}}`;
+}
+
+/** The output of a model checked against its configuration; an error names the model and tensor. */
+function checkOutput(config: Readonly<ModelConfig>, t: WireTensor, data: Uint8Array, batchSize: number): BackendTensor | NereidError {
+  const spec = config.output.find((o) => o.name === t.name);
+  const model = config.name;
+  if (spec === undefined) {
+    return new NereidError(
+      'BACKEND_ERROR',
+      `model '${model}' returned output '${t.name}', which is not in its configuration (outputs: ${config.output.map((o) => o.name).join(', ')})`,
+    );
+  }
+  const expected = fromConfigDataType(spec.data_type);
+  if (expected !== t.d) {
+    return new NereidError(
+      'BACKEND_ERROR',
+      `model '${model}' returned output '${t.name}' as ${t.d}, but its configuration says ${spec.data_type}; convert it (numpy astype) before building the pb_utils.Tensor`,
+    );
+  }
+  const dims = spec.reshape?.shape ?? spec.dims;
+  const batching = config.max_batch_size > 0;
+  const want = batching ? [batchSize, ...dims] : dims;
+  const fits = t.s.length === want.length && t.s.every((d, i) => want[i] === -1 || want[i] === d);
+  if (!fits) {
+    return new NereidError(
+      'BACKEND_ERROR',
+      `model '${model}' returned output '${t.name}' with shape [${t.s.join(',')}], but its configuration expects [${want.join(',')}] (-1: any)`,
+    );
+  }
+  const size = elementSize(t.d);
+  if (size > 0 && data.byteLength !== t.s.reduce((a, b) => a * b, 1) * size) {
+    return new NereidError('BACKEND_ERROR', `model '${model}' output '${t.name}': ${data.byteLength} bytes do not match shape [${t.s.join(',')}]`);
+  }
+  return { name: t.name, datatype: t.d, shape: t.s, data };
+}
+
+/** An execute the stub holds: its requests until each has its final response. */
+interface HeldExecute {
+  readonly requests: readonly BackendRequest[];
+  readonly final: boolean[];
+  readonly aborts: (() => void)[];
+  done: boolean;
+  settle?: { resolve(ts: [bigint, bigint] | undefined): void; reject(e: NereidError): void };
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * One model instance: one stub process, restarted when it dies. One execute at a time
+ * (`pipelineDepth` 1); a decoupled model's requests stay held after execute returns, until their
+ * final responses.
+ */
+class PythonInstance implements BackendInstance {
+  readonly pipelineDepth = 1;
+  readonly #ctx: ModelContext;
+  readonly #spec: InstanceSpec;
+  readonly #runner: Runner;
+  readonly #modelFile: string;
+  readonly #settings: StubSettings;
+  readonly #what: string;
+  readonly #held = new Map<number, HeldExecute>();
+  #stub: StubProcess | undefined;
+  #starting: Promise<StubProcess> | undefined;
+  #nextExec = 1;
+  #closing = false;
+
+  constructor(ctx: ModelContext, spec: InstanceSpec, runner: Runner, modelFile: string, settings: StubSettings) {
+    this.#ctx = ctx;
+    this.#spec = spec;
+    this.#runner = runner;
+    this.#modelFile = modelFile;
+    this.#settings = settings;
+    this.#what = `model '${ctx.name}' instance '${spec.name}'`;
+  }
+
+  /** Starts the stub and runs the model's `initialize`; rejects with the load error. */
+  start(): Promise<StubProcess> {
+    this.#starting ??= (async () => {
+      const stub = await StubProcess.start({
+        python: this.#settings.python,
+        ringBytes: this.#settings.ringBytes,
+        what: this.#what,
+        logger: this.#ctx.logger,
+        cwd: this.#ctx.versionDirectory,
+      });
+      stub.listen(
+        (m, tensors) => this.#onMessage(stub, m, tensors),
+        (why) => this.#onExit(stub, why),
+      );
+      const config = this.#ctx.config;
+      const args: Record<string, string> = {
+        model_config: JSON.stringify(modelConfigToJson(config, { emitDefaults: true, int64AsString: false })),
+        model_instance_kind: this.#spec.kind === 'KIND_GPU' ? 'GPU' : this.#spec.kind === 'KIND_MODEL' ? 'MODEL' : 'CPU',
+        model_instance_name: this.#spec.name,
+        model_instance_device_id: String(this.#spec.deviceId),
+        model_repository: this.#ctx.modelDirectory,
+        model_version: String(this.#ctx.version),
+        model_name: this.#ctx.name,
+        nereid_instance_count: String(this.#spec.instanceCount),
+      };
+      try {
+        await stub.call({ t: 'init', runner: this.#runner, path: this.#modelFile, args }, `${this.#what}: initialize failed`, 'MODEL_LOAD_FAILED');
+      } catch (err) {
+        stub.kill('was stopped after a failed initialize');
+        throw err;
+      }
+      this.#stub = stub;
+      return stub;
+    })();
+    const starting = this.#starting;
+    starting.catch(() => {
+      if (this.#starting === starting) this.#starting = undefined;
+    });
+    return starting;
+  }
+
+  async #running(): Promise<StubProcess> {
+    if (this.#stub?.alive) return this.#stub;
+    return this.start();
+  }
+
+  async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
+    const stub = await this.#running();
+    const x = this.#nextExec++;
+    const parts: Uint8Array[] = [];
+    const descriptors: WireTensor[] = [];
+    const wireRequests = requests.map((r) => {
+      const inputs: WireTensor[] = [];
+      for (const t of r.inputs.values()) {
+        const d: WireTensor = { name: t.name, d: t.datatype, s: [...t.shape] };
+        inputs.push(d);
+        descriptors.push(d);
+        parts.push(t.data);
+      }
+      // Sequence batching does not exist yet: no correlation ids or sequence flags to pass on.
+      return { id: r.id, outputs: r.requestedOutputs, parameters: parametersJson(r.parameters), correlation_id: 0, flags: 0, inputs };
+    });
+    const held: HeldExecute = { requests, final: requests.map(() => false), aborts: [], done: false };
+    this.#held.set(x, held);
+    const finished = new Promise<[bigint, bigint] | undefined>((resolve, reject) => (held.settle = { resolve, reject }));
+    requests.forEach((r, i) => {
+      const onAbort = () => stub.send({ t: 'cancel', x, r: i });
+      r.signal.addEventListener('abort', onAbort, { once: true });
+      held.aborts.push(() => r.signal.removeEventListener('abort', onAbort));
+    });
+    if (this.#settings.timeoutMs > 0) {
+      held.timer = setTimeout(
+        () => stub.kill(`was killed because execute did not return within ${this.#settings.timeoutMs / 1000} s (execute-timeout-secs)`),
+        this.#settings.timeoutMs,
+      );
+    }
+    timing.markComputeStart();
+    stub.send({ t: 'exec', x, model: this.#ctx.name, requests: wireRequests }, parts, descriptors as unknown as Record<string, unknown>[]);
+    requests.forEach((r, i) => r.signal.aborted && stub.send({ t: 'cancel', x, r: i }));
+    const ts = await finished;
+    if (ts) {
+      timing.markInputsReady(ts[0]);
+      timing.markOutputsStart(ts[1]);
+    }
+    timing.markComputeEnd();
+  }
+
+  #release(x: number, held: HeldExecute): void {
+    clearTimeout(held.timer);
+    for (const a of held.aborts) a();
+    this.#held.delete(x);
+  }
+
+  #onMessage(stub: StubProcess, m: StubMessage, tensors: Uint8Array[]): void {
+    switch (m.t) {
+      case 'resp':
+        this.#onResponse(m, tensors);
+        return;
+      case 'done':
+        this.#onDone(m, tensors);
+        return;
+      case 'bls':
+        this.#onBls(stub, m, tensors);
+        return;
+      case 'control':
+        this.#onControl(stub, m);
+        return;
+      default:
+        this.#ctx.logger.error(`${this.#what}: unexpected message '${m.t}' from the Python stub`);
+    }
+  }
+
+  #onResponse(m: StubMessage, tensors: Uint8Array[]): void {
+    const x = m['x'] as number;
+    const held = this.#held.get(x);
+    if (held === undefined) return;
+    this.#apply(held, m, (m['outputs'] as WireTensor[] | undefined) ?? [], tensors);
+    if (held.done && held.final.every((f) => f)) this.#release(x, held);
+  }
+
+  /** Delivers one response entry (`r` request index, `f` final, `error` or outputs). */
+  #apply(held: HeldExecute, entry: Readonly<Record<string, unknown>>, wire: readonly WireTensor[], tensors: readonly Uint8Array[]): void {
+    const index = entry['r'] as number;
+    const request = held.requests[index];
+    if (request === undefined || held.final[index]) return;
+    const final = entry['f'] === true;
+    let response: BackendResponse | NereidError | null = null;
+    if (entry['error'] !== undefined) {
+      const e = entry['error'] as WireError;
+      response = new NereidError(TRITON_ERROR_CODES[e.code ?? 1] ?? 'BACKEND_ERROR', `model '${this.#ctx.name}': ${e.message}`);
+    } else if (entry['has_response'] === true) {
+      const outputs: BackendTensor[] = [];
+      for (let i = 0; i < wire.length; i++) {
+        const checked = checkOutput(this.#ctx.config, wire[i]!, tensors[i]!, request.batchSize);
+        if (checked instanceof NereidError) {
+          response = checked;
+          break;
+        }
+        outputs.push(checked);
+      }
+      if (response === null) {
+        const parameters = entry['parameters'] as Record<string, ParameterValue> | undefined;
+        response = parameters ? { outputs, parameters } : { outputs };
+      }
+    }
+    if (final) held.final[index] = true;
+    request.respond(response, final);
+  }
+
+  #onDone(m: StubMessage, tensors: Uint8Array[]): void {
+    const x = m['x'] as number;
+    const held = this.#held.get(x);
+    if (held === undefined) return;
+    held.done = true;
+    clearTimeout(held.timer);
+    const ts = m['ts'] as [string, string] | undefined;
+    if (typeof m['error'] === 'string') {
+      // The runner fails every request without a final response (spi.ts).
+      held.settle?.reject(new NereidError('BACKEND_ERROR', `${this.#what}: execute failed: ${m['error']}`));
+      this.#release(x, held);
+      return;
+    }
+    const responses = (m['responses'] as Record<string, unknown>[] | undefined) ?? [];
+    const wire = (m['outputs'] as WireTensor[] | undefined) ?? [];
+    let at = 0;
+    for (const entry of responses) {
+      const k = entry['k'] as number;
+      this.#apply(held, entry, wire.slice(at, at + k), tensors.slice(at, at + k));
+      at += k;
+    }
+    held.settle?.resolve(ts ? [BigInt(ts[0]), BigInt(ts[1])] : undefined);
+    if (held.final.every((f) => f)) this.#release(x, held);
+  }
+
+  #onBls(stub: StubProcess, m: StubMessage, tensors: Uint8Array[]): void {
+    const call = m['call'] as number;
+    const reply = (answer: Record<string, unknown>, parts: Uint8Array[] = [], descriptors: Record<string, unknown>[] = []) =>
+      stub.send({ t: 'reply', call, ...answer }, parts, descriptors);
+    const services = this.#ctx.models;
+    if (services === undefined) {
+      reply({ error: { message: `model '${this.#ctx.name}': calling other models (BLS) needs a server; this backend model was created without one`, code: 5 } });
+      return;
+    }
+    const inputs: InferInput[] = ((m['inputs'] as WireTensor[]) ?? []).map((t, i) => ({
+      name: t.name,
+      datatype: t.d,
+      shape: t.s,
+      data: tensors[i]!,
+    }));
+    let parameters: Record<string, ParameterValue> = {};
+    try {
+      const parsed = JSON.parse((m['parameters'] as string) || '{}') as unknown;
+      if (parsed !== null && typeof parsed === 'object') parameters = parsed as Record<string, ParameterValue>;
+    } catch {
+      // Triton's parameters() is JSON text; anything else is ignored.
+    }
+    const timeout = m['timeout'] as number;
+    if (timeout > 0) parameters = { ...parameters, timeout };
+    const outputs = (m['outputs'] as string[]) ?? [];
+    const version = m['version'] as string;
+    services
+      .infer({
+        model: m['model'] as string,
+        ...(version ? { version } : {}),
+        id: (m['id'] as string) ?? '',
+        parameters,
+        inputs,
+        ...(outputs.length > 0 ? { outputs: outputs.map((name) => ({ name })) } : {}),
+      })
+      .then(
+        (res: InferResponse) => {
+          const descriptors = res.outputs.map((o) => ({ name: o.name, d: o.datatype, s: o.shape }) as Record<string, unknown>);
+          reply({ outputs: descriptors, parameters: res.parameters }, res.outputs.map((o) => o.data), descriptors);
+        },
+        (err: unknown) => reply({ error: wireError(err) }),
+      );
+  }
+
+  #onControl(stub: StubProcess, m: StubMessage): void {
+    const call = m['call'] as number;
+    const services = this.#ctx.models;
+    const model = m['model'] as string;
+    const run = async (): Promise<unknown> => {
+      if (services === undefined) throw new NereidError('UNSUPPORTED', `model '${this.#ctx.name}': model control needs a server`);
+      switch (m['op']) {
+        case 'load': {
+          const files = m['files'] as Record<string, string> | undefined;
+          const config = m['config'] as string | null | undefined;
+          await services.loadModel(model, {
+            ...(config ? { config } : {}),
+            ...(files && Object.keys(files).length > 0
+              ? { files: new Map(Object.entries(files).map(([k, v]) => [k, new Uint8Array(Buffer.from(v, 'hex'))])) }
+              : {}),
+          });
+          return true;
+        }
+        case 'unload':
+          await services.unloadModel(model, { unloadDependents: m['unload_dependents'] === true });
+          return true;
+        case 'ready':
+          try {
+            const version = m['version'] as string;
+            return services.isModelReady(model, version || undefined);
+          } catch {
+            return false;
+          }
+        default:
+          throw new NereidError('UNSUPPORTED', `unknown model-control operation '${String(m['op'])}'`);
+      }
+    };
+    run().then(
+      (value) => stub.send({ t: 'reply', call, value }),
+      (err: unknown) => stub.send({ t: 'reply', call, error: wireError(err) }),
+    );
+  }
+
+  #onExit(stub: StubProcess, why: string): void {
+    if (this.#stub === stub) this.#stub = undefined;
+    this.#starting = undefined;
+    const error = new NereidError(
+      'PYTHON_STUB_FAILED',
+      `${this.#what}: the Python stub ${why}${this.#closing ? '' : '; the requests it held failed and the instance restarts'}`,
+    );
+    for (const [x, held] of [...this.#held]) {
+      if (!held.done) held.settle?.reject(error);
+      else held.requests.forEach((r, i) => held.final[i] || r.respond(error, true));
+      this.#release(x, held);
+    }
+    if (this.#closing) return;
+    this.#ctx.logger.error(error.message);
+    this.start().then(
+      () => this.#ctx.logger.info(`${this.#what}: the Python stub restarted`),
+      (err: unknown) => this.#ctx.logger.error(`${this.#what}: restarting the Python stub failed (retried on the next request): ${(err as Error).message}`),
+    );
+  }
+
+  /** Runs `finalize`, then the stub exits; killed if either takes longer than FINALIZE_TIMEOUT_MS. */
+  async unload(): Promise<void> {
+    this.#closing = true;
+    const stub = this.#stub ?? (await this.#starting?.catch(() => undefined));
+    if (stub === undefined || !stub.alive) return;
+    try {
+      await stub.call({ t: 'finalize' }, `${this.#what}: finalize failed`, 'BACKEND_ERROR', FINALIZE_TIMEOUT_MS);
+    } catch (err) {
+      this.#ctx.logger.warning((err as Error).message);
+    }
+    stub.closeChannel();
+    const timer = setTimeout(() => stub.kill('was killed after finalize did not end it'), FINALIZE_TIMEOUT_MS);
+    await stub.exited;
+    clearTimeout(timer);
+  }
+}
+
+class PythonModel implements BackendModel {
+  readonly #ctx: ModelContext;
+  readonly #runner: Runner;
+  readonly #modelFile: string;
+  readonly #settings: StubSettings;
+
+  constructor(ctx: ModelContext, runner: Runner, modelFile: string, settings: StubSettings) {
+    this.#ctx = ctx;
+    this.#runner = runner;
+    this.#modelFile = modelFile;
+    this.#settings = settings;
+  }
+
+  async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
+    if (spec.kind === 'KIND_GPU') {
+      throw new NereidError('CONFIG_UNSUPPORTED', `model '${this.#ctx.name}': the ${this.#runner} backend runs on CPU only here; use KIND_CPU`);
+    }
+    const instance = new PythonInstance(this.#ctx, spec, this.#runner, this.#modelFile, this.#settings);
+    await instance.start();
+    return instance;
+  }
+
+  async unload(): Promise<void> {}
+}
+
+/**
+ * The model file: `default_model_filename` in the version directory, or `fallback` there when the
+ * configuration names none (§1.4 leaves it empty for `platform: "pytorch_libtorch"`).
+ */
+function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>, what: string, fallback: string): string {
+  const path = join(ctx.versionDirectory, ctx.config.default_model_filename || fallback);
+  const info = statSync(path, { throwIfNoEntry: false });
+  if (info === undefined || !info.isFile()) {
+    throw new NereidError('MODEL_LOAD_FAILED', `model '${ctx.name}': ${what} '${path}' does not exist`);
+  }
+  return path;
+}
+
+export const pythonBackend: Backend = {
+  name: 'python',
+  spiVersion: BACKEND_SPI_VERSION,
+
+  /**
+   * `TritonPythonModel.auto_complete_config` (§3.5), run in a throw-away stub; a model without
+   * it leaves the configuration as it is.
+   */
+  async autoCompleteConfig(ctx: AutoCompleteContext): Promise<ModelConfig> {
+    const modelFile = requireModelFile(ctx, 'model file', 'model.py');
+    // A model.py that never mentions the method cannot define it: no interpreter to start.
+    if (!(await readFile(modelFile, 'utf8')).includes('auto_complete_config')) return ctx.config as ModelConfig;
+    const settings = await stubSettings(ctx);
+    const what = `model '${ctx.name}' (auto_complete_config)`;
+    const stub = await StubProcess.start({ python: settings.python, ringBytes: 4096, what, logger: ctx.logger, cwd: ctx.versionDirectory });
+    try {
+      const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });
+      const completed = await stub.call({ t: 'auto_complete', path: modelFile, config }, `${what} failed`, 'MODEL_LOAD_FAILED');
+      if (completed === null || completed === undefined) return ctx.config as ModelConfig;
+      try {
+        return completeModelConfig(modelConfigFromJson(completed));
+      } catch (err) {
+        throw new NereidError('MODEL_LOAD_FAILED', `${what} returned a configuration that is not valid: ${(err as Error).message}`);
+      }
+    } finally {
+      stub.kill('was stopped after auto_complete_config');
+    }
+  },
+
+  async createModel(ctx: ModelContext): Promise<BackendModel> {
+    const modelFile = requireModelFile(ctx, 'model file', 'model.py');
+    return new PythonModel(ctx, 'python', modelFile, await stubSettings(ctx));
+  },
+};
+
+export const pytorchBackend: Backend = {
+  name: 'pytorch',
+  spiVersion: BACKEND_SPI_VERSION,
+
+  async createModel(ctx: ModelContext): Promise<BackendModel> {
+    if (ctx.config.platform === 'torch_aoti') {
+      throw new NereidError('CONFIG_UNSUPPORTED', `model '${ctx.name}': platform torch_aoti (model.pt2) is not supported; export a TorchScript model.pt`);
+    }
+    const modelFile = requireModelFile(ctx, 'TorchScript file', 'model.pt');
+    return new PythonModel(ctx, 'pytorch', modelFile, await stubSettings(ctx));
+  },
+};

@@ -1,0 +1,155 @@
+/**
+ * The server's side of the two shared-memory rings between the server and one Python stub
+ * (the stub's side: python/nereid_stub/transport.py; docs/backends.md explains the choice).
+ *
+ * A ring is a file in /dev/shm: a 64-byte header whose first 8 bytes hold the reader's tail
+ * (little-endian), then `capacity` bytes of data. The writer appends the tensors of one message
+ * as one contiguous range and names, in the message, the ring position after it (`end`); the
+ * reader copies the bytes out when it takes the message and stores `end` as the tail, which frees
+ * the range (the server publishes its tail once an eighth of the ring was taken, not after every
+ * message). Messages are taken in the order they were written, so ranges free in order. A
+ * message that does not fit in the free space goes through a file of its own (`file`), which the
+ * reader deletes once read.
+ *
+ * Node has no mmap: the server reads and writes the file with positioned I/O (`pwritev`,
+ * `pread`); the stub maps it. Each tensor byte is copied once on each side.
+ */
+import { closeSync, openSync, readFileSync, readSync, unlinkSync, writeFileSync, writeSync, writevSync, ftruncateSync } from 'node:fs';
+
+export const RING_HEADER = 64;
+
+/** Where a message's tensor bytes are: a ring range ending at `end`, or a file of their own. */
+export type ShmRef = { readonly end: number } | { readonly file: string };
+
+/** Offset (in the ring file or the spill file) and size of one tensor's bytes. */
+export interface Placement {
+  readonly o: number;
+  readonly n: number;
+}
+
+/** Creates a ring file of `capacity` data bytes (sparse until written) and returns its fd. */
+export function createRingFile(path: string, capacity: number): number {
+  const fd = openSync(path, 'w+', 0o600);
+  ftruncateSync(fd, RING_HEADER + capacity);
+  return fd;
+}
+
+/** The writing side: server → stub. */
+export class RingWriter {
+  readonly #fd: number;
+  readonly #capacity: number;
+  readonly #spillBase: string;
+  readonly #tail = Buffer.alloc(8);
+  #head = 0;
+  /** The reader's tail as last read; re-read only when space seems short. */
+  #knownTail = 0;
+  #spills = 0;
+
+  constructor(fd: number, capacity: number, spillBase: string) {
+    this.#fd = fd;
+    this.#capacity = capacity;
+    this.#spillBase = spillBase;
+  }
+
+  /** Writes `parts` contiguously; returns where they went. Synchronous: call it right before sending the message. */
+  put(parts: readonly Uint8Array[]): { shm: ShmRef; placements: Placement[] } {
+    let total = 0;
+    for (const p of parts) total += p.byteLength;
+    const start = this.#reserve(total);
+    const placements: Placement[] = [];
+    if (start === undefined) {
+      const file = `${this.#spillBase}.${++this.#spills}`;
+      let offset = 0;
+      for (const p of parts) {
+        placements.push({ o: offset, n: p.byteLength });
+        offset += p.byteLength;
+      }
+      writeFileSync(file, Buffer.concat(parts as Uint8Array[], total), { mode: 0o600 });
+      return { shm: { file }, placements };
+    }
+    let position = RING_HEADER + (start % this.#capacity);
+    const first = position;
+    for (const p of parts) {
+      placements.push({ o: position, n: p.byteLength });
+      position += p.byteLength;
+    }
+    if (total > 0) writevSync(this.#fd, parts as Uint8Array[], first);
+    return { shm: { end: this.#head }, placements };
+  }
+
+  #reserve(size: number): number | undefined {
+    const cap = this.#capacity;
+    if (size === 0) return this.#head;
+    if (size > cap) return undefined;
+    let start = this.#head;
+    const pos = start % cap;
+    if (pos + size > cap) start += cap - pos;
+    const end = start + size;
+    if (end - this.#knownTail > cap) {
+      readSync(this.#fd, this.#tail, 0, 8, 0);
+      this.#knownTail = Number(this.#tail.readBigUInt64LE(0));
+      if (end - this.#knownTail > cap) return undefined;
+    }
+    this.#head = end;
+    return start;
+  }
+}
+
+/** The reading side: stub → server. */
+export class RingReader {
+  readonly #fd: number;
+  readonly #tail = Buffer.alloc(8);
+  /** Free space is published once this many bytes were taken (a write per message costs more than a few bytes of ring). */
+  readonly #publishEvery: number;
+  #published = 0;
+
+  constructor(fd: number, capacity: number) {
+    this.#fd = fd;
+    this.#publishEvery = Math.max(1, Math.floor(capacity / 8));
+  }
+
+  /**
+   * Copies the tensors of one message out (one read for all of them) and frees their range.
+   * The returned arrays are views over one fresh buffer owned by the caller.
+   */
+  take(shm: ShmRef | undefined, placements: readonly Placement[]): Uint8Array[] {
+    if (placements.length === 0) return [];
+    if (shm !== undefined && 'file' in shm) {
+      const data = readFileSync(shm.file);
+      unlinkSync(shm.file);
+      return placements.map((p) => data.subarray(p.o, p.o + p.n));
+    }
+    let first = Infinity;
+    let last = 0;
+    for (const p of placements) {
+      if (p.n === 0) continue;
+      first = Math.min(first, p.o);
+      last = Math.max(last, p.o + p.n);
+    }
+    const data: Buffer = first === Infinity ? Buffer.alloc(0) : Buffer.allocUnsafeSlow(last - first);
+    if (data.byteLength > 0) readSync(this.#fd, data, 0, data.byteLength, first);
+    if (shm !== undefined && shm.end - this.#published >= this.#publishEvery) {
+      this.#tail.writeBigUInt64LE(BigInt(shm.end), 0);
+      writeSync(this.#fd, this.#tail, 0, 8, 0);
+      this.#published = shm.end;
+    }
+    return placements.map((p) => (p.n === 0 ? new Uint8Array(0) : data.subarray(p.o - first, p.o - first + p.n)));
+  }
+}
+
+export function closeQuietly(fd: number | undefined): void {
+  if (fd === undefined) return;
+  try {
+    closeSync(fd);
+  } catch {
+    // already closed
+  }
+}
+
+export function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // already gone
+  }
+}

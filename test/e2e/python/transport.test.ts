@@ -1,0 +1,64 @@
+/**
+ * The shared-memory rings between the server and a stub (backends/python/shm-ring.ts,
+ * python/nereid_stub/transport.py) with a ring small enough that tensors wrap around it and the
+ * largest go through files of their own: every byte must come back as sent, in order, under
+ * concurrent requests.
+ *
+ * Needs /usr/bin/python3 with numpy; skipped with the reason printed otherwise.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
+import { IDENTITY_PY, identityConfig, pythonSkipReason } from '../../helpers/python.js';
+
+const skip = await pythonSkipReason(['numpy']);
+if (skip) console.log(`# skipping Python transport tests: ${skip}`);
+
+const RING = 6 * 1024 * 1024;
+
+function pattern(bytes: number, seed: number): Uint8Array {
+  const out = new Uint8Array(bytes);
+  for (let i = 0; i < bytes; i++) out[i] = (i * 31 + seed * 7) & 0xff;
+  return out;
+}
+
+describe('Python backend: shared-memory transport', { skip }, () => {
+  let repo: string;
+  let srv: RunningServer;
+
+  before(async () => {
+    repo = await makeRepository({
+      identity_u8: { 'config.pbtxt': identityConfig('identity_u8', 'TYPE_UINT8', { extra: 'dynamic_batching { }' }), '1/model.py': IDENTITY_PY },
+    });
+    srv = await startServer({ modelRepositories: [repo], backendConfig: new Map([['python', { 'shm-region-byte-size': String(RING) }]]) });
+  });
+
+  after(async () => {
+    await srv?.stop();
+    await removeDir(repo);
+  });
+
+  it('returns every byte through ring wrap-arounds and spill files, in order', async () => {
+    // Sizes chosen so that ranges wrap (4 + 3 MiB > 6 MiB) and some cannot fit at all (7 MiB).
+    const sizes = [1024, 4 << 20, 3 << 20, 7 << 20, 0, 5, 2 << 20, 4 << 20, 6 << 20, 100];
+    for (let round = 0; round < 2; round++) {
+      const results = await Promise.all(
+        sizes.map(async (size, i) => {
+          const data = pattern(size, i + round * 17);
+          const r = await srv.server.infer({ model: 'identity_u8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, size], data }] });
+          return { data, out: r.outputs[0]! };
+        }),
+      );
+      for (const { data, out } of results) {
+        assert.deepEqual(out.shape, [1, data.byteLength]);
+        assert.ok(Buffer.from(out.data).equals(Buffer.from(data)), `a ${data.byteLength}-byte tensor came back changed`);
+      }
+    }
+  });
+
+  it('leaves no ring or spill file in /dev/shm by name', () => {
+    const leftovers = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid-${process.pid}-`));
+    assert.deepEqual(leftovers, []);
+  });
+});
