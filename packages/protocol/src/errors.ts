@@ -106,6 +106,8 @@ export const ERROR_CODES = {
 
   // Execution
   BACKEND_ERROR: 'INTERNAL',
+  /** A decoupled model left a request without a response, and without its final one, too long. */
+  RESPONSE_TIMEOUT: 'UNAVAILABLE',
   REQUEST_CANCELLED: 'CANCELLED',
   INTERNAL: 'INTERNAL',
   UNSUPPORTED: 'UNSUPPORTED',
