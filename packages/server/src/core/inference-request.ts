@@ -131,9 +131,10 @@ export class InferenceRequest implements ScheduledRequest {
       this.#finish(response);
       return;
     }
+    if (response === null && !final) return;
     this.responses.push({ at, kind: response === null || response.outputs.length === 0 ? 'empty' : 'data' });
     if (this.#sink !== undefined) {
-      if (response !== null || final) this.#emit(response, final);
+      this.#emit(response, final);
       if (final) this.#finish(undefined);
       else if (this.#timer !== undefined) this.#timer.refresh();
       return;
