@@ -35,8 +35,10 @@ export class DecoupledBackend {
   readonly cancelled: string[] = [];
   /** Ids of requests the backend finished (final response or error sent), in order. */
   readonly finished: string[] = [];
-  /** Number of `execute` calls and the request count of each. */
+  /** The request count of each `execute` call. */
   readonly batches: number[] = [];
+  /** Instances unloaded so far. */
+  unloadedInstances = 0;
   readonly #holds = new Map<string, () => void>();
   #finishWaiters: (() => void)[] = [];
 
@@ -54,7 +56,9 @@ export class DecoupledBackend {
                 self.batches.push(requests.length);
                 for (const r of requests) void self.#serve(r, batched);
               },
-              async unload() {},
+              async unload() {
+                self.unloadedInstances++;
+              },
             };
           },
           async unload() {},
