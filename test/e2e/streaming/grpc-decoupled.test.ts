@@ -48,7 +48,6 @@ before(async () => {
     modelRepositories: [repo],
     grpc: true,
     backends: [backend.backend],
-    decoupledResponseTimeoutMs: RESPONSE_TIMEOUT_MS,
   });
   assert.deepEqual(srv.server.startReport.failures, []);
   client = inferenceClient(srv.grpcTarget);
@@ -212,19 +211,35 @@ describe('decoupled models over ModelStreamInfer', () => {
   });
 
   it('a model that never sends the final flag: the request fails with the response timeout, the stream goes on', async () => {
-    const stream = openStream(client);
-    const done = collectStream(stream);
-    stream.write(repeatRequest('forever', [1], { mode: str('no_final') }));
-    const [data, timeout] = (await nextResponses(stream, 2)).map(seen);
-    assert.deepEqual(data, { id: 'forever', final: false, out: [1], idx: [0], error: '' });
-    assert.equal(timeout!.id, 'forever');
-    assert.match(timeout!.error, /model 'repeat' sent no response for request 'forever' in 300 ms and has not sent its final response/);
-    assert.match(timeout!.error, /--decoupled-response-timeout-secs/);
-    stream.write(repeatRequest('after', [2]));
-    stream.end();
-    const result = await done;
-    assert.equal(result.status.code, status.OK);
-    assert.deepEqual(result.responses.map(seen).slice(2), [{ id: 'after', final: true, out: [2], idx: [0], error: '' }]);
+    // A server of its own: elsewhere requests wait on the test (mode "hold") for as long as it takes.
+    const quick = await startServer({
+      modelRepositories: [repo],
+      grpc: true,
+      backends: [new DecoupledBackend().backend],
+      decoupledResponseTimeoutMs: RESPONSE_TIMEOUT_MS,
+    });
+    const quickClient = inferenceClient(quick.grpcTarget);
+    try {
+      const stream = openStream(quickClient);
+      const done = collectStream(stream);
+      stream.write(repeatRequest('forever', [1], { mode: str('no_final') }));
+      const [data, timeout] = (await nextResponses(stream, 2)).map(seen);
+      assert.deepEqual(data, { id: 'forever', final: false, out: [1], idx: [0], error: '' });
+      assert.equal(timeout!.id, 'forever');
+      assert.match(timeout!.error, /model 'repeat' sent no response for request 'forever' in 300 ms and has not sent its final response/);
+      assert.match(timeout!.error, /--decoupled-response-timeout-secs/);
+      stream.write(repeatRequest('after', [2]));
+      stream.end();
+      const result = await done;
+      assert.equal(result.status.code, status.OK);
+      assert.deepEqual(result.responses.map(seen).slice(2), [{ id: 'after', final: true, out: [2], idx: [0], error: '' }]);
+      const [stats] = quick.server.modelStatistics('repeat');
+      assert.equal(stats!.inference_stats.fail.count, 1);
+      assert.equal(stats!.inference_stats.success.count, 1);
+    } finally {
+      quickClient.close();
+      await quick.stop();
+    }
   });
 
   it('cancelling the stream aborts the signal the backend holds', async () => {

@@ -27,7 +27,7 @@ before(async () => {
     simple: modelFiles(simpleModel()),
     simple_string: modelFiles(simpleStringModel()),
   });
-  srv = await startServer({ modelRepositories: [repo], backends: [backend.backend], decoupledResponseTimeoutMs: 300 });
+  srv = await startServer({ modelRepositories: [repo], backends: [backend.backend] });
   assert.deepEqual(srv.server.startReport.failures, []);
   client = new HttpClient(srv.url);
 });
@@ -86,12 +86,20 @@ describe('generate_stream (Server-Sent Events)', () => {
   });
 
   it('a model that never sends the final flag ends with a timeout error event', async () => {
-    const reply = await post('/v2/models/repeat/generate_stream', { id: 'forever', IN: [3], mode: 'no_final' });
-    assert.equal(reply.status, 200);
-    const frames = reply.text.split('\n\n').filter((f) => f !== '');
-    assert.equal(frames.length, 2);
-    const error = JSON.parse(frames[1]!.slice('data: '.length)) as { error: string };
-    assert.match(error.error, /sent no response for request 'forever' in 300 ms and has not sent its final response/);
+    const quick = await startServer({ modelRepositories: [repo], backends: [new DecoupledBackend().backend], decoupledResponseTimeoutMs: 300 });
+    try {
+      const reply = await httpRequest(`${quick.url}/v2/models/repeat/generate_stream`, {
+        method: 'POST',
+        body: JSON.stringify({ id: 'forever', IN: [3], mode: 'no_final' }),
+      });
+      assert.equal(reply.status, 200);
+      const frames = reply.text.split('\n\n').filter((f) => f !== '');
+      assert.equal(frames.length, 2);
+      const error = JSON.parse(frames[1]!.slice('data: '.length)) as { error: string };
+      assert.match(error.error, /sent no response for request 'forever' in 300 ms and has not sent its final response/);
+    } finally {
+      await quick.stop();
+    }
   });
 
   it('a client that goes away cancels the request: the backend sees its signal abort', async () => {
