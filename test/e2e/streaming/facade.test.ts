@@ -142,3 +142,22 @@ describe('shutdown with a decoupled request left open', () => {
     }
   });
 });
+
+describe('warmup of a decoupled model', () => {
+  it('takes every response of the warmup requests and waits for their final ones', async () => {
+    const own = new DecoupledBackend();
+    const warmup = `model_warmup [ { name: "three" batch_size: 1 count: 2 inputs { key: "IN" value { data_type: TYPE_INT32 dims: [ 3 ] zero_data: true } } } ]`;
+    const dir = await makeRepository({ repeat: { 'config.pbtxt': repeatConfig('repeat', { extra: warmup }), '1/.keep': '' } });
+    const s = await Server.start({ modelRepositories: [dir], backends: [own.backend], logger: silentLogger() });
+    try {
+      assert.deepEqual(s.startReport.failures, []);
+      assert.equal(own.finished.length, 2, 'both warmup requests ended before the model was ready');
+      const [stats] = s.modelStatistics('repeat');
+      assert.equal(stats!.execution_count, 0, 'warmup is not counted');
+      assert.deepEqual(stats!.response_stats, {});
+    } finally {
+      await s.stop();
+      await removeDir(dir);
+    }
+  });
+});

@@ -13,6 +13,9 @@ import { NereidError, type ParameterValue } from '@nereid/protocol';
 import type { BackendResponse, BackendTensor } from '../backends/spi.js';
 import type { RequestTimes, ResponseRecord, ScheduledRequest } from '../scheduling/scheduler.js';
 
+/** Default response timeout of decoupled models (`ServerOptions.decoupledResponseTimeoutMs`). */
+export const DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS = 300_000;
+
 /** Receives the responses of a streaming request, in order; `response` null: flags only. */
 export type ResponseSink = (response: BackendResponse | null, final: boolean) => void;
 

@@ -21,7 +21,7 @@ import { loadRequestOf } from './repository-parameters.js';
 import type { ModelStatistics } from '../observability/model-statistics.js';
 import { classify } from './classification.js';
 import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
-import { InferenceRequest, type ResponseSink } from './inference-request.js';
+import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest, type ResponseSink } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
@@ -47,9 +47,7 @@ import type {
 } from './types.js';
 
 export const NEREID_VERSION = '0.1.0';
-
-/** Default of `ServerOptions.decoupledResponseTimeoutMs`. */
-export const DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS = 300_000;
+export { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS };
 
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
 const EXTENSIONS = [
