@@ -50,6 +50,61 @@ function httpResult(header: Record<string, unknown>, binary: Uint8Array): InferR
   });
 }
 
+/** A request of the generate extension (protocol.md §3.18). */
+export interface GenerateOptions {
+  model: string;
+  version?: string;
+  /**
+   * The JSON object sent: keys named after model inputs become those inputs (a scalar or a flat
+   * array), `id` is the request id, anything else a request parameter; so is every key of a
+   * nested `parameters` object. E.g. `{ id: '1', text_input: 'hi', parameters: { max_tokens: 8 } }`.
+   */
+  body: Readonly<Record<string, unknown>>;
+  signal?: AbortSignal;
+}
+
+/**
+ * A generate response object: `model_name`, `model_version`, `id` when the request had one, each
+ * output under its name (one element: the value itself; more: a flat array) and each response
+ * parameter under its name. Integers beyond 2^53 are bigints.
+ */
+export type GenerateResponse = Record<string, unknown>;
+
+async function errorOf(res: Response): Promise<InferenceServerError> {
+  const text = await res.text();
+  let message = text;
+  try {
+    message = (JSON.parse(text) as { error?: string }).error ?? text;
+  } catch {
+    // not JSON: keep the text
+  }
+  return new InferenceServerError(res.status, message);
+}
+
+/**
+ * The `data` of each Server-Sent Event of a response body, as it arrives. Events without data
+ * (comments, keep-alives) are skipped.
+ */
+async function* serverSentData(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let buffered = '';
+  const dataOf = (event: string): string | undefined => {
+    const lines = event.split('\n').filter((line) => line.startsWith('data:'));
+    return lines.length === 0 ? undefined : lines.map((line) => line.slice(line.startsWith('data: ') ? 6 : 5)).join('\n');
+  };
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    buffered += decoder.decode(chunk, { stream: true }).replace(/\r\n?/g, '\n');
+    let end: number;
+    while ((end = buffered.indexOf('\n\n')) !== -1) {
+      const data = dataOf(buffered.slice(0, end));
+      buffered = buffered.slice(end + 2);
+      if (data !== undefined) yield data;
+    }
+  }
+  const rest = dataOf(buffered + decoder.decode());
+  if (rest !== undefined) yield rest;
+}
+
 export class HttpClient {
   readonly url: string;
 
@@ -195,5 +250,51 @@ export class HttpClient {
     }
     const split = splitInferenceBody(raw, res.headers.get(INFERENCE_HEADER_CONTENT_LENGTH) ?? undefined);
     return httpResult(parseJson(split.header) as Record<string, unknown>, split.binary);
+  }
+
+  #generateUrl(options: GenerateOptions, stream: boolean): string {
+    return `${this.url}${this.#modelPath(options.model, options.version)}/${stream ? 'generate_stream' : 'generate'}`;
+  }
+
+  /**
+   * `POST …/generate` (protocol.md §3.18): one request, one response object. Throws
+   * InferenceServerError with the server's status and message on failure.
+   */
+  async generate(options: GenerateOptions): Promise<GenerateResponse> {
+    const init: RequestInit = { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(options.body) };
+    if (options.signal) init.signal = options.signal;
+    return (await this.#json(await fetch(this.#generateUrl(options, false), init))) as GenerateResponse;
+  }
+
+  /**
+   * `POST …/generate_stream` (protocol.md §3.18): the model's responses as they come, one per
+   * Server-Sent Event; the iteration ends after the final one. An error before the first
+   * response throws InferenceServerError with the HTTP status; an error event later throws one
+   * with status 400 (the event carries no category, like a gRPC stream's in-band error) after
+   * the responses before it. Leaving a `for await` loop early, or aborting `signal`, closes the
+   * connection, which cancels the request on the server.
+   */
+  async *generateStream(options: GenerateOptions): AsyncGenerator<GenerateResponse, void, undefined> {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(options.signal!.reason);
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const res = await fetch(this.#generateUrl(options, true), {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+        body: JSON.stringify(options.body),
+        signal: controller.signal,
+      });
+      if (!res.ok) throw await errorOf(res);
+      if (res.body === null) return;
+      for await (const data of serverSentData(res.body)) {
+        const event = parseJson(data, 'a generate_stream event') as GenerateResponse;
+        if (typeof event.error === 'string' && Object.keys(event).length === 1) throw new InferenceServerError(400, event.error);
+        yield event;
+      }
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
+      controller.abort();
+    }
   }
 }

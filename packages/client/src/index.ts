@@ -1,7 +1,7 @@
 /**
  * @nereid/client — TypeScript client for Nereid and Triton inference servers.
  */
-export { HttpClient } from './http-client.js';
+export { HttpClient, type GenerateOptions, type GenerateResponse } from './http-client.js';
 export {
   GrpcClient,
   GRPC_MAX_MESSAGE_SIZE,

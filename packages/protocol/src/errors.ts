@@ -112,6 +112,8 @@ export const ERROR_CODES = {
   // Errors a model reports with a code of its own (pb_utils.TritonError codes INVALID_ARG, UNKNOWN).
   MODEL_ERROR_INVALID_ARG: 'INVALID_ARG',
   MODEL_ERROR_UNKNOWN: 'UNKNOWN',
+  /** A decoupled model left a request without a response, and without its final one, too long. */
+  RESPONSE_TIMEOUT: 'UNAVAILABLE',
   REQUEST_CANCELLED: 'CANCELLED',
   INTERNAL: 'INTERNAL',
   UNSUPPORTED: 'UNSUPPORTED',

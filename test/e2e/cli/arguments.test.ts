@@ -99,6 +99,9 @@ describe('nereid serve: argument errors', () => {
     r = await runNereid(['serve', `--model-repository=${repo}`, '--exit-on-error']);
     assert.notEqual(r.exit.code, 0);
     assert.match(r.stderr, /option '--exit-on-error' needs a value/);
+    r = await runNereid(['serve', `--model-repository=${repo}`, '--decoupled-response-timeout-secs=-1']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /--decoupled-response-timeout-secs expects a number of seconds >= 0 \(0: no limit\), got '-1'/);
   });
 
   it('--model-namespacing=true is refused as not supported; false (the default) is accepted', async () => {

@@ -19,6 +19,7 @@ import { simpleModel } from '@nereid/testkit';
 import { simpleRequest } from '../../helpers/grpc.js';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
+import { DecoupledBackend, repeatConfig } from '../streaming/decoupled-backend.js';
 
 const PYTHON = '/usr/bin/python3';
 const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -146,6 +147,31 @@ with grpc.insecure_channel(target, options=options) as channel:
         stream.append({'error_message': response.error_message, 'response': decode(response.infer_response)})
     result['stream'] = stream
 
+    # A decoupled model (repeat: one response per element of IN), the way tritonclient.grpc's
+    # stream sends requests: two interleaving requests, one asking for the empty final response.
+    def repeat_request(request_id, values, empty_final, delay_ms):
+        request = pb.ModelInferRequest(model_name='repeat', id=request_id)
+        tensor = request.inputs.add()
+        tensor.name = 'IN'
+        tensor.datatype = 'INT32'
+        tensor.shape.extend([len(values)])
+        request.raw_input_contents.append(struct.pack('<%di' % len(values), *values))
+        request.parameters['delay_ms'].int64_param = delay_ms
+        if empty_final:
+            request.parameters['mode'].string_param = 'empty_final'
+            request.parameters['triton_enable_empty_final_response'].bool_param = True
+        return request
+
+    decoupled = []
+    for response in stub.ModelStreamInfer(iter([repeat_request('py-d1', [1, 2, 3], True, 3), repeat_request('py-d2', [7, 8], False, 1)])):
+        decoupled.append({'error_message': response.error_message, 'response': decode(response.infer_response)})
+    result['decoupled'] = decoupled
+    try:
+        stub.ModelInfer(repeat_request('py-unary', [1], False, 0))
+        result['decoupled_unary'] = 'no error'
+    except grpc.RpcError as e:
+        result['decoupled_unary'] = [e.code().name, e.details()]
+
 print(json.dumps(result))
 `;
 
@@ -175,6 +201,8 @@ interface PyResult {
   infer: PyResponse;
   infer_error: [string, string] | string;
   stream: { error_message: string; response: PyResponse }[];
+  decoupled: { error_message: string; response: PyResponse }[];
+  decoupled_unary: [string, string] | string;
 }
 
 let pythonProblem: string | undefined;
@@ -185,8 +213,8 @@ let srv: RunningGrpcServer;
 before(async () => {
   const probe = await run(PYTHON, ['-c', 'import grpc, grpc_tools']);
   if (probe.code !== 0) pythonProblem = `${MISSING}\n${probe.stderr.trim()}`;
-  repo = await makeRepository({ simple: modelFiles(simpleModel()) });
-  srv = await startServer({ modelRepositories: [repo], grpc: true });
+  repo = await makeRepository({ simple: modelFiles(simpleModel()), repeat: { 'config.pbtxt': repeatConfig('repeat'), '1/.keep': '' } });
+  srv = await startServer({ modelRepositories: [repo], grpc: true, backends: [new DecoupledBackend().backend] });
 });
 
 after(async () => {
@@ -286,5 +314,32 @@ describe('Python grpcio client with stubs generated from our .proto files', () =
     }
     assert.match(unknown!.error_message, /Request for unknown model: 'nope' is not found/);
     assert.deepEqual(unknown!.response.outputs, []);
+  });
+
+  it('ModelStreamInfer with a decoupled model: many responses per request, final flags, the empty final on opt-in', async () => {
+    requirePython();
+    const r = await pythonResult();
+    for (const d of r.decoupled) assert.equal(d.error_message, '');
+    const summary = (id: string) =>
+      r.decoupled
+        .filter((d) => d.response.id === id)
+        .map((d) => [d.response.outputs.map((o) => [o.name, o.data[0]]), d.response.final]);
+    assert.deepEqual(summary('py-d1'), [
+      [[['OUT', 1], ['IDX', 0]], ['bool_param', false]],
+      [[['OUT', 2], ['IDX', 1]], ['bool_param', false]],
+      [[['OUT', 3], ['IDX', 2]], ['bool_param', false]],
+      [[], ['bool_param', true]],
+    ]);
+    assert.deepEqual(summary('py-d2'), [
+      [[['OUT', 7], ['IDX', 0]], ['bool_param', false]],
+      [[['OUT', 8], ['IDX', 1]], ['bool_param', true]],
+    ]);
+    assert.equal(r.decoupled.length, 6);
+    const empty = r.decoupled.find((d) => d.response.id === 'py-d1' && d.response.outputs.length === 0)!;
+    assert.equal(empty.response.model_name, 'repeat');
+    assert.equal(empty.response.raw_count, 0);
+    assert.ok(Array.isArray(r.decoupled_unary), `ModelInfer answered a decoupled model: ${JSON.stringify(r.decoupled_unary)}`);
+    assert.equal(r.decoupled_unary[0], 'UNIMPLEMENTED');
+    assert.match(r.decoupled_unary[1], /ModelInfer RPC doesn't support models with decoupled transaction policy/);
   });
 });

@@ -3,7 +3,7 @@
  * `--name=value` or `--name value`; booleans accept true/false, on/off, 1/0 (any case).
  */
 import { NereidError } from '@nereid/protocol';
-import { checkControlOptions } from '../core/server.js';
+import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
@@ -21,6 +21,8 @@ export interface ServeOptions {
   exitTimeoutSecs: number;
   /** `--exit-grace-secs` (Nereid's): seconds of serving while unready before shutting down. */
   exitGraceSecs: number;
+  /** `--decoupled-response-timeout-secs` (Nereid's): see `ServerOptions.decoupledResponseTimeoutMs`. */
+  decoupledResponseTimeoutSecs: number;
   autoCompleteConfig: boolean;
   modelConfigName: string;
   modelLoadThreadCount: number;
@@ -171,6 +173,16 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
   'exit-on-error': { kind: 'bool', apply: (o, v, n) => (o.exitOnError = parseBool(n, v)) },
   'exit-timeout-secs': { kind: 'int', apply: (o, v, n) => (o.exitTimeoutSecs = parseInt(n, v)) },
   'exit-grace-secs': { kind: 'int', apply: (o, v, n) => (o.exitGraceSecs = parseInt(n, v)) },
+  'decoupled-response-timeout-secs': {
+    kind: 'string',
+    apply: (o, v, n) => {
+      const secs = Number(v);
+      if (v.trim() === '' || !Number.isFinite(secs) || secs < 0) {
+        throw new NereidError('REQUEST_PARAMETER', `--${n} expects a number of seconds >= 0 (0: no limit), got '${v}'`);
+      }
+      o.decoupledResponseTimeoutSecs = secs;
+    },
+  },
   'disable-auto-complete-config': { kind: 'flag', apply: (o) => (o.autoCompleteConfig = false) },
   'strict-model-config': { kind: 'bool', apply: (o, v, n) => (o.autoCompleteConfig = !parseBool(n, v)) },
   'model-config-name': {
@@ -316,6 +328,7 @@ export function defaultServeOptions(): ServeOptions {
     exitOnError: true,
     exitTimeoutSecs: 30,
     exitGraceSecs: 0,
+    decoupledResponseTimeoutSecs: DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS / 1000,
     autoCompleteConfig: true,
     modelConfigName: '',
     modelLoadThreadCount: 4,

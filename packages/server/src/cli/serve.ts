@@ -63,6 +63,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     backendConfig: options.backendConfig,
     rateLimit: options.rateLimit,
     rateLimitResources: options.rateLimitResources,
+    decoupledResponseTimeoutMs: options.decoupledResponseTimeoutSecs * 1000,
     logger,
     metrics: {
       counterLatencies: options.metricsConfig.counterLatencies,

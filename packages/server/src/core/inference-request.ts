@@ -2,10 +2,22 @@
  * A validated inference request on its way through a scheduler into a backend, and the promise
  * of its response. Implements both what schedulers need (`ScheduledRequest`) and what backends
  * see (`BackendRequest`), so nothing is converted per request on the way down.
+ *
+ * Two modes. Without `onResponse` the request takes exactly one data response (`response`,
+ * `delivered`). With `onResponse` (decoupled models, models-and-scheduling.md §8.1) it takes any
+ * number, each handed to `onResponse` with its final flag as it comes, or, under
+ * `deliverAfter`, once the previous request was delivered (preserve_ordering, §4.7); the request
+ * completes with its final flag and `delivered` then settles with no value.
  */
 import { NereidError, type ParameterValue } from '@nereid/protocol';
 import type { BackendResponse, BackendTensor } from '../backends/spi.js';
-import type { RequestTimes, ScheduledRequest } from '../scheduling/scheduler.js';
+import type { RequestTimes, ResponseRecord, ScheduledRequest } from '../scheduling/scheduler.js';
+
+/** Default response timeout of decoupled models (`ServerOptions.decoupledResponseTimeoutMs`). */
+export const DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS = 300_000;
+
+/** Receives the responses of a streaming request, in order; `response` null: flags only. */
+export type ResponseSink = (response: BackendResponse | null, final: boolean) => void;
 
 export interface InferenceRequestInit {
   id: string;
@@ -18,6 +30,13 @@ export interface InferenceRequestInit {
   timeoutUs: number;
   signal: AbortSignal;
   requestTime: bigint;
+  /** Streaming mode: every response goes here (see the file comment). */
+  onResponse?: ResponseSink;
+  /**
+   * Streaming mode: once the model's `execute` returned without the final response, the longest
+   * the request may go without a response before it fails with RESPONSE_TIMEOUT (0: no limit).
+   */
+  responseTimeoutMs?: number;
 }
 
 export class InferenceRequest implements ScheduledRequest {
@@ -31,7 +50,7 @@ export class InferenceRequest implements ScheduledRequest {
   readonly timeoutUs: number;
   readonly signal: AbortSignal;
   readonly times: RequestTimes;
-  /** Settles with the request's one data response, or rejects with its error. */
+  /** Settles with the request's one data response (streaming mode: with nothing), or rejects with its error. */
   readonly response: Promise<BackendResponse>;
   /**
    * `response`, released in order when the scheduler asked for it (`deliverAfter`). The same
@@ -39,6 +58,8 @@ export class InferenceRequest implements ScheduledRequest {
    * scheduler has dequeued it.
    */
   readonly delivered: Promise<BackendResponse>;
+  /** Every response the backend sent, errors included, with when it came (§9 response_stats). */
+  readonly responses: ResponseRecord[] = [];
 
   #completed = false;
   #completedAt = 0n;
@@ -49,6 +70,11 @@ export class InferenceRequest implements ScheduledRequest {
   #after: Promise<unknown> | undefined;
   #resolve!: (r: BackendResponse) => void;
   #reject!: (e: NereidError) => void;
+  readonly #sink: ResponseSink | undefined;
+  readonly #responseTimeoutMs: number;
+  #timer: NodeJS.Timeout | undefined;
+  /** Streaming responses held until the previous request was delivered (`deliverAfter`). */
+  #held: { response: BackendResponse | null; final: boolean }[] | undefined;
 
   constructor(init: InferenceRequestInit) {
     this.id = init.id;
@@ -60,6 +86,8 @@ export class InferenceRequest implements ScheduledRequest {
     this.priority = init.priority;
     this.timeoutUs = init.timeoutUs;
     this.signal = init.signal;
+    this.#sink = init.onResponse;
+    this.#responseTimeoutMs = init.responseTimeoutMs ?? 0;
     this.times = {
       request: init.requestTime,
       queue: 0n,
@@ -100,8 +128,18 @@ export class InferenceRequest implements ScheduledRequest {
 
   respond(response: BackendResponse | NereidError | null, final = true): void {
     if (this.#completed) return;
+    const at = process.hrtime.bigint();
     if (response instanceof NereidError) {
+      this.responses.push({ at, kind: response.kind === 'CANCELLED' ? 'cancel' : 'error' });
       this.#finish(response);
+      return;
+    }
+    if (response === null && !final) return;
+    this.responses.push({ at, kind: response === null || response.outputs.length === 0 ? 'empty' : 'data' });
+    if (this.#sink !== undefined) {
+      this.#emit(response, final);
+      if (final) this.#finish(undefined);
+      else if (this.#timer !== undefined) this.#timer.refresh();
       return;
     }
     if (response !== null) {
@@ -124,12 +162,38 @@ export class InferenceRequest implements ScheduledRequest {
     }
   }
 
+  #emit(response: BackendResponse | null, final: boolean): void {
+    if (this.#held !== undefined) this.#held.push({ response, final });
+    else this.#sink!(response, final);
+  }
+
+  /**
+   * The instance's `execute` returned. A streaming request still without its final response is
+   * from now on bounded by the response timeout, restarted by every response.
+   */
+  executeReturned(): void {
+    if (this.#completed || this.#sink === undefined || this.#responseTimeoutMs <= 0 || this.#timer !== undefined) return;
+    const ms = this.#responseTimeoutMs;
+    this.#timer = setTimeout(() => {
+      this.fail(
+        new NereidError(
+          'RESPONSE_TIMEOUT',
+          `model '${this.model}' sent no response for request '${this.id}' in ${ms} ms and has not sent its final response; ` +
+            `a decoupled model must end every request with a final response (respond(response or null, true)), ` +
+            `or raise the server's decoupled response timeout (--decoupled-response-timeout-secs)`,
+        ),
+      );
+    }, ms);
+    this.#timer.unref();
+  }
+
   #finish(error: NereidError | undefined): void {
     this.#completed = true;
     this.#completedAt = process.hrtime.bigint();
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#error = error;
     if (error) this.#reject(error);
-    else this.#resolve(this.#data!);
+    else this.#resolve(this.#data as BackendResponse);
     const callbacks = this.#callbacks;
     this.#callbacks = undefined;
     if (callbacks) for (const cb of callbacks) cb();
@@ -146,5 +210,14 @@ export class InferenceRequest implements ScheduledRequest {
 
   deliverAfter(previous: Promise<unknown>): void {
     this.#after = previous;
+    if (this.#sink === undefined) return;
+    const held: { response: BackendResponse | null; final: boolean }[] = [];
+    this.#held = held;
+    // Registered before `delivered` waits on `previous`: held responses reach the sink first.
+    const release = () => {
+      this.#held = undefined;
+      for (const r of held) this.#sink!(r.response, r.final);
+    };
+    previous.then(release, release);
   }
 }

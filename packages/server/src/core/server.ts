@@ -11,7 +11,7 @@
  */
 import { NereidError, toNereidError, fromConfigDataType, type ParameterValue } from '@nereid/protocol';
 import { BackendRegistry } from '../backends/registry.js';
-import type { Backend, BackendTensor } from '../backends/spi.js';
+import type { Backend, BackendResponse, BackendTensor } from '../backends/spi.js';
 import { modelConfigToJson } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
@@ -21,17 +21,18 @@ import { loadRequestOf } from './repository-parameters.js';
 import type { ModelStatistics } from '../observability/model-statistics.js';
 import { classify } from './classification.js';
 import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
-import { InferenceRequest } from './inference-request.js';
+import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest, type ResponseSink } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
-import { undoReshape, validateRequest } from './request-validation.js';
+import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
 import type {
   InferOptions,
   InferOutput,
   InferRequest,
   InferResponse,
+  StreamInferOptions,
   LogSettingsReport,
   ModelMetadata,
   EffectiveConfigReport,
@@ -46,6 +47,7 @@ import type {
 } from './types.js';
 
 export const NEREID_VERSION = '0.1.0';
+export { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS };
 
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
 const EXTENSIONS = [
@@ -92,6 +94,12 @@ export interface ServerOptions {
   /** A logger, or settings for the default console logger. */
   logger?: Logger;
   log?: Partial<LogSettings>;
+  /**
+   * `--decoupled-response-timeout-secs` (default 300 s; 0: no limit): once a decoupled model's
+   * `execute` returned without a request's final response, the longest the request may go
+   * without any response before it fails with RESPONSE_TIMEOUT.
+   */
+  decoupledResponseTimeoutMs?: number;
   /** Prometheus metrics settings (`--metrics-config`, `--allow-cpu-metrics`, …; protocol.md §5). */
   metrics?: MetricsOptions;
 }
@@ -125,7 +133,19 @@ function statisticsReport(s: ModelStatistics): ModelStatisticsReport {
       cache_hit: d(s.cacheHit),
       cache_miss: d(s.cacheMiss),
     },
-    response_stats: {},
+    response_stats: Object.fromEntries(
+      s.responseStats().map((r) => [
+        r.key,
+        {
+          compute_infer: d(r.computeInfer),
+          compute_output: d(r.computeOutput),
+          success: d(r.success),
+          fail: d(r.fail),
+          empty_response: d(r.emptyResponse),
+          cancel: d(r.cancel),
+        },
+      ]),
+    ),
     batch_stats: s.batchStats().map((b) => ({
       batch_size: b.batchSize,
       compute_input: d(b.computeInput),
@@ -145,6 +165,7 @@ export class Server {
   readonly metrics: ServerMetrics;
   readonly #options: ServerOptions;
   readonly #models: ModelManager<ModelVersion>;
+  readonly #responseTimeoutMs: number;
   #state: ServerState = 'created';
   #startReport: StartReport = { failures: [] };
   #stopping: Promise<void> | undefined;
@@ -153,6 +174,7 @@ export class Server {
 
   constructor(options: ServerOptions) {
     this.#options = options;
+    this.#responseTimeoutMs = options.decoupledResponseTimeoutMs ?? DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS;
     this.logger = options.logger ?? createLogger(options.log);
     this.metrics = new ServerMetrics(() => this.#models.readyServables().map((s) => s.servable), options.metrics, this.logger);
     const registry = new BackendRegistry();
@@ -412,7 +434,8 @@ export class Server {
 
   /**
    * Runs one inference. Rejects with a NereidError for lookup failures, invalid requests
-   * (synchronously validated, protocol.md §3.7) and execution errors.
+   * (synchronously validated, protocol.md §3.7) and execution errors. Decoupled models, which may
+   * send any number of responses, are refused (MODEL_DECOUPLED_UNSUPPORTED): use `inferStream`.
    */
   async infer(request: InferRequest, options: InferOptions = {}): Promise<InferResponse> {
     const requestTime = process.hrtime.bigint();
@@ -423,6 +446,62 @@ export class Server {
         `model '${mv.name}' uses the decoupled transaction policy, which sends any number of responses; use a streaming API`,
       );
     }
+    const { inferenceRequest, validated } = this.#prepare(mv, request, options, requestTime, undefined);
+    mv.scheduler.enqueue(inferenceRequest);
+    const response = await inferenceRequest.delivered;
+    return this.#toResponse(mv, validated, request.id ?? '', response, true);
+  }
+
+  /**
+   * Runs one inference whose responses arrive one by one (models-and-scheduling.md §8.1): for a
+   * decoupled model zero, one or many, each handed to `options.onResponse` as the model sends it,
+   * the last with `final` set (a flags-only final response has no `response`); for any other model
+   * exactly one, final. Resolves once the final response was handed over; rejects with the
+   * request's error (lookup, validation, execution, cancellation through `options.signal`, or
+   * RESPONSE_TIMEOUT when a decoupled model stays silent without finishing the request longer
+   * than `decoupledResponseTimeoutMs`), after the responses sent before it. With
+   * `preserve_ordering`, a request's responses wait until earlier requests are final.
+   */
+  async inferStream(request: InferRequest, options: StreamInferOptions): Promise<void> {
+    const requestTime = process.hrtime.bigint();
+    const mv = this.#resolve(request.model, request.version);
+    const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
+    const id = request.id ?? '';
+    if (!decoupled) {
+      const { inferenceRequest, validated } = this.#prepare(mv, request, options, requestTime, undefined);
+      mv.scheduler.enqueue(inferenceRequest);
+      options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
+      const response = await inferenceRequest.delivered;
+      options.onResponse({ response: this.#toResponse(mv, validated, id, response, true), final: true });
+      return;
+    }
+    let failure: NereidError | undefined;
+    let inferenceRequest!: InferenceRequest;
+    const sink: ResponseSink = (data, final) => {
+      if (failure !== undefined) return;
+      try {
+        if (data === null) options.onResponse({ final });
+        else options.onResponse({ response: this.#toResponse(mv, prepared.validated, id, data, false), final });
+      } catch (err) {
+        failure = toNereidError(err, 'INTERNAL');
+        inferenceRequest.fail(failure);
+      }
+    };
+    const prepared = this.#prepare(mv, request, options, requestTime, sink);
+    inferenceRequest = prepared.inferenceRequest;
+    mv.scheduler.enqueue(inferenceRequest);
+    options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
+    await inferenceRequest.delivered;
+    if (failure !== undefined) throw failure;
+  }
+
+  #prepare(
+    mv: ModelVersion,
+    request: InferRequest,
+    options: InferOptions,
+    requestTime: bigint,
+    sink: ResponseSink | undefined,
+  ): { inferenceRequest: InferenceRequest; validated: ValidatedRequest } {
     const params = interpretParameters(request.parameters, mv.name);
     const validated = validateRequest(mv.io, request.inputs, request.outputs);
     const inferenceRequest = new InferenceRequest({
@@ -436,16 +515,24 @@ export class Server {
       timeoutUs: params.timeoutUs,
       signal: options.signal ?? NEVER_ABORTED,
       requestTime,
+      ...(sink === undefined ? {} : { onResponse: sink, responseTimeoutMs: this.#responseTimeoutMs }),
     });
-    mv.scheduler.enqueue(inferenceRequest);
-    const response = await inferenceRequest.delivered;
+    return { inferenceRequest, validated };
+  }
 
+  /**
+   * A backend response as the facade's: requested outputs in request order, `reshape` undone,
+   * classification applied. `strict`: every requested output must be there (one response per
+   * request); otherwise (a decoupled model's responses) the requested outputs it carries.
+   */
+  #toResponse(mv: ModelVersion, validated: ValidatedRequest, id: string, response: BackendResponse, strict: boolean): InferResponse {
     const outputs: InferOutput[] = [];
     const byName = new Map<string, BackendTensor>();
     for (const t of response.outputs) byName.set(t.name, t);
     for (const name of validated.requestedOutputs) {
       let tensor = byName.get(name);
       if (tensor === undefined) {
+        if (!strict) continue;
         throw new NereidError('BACKEND_ERROR', `model '${mv.name}' did not produce requested output '${name}'`);
       }
       const spec = mv.io.outputs.get(name)!;
@@ -461,7 +548,7 @@ export class Server {
     return {
       model: mv.name,
       version: String(mv.version),
-      id: request.id ?? '',
+      id,
       parameters: { ...(response.parameters ?? {}) } as Record<string, ParameterValue>,
       outputs,
     };

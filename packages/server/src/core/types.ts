@@ -62,6 +62,36 @@ export interface InferOptions {
   signal?: AbortSignal;
 }
 
+/** One response of a streaming inference (`Server.inferStream`). */
+export interface StreamResponse {
+  /** The response; absent for a flags-only final response (a decoupled model ended without data). */
+  response?: InferResponse;
+  /** The last response of its request. */
+  final: boolean;
+}
+
+/** What `Server.inferStream` tells as soon as it accepted a request. */
+export interface StreamAccepted {
+  model: string;
+  /** The concrete version serving the request. */
+  version: string;
+  /**
+   * The model is decoupled: zero or many responses, produced at any time
+   * (models-and-scheduling.md §8.1). Otherwise exactly one, final, response.
+   */
+  decoupled: boolean;
+}
+
+export interface StreamInferOptions extends InferOptions {
+  /**
+   * Called with every response, in order, the last with `final` set; never after the promise of
+   * `inferStream` settled. A throw from it fails the request (its error rejects that promise).
+   */
+  onResponse(response: StreamResponse): void;
+  /** Called synchronously, before any response, once the request is validated and queued. */
+  onAccepted?(accepted: StreamAccepted): void;
+}
+
 export interface TensorMetadata {
   name: string;
   datatype: DataType;
@@ -141,7 +171,8 @@ export interface ModelStatisticsReport {
     'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss',
     StatisticDuration
   >;
-  response_stats: Record<string, Record<string, StatisticDuration>>;
+  /** By response index ("0", "1", …): compute_infer, compute_output, success, fail, empty_response, cancel. */
+  response_stats: Record<string, Record<'compute_infer' | 'compute_output' | 'success' | 'fail' | 'empty_response' | 'cancel', StatisticDuration>>;
   batch_stats: {
     batch_size: number;
     compute_input: StatisticDuration;

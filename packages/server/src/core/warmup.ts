@@ -13,7 +13,7 @@ import { isInsideDirectory } from '../config/index.js';
 import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/model-config.js';
 import type { InstanceRunner } from '../scheduling/instance-runner.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
-import { InferenceRequest } from './inference-request.js';
+import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest } from './inference-request.js';
 import { applyReshape } from './request-validation.js';
 
 /** One sample, ready to run: each of its `batchSize` requests carries `inputs`. */
@@ -130,11 +130,19 @@ async function warmupTensor(
  * Runs every sample on every instance (instances in parallel, samples in order, each
  * `executions` times): each execution hands the instance all of the sample's requests as one
  * batch, as Triton does. Warmup is not counted in statistics. Rejects with the first failure
- * once every instance has stopped.
+ * once every instance has stopped. A decoupled model's responses are discarded; each execution
+ * waits for its requests' final responses, a request silent for `responseTimeoutMs` after
+ * `execute` returned failing the warmup.
  */
-export async function runWarmup(config: ModelConfig, samples: readonly WarmupSample[], runners: readonly InstanceRunner[]): Promise<void> {
+export async function runWarmup(
+  config: ModelConfig,
+  samples: readonly WarmupSample[],
+  runners: readonly InstanceRunner[],
+  responseTimeoutMs = DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS,
+): Promise<void> {
   if (samples.length === 0) return;
   const outputs = config.output.map((o) => o.name);
+  const decoupled = config.model_transaction_policy?.decoupled ?? false;
   const warmInstance = async (runner: InstanceRunner) => {
     for (const sample of samples) {
       for (let n = 0; n < sample.executions; n++) {
@@ -152,9 +160,11 @@ export async function runWarmup(config: ModelConfig, samples: readonly WarmupSam
               timeoutUs: 0,
               signal: NEVER_ABORTED,
               requestTime: process.hrtime.bigint(),
+              ...(decoupled ? { onResponse: () => undefined, responseTimeoutMs } : {}),
             }),
         );
         await runner.warm(batch);
+        if (decoupled) await Promise.all(batch.map((r) => r.delivered.catch(() => undefined)));
         const failed = batch.find((r) => r.error !== undefined);
         if (failed !== undefined) {
           throw sampleError(sample.name, `instance '${runner.spec.name}': ${failed.error!.message}`, 'MODEL_LOAD_FAILED');

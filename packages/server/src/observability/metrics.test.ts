@@ -45,6 +45,7 @@ class FakeVersion implements MeteredVersion {
     const third = opts.computeNs / 3n;
     const request = {
       batchSize: opts.batchSize ?? 1,
+      responses: [],
       completedAt: start + opts.requestNs,
       times: {
         request: start,

@@ -35,6 +35,18 @@ export interface StatisticsListener {
   batch(size: number): void;
 }
 
+/** Aggregates of the responses at one index within their requests (§9.1 response_stats). */
+export interface ResponseStat {
+  /** The response index as a string ("0", "1", …). */
+  readonly key: string;
+  readonly computeInfer: StatDuration;
+  readonly computeOutput: StatDuration;
+  readonly success: StatDuration;
+  readonly fail: StatDuration;
+  readonly emptyResponse: StatDuration;
+  readonly cancel: StatDuration;
+}
+
 export const FAILURE_REASONS: readonly FailureReason[] = ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'];
 
 export class ModelStatistics implements SchedulerObserver {
@@ -55,6 +67,8 @@ export class ModelStatistics implements SchedulerObserver {
   /** Failed requests by reason (`nv_inference_request_failure`). */
   readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
   readonly #batches = new Map<number, BatchStat>();
+  /** By response index. */
+  readonly #responses: ResponseStat[] = [];
   #listener: StatisticsListener | undefined;
 
   constructor(name: string, version: number | string) {
@@ -69,6 +83,60 @@ export class ModelStatistics implements SchedulerObserver {
   /** Executions by total batch size, ascending. */
   batchStats(): BatchStat[] {
     return [...this.#batches.values()].sort((a, b) => a.batchSize - b.batchSize);
+  }
+
+  /** Per-response aggregates by response index, ascending. */
+  responseStats(): readonly ResponseStat[] {
+    return this.#responses;
+  }
+
+  #responseStat(index: number): ResponseStat {
+    for (let i = this.#responses.length; i <= index; i++) {
+      this.#responses.push({
+        key: String(i),
+        computeInfer: new StatDuration(),
+        computeOutput: new StatDuration(),
+        success: new StatDuration(),
+        fail: new StatDuration(),
+        emptyResponse: new StatDuration(),
+        cancel: new StatDuration(),
+      });
+    }
+    return this.#responses[index]!;
+  }
+
+  /**
+   * The responses of an executed request (§9.1 response_stats). Response `i` spans from the
+   * previous response (the batch's compute start for the first) to its own arrival; a response
+   * that came after the batch's outputs started being extracted counts that part as
+   * compute_output, the rest as compute_infer. Empty responses and failures count entirely as
+   * compute_infer.
+   */
+  #recordResponses(request: ScheduledRequest): void {
+    const t = request.times;
+    let start = t.computeStart;
+    const responses = request.responses;
+    for (let i = 0; i < responses.length; i++) {
+      const r = responses[i]!;
+      const stat = this.#responseStat(i);
+      const end = r.at > start ? r.at : start;
+      const total = end - start;
+      if (r.kind === 'data') {
+        const outputStart = t.computeOutputStart > start && t.computeOutputStart < end ? t.computeOutputStart : end;
+        stat.computeInfer.add(outputStart - start);
+        stat.computeOutput.add(end - outputStart);
+        stat.success.add(total);
+      } else if (r.kind === 'empty') {
+        stat.computeInfer.add(total);
+        stat.emptyResponse.add(total);
+      } else if (r.kind === 'cancel') {
+        stat.cancel.add(total);
+      } else {
+        stat.computeInfer.add(total);
+        stat.fail.add(total);
+      }
+      start = end;
+    }
   }
 
   onExecution(batch: readonly ScheduledRequest[], batchSize: number): void {
@@ -89,6 +157,7 @@ export class ModelStatistics implements SchedulerObserver {
   onRequestComplete(request: ScheduledRequest, reason: FailureReason | undefined): void {
     const t = request.times;
     const total = request.completedAt - t.request;
+    if (t.computeStart !== 0n) this.#recordResponses(request);
     if (reason !== undefined) {
       this.fail.add(total);
       this.failures[reason]++;

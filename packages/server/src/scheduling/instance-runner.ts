@@ -30,6 +30,9 @@ export class InstanceRunner {
   readonly limited: RateLimitedInstance;
   #inflight = 0;
   #idleWaiters: (() => void)[] = [];
+  /** Requests of a decoupled model whose `execute` returned before their final response. */
+  #open = 0;
+  #openWaiters: (() => void)[] = [];
 
   /**
    * @param options.decoupled  decoupled models may keep responding after `execute` returns
@@ -148,7 +151,11 @@ export class InstanceRunner {
         r.times.computeEnd = end;
       }
     }
-    if (!this.#decoupled) {
+    if (this.#decoupled) {
+      for (const r of batch) {
+        if (!r.completed) this.#trackDecoupled(r);
+      }
+    } else {
       for (const r of batch) {
         if (!r.completed) {
           r.fail(
@@ -167,7 +174,28 @@ export class InstanceRunner {
     for (const r of batch) r.onComplete(() => this.#observer.onRequestComplete(r, executionFailure(r)));
   }
 
-  unload(): Promise<void> {
+  /**
+   * A decoupled request still open after `execute` returned: its response timeout starts, and
+   * the instance is not unloaded before it completes.
+   */
+  #trackDecoupled(r: ScheduledRequest): void {
+    this.#open++;
+    r.executeReturned();
+    r.onComplete(() => {
+      if (--this.#open === 0 && this.#openWaiters.length > 0) {
+        const waiters = this.#openWaiters;
+        this.#openWaiters = [];
+        for (const w of waiters) w();
+      }
+    });
+  }
+
+  /**
+   * Releases the instance once no request it executed is still open (a decoupled model's
+   * responses after `execute` returned; each bounded by its response timeout).
+   */
+  async unload(): Promise<void> {
+    if (this.#open > 0) await new Promise<void>((resolve) => this.#openWaiters.push(resolve));
     return this.#instance.unload();
   }
 }

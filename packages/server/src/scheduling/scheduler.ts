@@ -16,6 +16,16 @@ export interface RequestTimes {
   computeEnd: bigint;
 }
 
+/**
+ * One response a backend sent for a request (models-and-scheduling.md §9.1 response_stats):
+ * when, and whether it carried outputs, none (a flags-only or empty response), or an error
+ * (`cancel`: the request was cancelled).
+ */
+export interface ResponseRecord {
+  readonly at: bigint;
+  readonly kind: 'data' | 'empty' | 'error' | 'cancel';
+}
+
 /** Why an accepted request failed (the `reason` label of `nv_inference_request_failure`). */
 export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
 
@@ -32,6 +42,13 @@ export interface ScheduledRequest extends BackendRequest {
   readonly error: NereidError | undefined;
   /** Monotonic time of completion (0n while in flight). */
   readonly completedAt: bigint;
+  /** The responses sent so far, in order. */
+  readonly responses: readonly ResponseRecord[];
+  /**
+   * Told by the instance that `execute` returned for this request (decoupled models only, which
+   * may answer later): arms the request's response timeout if it has one.
+   */
+  executeReturned(): void;
   /** Ends the request with an error (ignored if already completed). */
   fail(error: NereidError): void;
   /** Runs `callback` once the request has completed (at once if it already has). */

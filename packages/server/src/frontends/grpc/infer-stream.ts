@@ -4,14 +4,19 @@
  * client asked for strict error mode (`triton_grpc_error: true` metadata), where the first error
  * ends the stream with its status.
  *
- * Each request owns a slot in arrival order. Responses of non-decoupled models are released in
- * that order even when they complete out of order; a decoupled model's responses (several per
- * request) will be written as they come through the same slot mechanism.
+ * Ordering: a request for a non-decoupled model owns a slot in arrival order, and its one
+ * response is written when every earlier slot has been; so is an error that refuses a request
+ * before it is accepted. A decoupled model's responses are written as they are produced and
+ * interleave with everything else (the client correlates them by `id`). Every response carries
+ * `triton_final_response`; a decoupled model's flags-only final response is written only when the
+ * request set `triton_enable_empty_final_response`. Cancelling the stream aborts the signal of
+ * every request in flight.
  */
 import { setMaxListeners } from 'node:events';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { toNereidError, type pb } from '@nereid/protocol';
+import { toNereidError, type NereidError, type pb } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
+import type { StreamAccepted, StreamResponse } from '../../core/types.js';
 import type { Logger } from '../../observability/logger.js';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.js';
 import { grpcError } from './status.js';
@@ -19,10 +24,11 @@ import { grpcError } from './status.js';
 interface Slot {
   message: pb.ModelStreamInferResponse | undefined;
   /** The error of a failed request (strict mode ends the stream with it). */
-  error: ReturnType<typeof toNereidError> | undefined;
+  error: NereidError | undefined;
 }
 
 const FINAL = { triton_final_response: { bool_param: true } };
+const NOT_FINAL = { triton_final_response: { bool_param: false } };
 
 function errorResponse(message: string, id: string, model = '', version = ''): pb.ModelStreamInferResponse {
   return {
@@ -37,7 +43,10 @@ export class InferStream {
   readonly #logger: Logger;
   readonly #abort = new AbortController();
   readonly #strict: boolean;
+  /** Requests answered in arrival order (non-decoupled models and refusals). */
   readonly #slots: Slot[] = [];
+  /** Decoupled requests in flight (their responses are written as they come). */
+  #unordered = 0;
   #clientDone = false;
   /** The server is shutting down: end the stream once every request so far is answered. */
   #serverDone = false;
@@ -88,51 +97,110 @@ export class InferStream {
 
   #onRequest(request: pb.ModelInferRequest): void {
     if (this.#closed) return;
-    const slot: Slot = { message: undefined, error: undefined };
+    let slot: Slot | undefined = { message: undefined, error: undefined };
     this.#slots.push(slot);
-    void this.#run(request).then(
-      (message) => {
-        slot.message = message;
-        this.#flush();
+    let accepted: StreamAccepted | undefined;
+    const emptyFinal = request.parameters['triton_enable_empty_final_response']?.bool_param === true;
+    const settle = (s: Slot, message: pb.ModelStreamInferResponse, error?: NereidError) => {
+      s.message = message;
+      s.error = error;
+      this.#flush();
+    };
+    const onAccepted = (a: StreamAccepted) => {
+      accepted = a;
+      if (!a.decoupled) return;
+      // Decoupled: no place in the order; responses go out as they come.
+      this.#slots.splice(this.#slots.indexOf(slot!), 1);
+      slot = undefined;
+      this.#unordered++;
+    };
+    const onResponse = (r: StreamResponse) => {
+      if (slot !== undefined) {
+        settle(slot, { error_message: '', infer_response: encodeInferResponse(r.response!, FINAL) });
+        return;
+      }
+      if (r.response !== undefined) {
+        this.#write({ error_message: '', infer_response: encodeInferResponse(r.response, r.final ? FINAL : NOT_FINAL) });
+      } else if (emptyFinal) {
+        this.#write({
+          error_message: '',
+          infer_response: {
+            model_name: request.model_name,
+            model_version: request.model_version,
+            id: request.id,
+            parameters: FINAL,
+            outputs: [],
+            raw_output_contents: [],
+          },
+        });
+      }
+    };
+    let run: Promise<void>;
+    try {
+      run = this.#server.inferStream(decodeInferRequest(request), { signal: this.#abort.signal, onAccepted, onResponse });
+    } catch (err) {
+      run = Promise.reject(err);
+    }
+    run.then(
+      () => {
+        if (slot === undefined) this.#settleUnordered();
       },
       (err: unknown) => {
         const error = toNereidError(err);
-        slot.error = error;
-        const issued = error.code === 'BACKEND_ERROR' || error.code === 'REQUEST_CANCELLED';
-        slot.message = issued
-          ? errorResponse(error.message, request.id, request.model_name, request.model_version)
-          : errorResponse(error.message, request.id);
-        this.#flush();
+        // After the request was issued the message names the model and version (§4.7).
+        const message =
+          accepted === undefined
+            ? errorResponse(error.message, request.id)
+            : errorResponse(error.message, request.id, request.model_name, request.model_version);
+        if (slot !== undefined) {
+          settle(slot, message, error);
+          return;
+        }
+        this.#writeError(message, error);
+        this.#settleUnordered();
       },
     );
   }
 
-  async #run(request: pb.ModelInferRequest): Promise<pb.ModelStreamInferResponse> {
-    const decoded = decodeInferRequest(request);
-    const response = await this.#server.infer(decoded, { signal: this.#abort.signal });
-    return { error_message: '', infer_response: encodeInferResponse(response, FINAL) };
+  #settleUnordered(): void {
+    this.#unordered--;
+    this.#flush();
   }
 
-  /** Writes finished responses in request order; ends the call once the client is done. */
+  /** Writes one message now; false once the stream is over. */
+  #write(message: pb.ModelStreamInferResponse): boolean {
+    if (this.#closed) return false;
+    try {
+      this.#call.write(message);
+      return true;
+    } catch (err) {
+      this.#logger.error(`ModelStreamInfer: could not write a response: ${toNereidError(err).message}`);
+      this.#close();
+      return false;
+    }
+  }
+
+  /** An in-band error, or in strict mode the end of the stream with the error's status. */
+  #writeError(message: pb.ModelStreamInferResponse, error: NereidError): boolean {
+    if (this.#closed) return false;
+    if (this.#strict) {
+      this.#closed = true;
+      this.#abort.abort();
+      this.#call.emit('error', grpcError(error));
+      return false;
+    }
+    return this.#write(message);
+  }
+
+  /** Writes finished ordered responses in request order; ends the call once the client is done. */
   #flush(): void {
     if (this.#closed) return;
     while (this.#slots.length > 0 && this.#slots[0]!.message !== undefined) {
       const slot = this.#slots.shift()!;
-      if (slot.error !== undefined && this.#strict) {
-        this.#closed = true;
-        this.#abort.abort();
-        this.#call.emit('error', grpcError(slot.error));
-        return;
-      }
-      try {
-        this.#call.write(slot.message!);
-      } catch (err) {
-        this.#logger.error(`ModelStreamInfer: could not write a response: ${toNereidError(err).message}`);
-        this.#close();
-        return;
-      }
+      const written = slot.error !== undefined ? this.#writeError(slot.message!, slot.error) : this.#write(slot.message!);
+      if (!written) return;
     }
-    if ((this.#clientDone || this.#serverDone) && this.#slots.length === 0) {
+    if ((this.#clientDone || this.#serverDone) && this.#slots.length === 0 && this.#unordered === 0) {
       this.#closed = true;
       this.#call.end();
     }

@@ -8,7 +8,9 @@ import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, strin
 import type { Server } from '../../core/server.js';
 import { decodeContent, readBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
-import { decodeJsonInferRequest, decodeRawBinaryRequest, encodeInferResponse } from './infer-codec.js';
+import type { InferRequest, InferResponse } from '../../core/types.js';
+import { decodeGenerateRequest, encodeGenerateResponse, sseErrorFrame, sseFrame } from './generate-codec.js';
+import { decodeJsonInferRequest, decodeRawBinaryRequest, encodeInferResponse, type DecodedInferRequest } from './infer-codec.js';
 import { decodeIndexRequest, decodeLoadRequest, decodeUnloadRequest } from './repository-codec.js';
 import { boundPort, listenHttp } from './listen.js';
 
@@ -33,6 +35,13 @@ interface Route {
 }
 
 const JSON_TYPE = 'application/json';
+const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
+
+/** The client asked for Server-Sent Events (`Accept: text/event-stream`). */
+function acceptsEvents(req: IncomingMessage): boolean {
+  const accept = req.headers.accept;
+  return accept !== undefined && /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept);
+}
 
 function sendJson(res: ServerResponse, status: number, body: string): void {
   res.writeHead(status, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body) });
@@ -128,6 +137,8 @@ export class HttpFrontend {
       modelConfig: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelConfigJson(m, v))) },
       effectiveConfig: { GET: (_q, res, m, v) => sendJson(res, 200, JSON.stringify(this.#server.modelEffectiveConfig(m, v))) },
       infer: { POST: (req, res, m, v) => this.#infer(req, res, m, v) },
+      generate: { POST: (req, res, m, v) => this.#generate(req, res, m, v, false) },
+      generateStream: { POST: (req, res, m, v) => this.#generate(req, res, m, v, true) },
       stats: {
         GET: (_q, res, m, v) =>
           sendJson(res, 200, stringifyJson({ model_stats: this.#server.modelStatistics(m || undefined, v) })),
@@ -261,6 +272,10 @@ export class HttpFrontend {
         return route('effectiveConfig', model, version);
       case 'infer':
         return route('infer', model, version);
+      case 'generate':
+        return route('generate', model, version);
+      case 'generate_stream':
+        return route('generateStream', model, version);
       case 'stats':
         return route('stats', model, version);
       default:
@@ -343,6 +358,10 @@ export class HttpFrontend {
     const decoded = split.rawBinary
       ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
       : decodeJsonInferRequest(split.header, split.binary, model, version);
+    if (acceptsEvents(req)) {
+      await this.#inferEvents(res, decoded, signal);
+      return;
+    }
     const response = await this.#server.infer(decoded.request, { signal }).catch((err: unknown) => {
       throw decoupledError(err, "HTTP end point doesn't support models with decoupled transaction policy");
     });
@@ -372,6 +391,95 @@ export class HttpFrontend {
     }
     res.cork();
     for (const chunk of encoded.chunks) res.write(chunk);
+    res.end();
+  }
+
+  /**
+   * `POST …/infer` with `Accept: text/event-stream` (beyond Triton, docs/protocol.md): every
+   * response of the request, decoupled models included, as one Server-Sent Event holding the
+   * JSON response body of §3.7.2 with `parameters.triton_final_response`. Outputs are JSON only.
+   */
+  async #inferEvents(res: ServerResponse, decoded: DecodedInferRequest, signal: AbortSignal): Promise<void> {
+    const { request } = decoded;
+    for (const [name, binary] of decoded.binaryOutputs) {
+      if (binary) {
+        throw new NereidError(
+          'OUTPUT_PARAMETER',
+          `output '${name}' of the request for model '${request.model}' asks for binary data, which server-sent events cannot carry; request JSON data or drop the Accept: text/event-stream header`,
+        );
+      }
+    }
+    const json = { binaryOutputs: new Map<string, boolean>(), defaultBinary: false };
+    await this.#events(res, request, signal, (response, final) => {
+      const withFlag = { ...response, parameters: { ...response.parameters, triton_final_response: final } };
+      return Buffer.from(encodeInferResponse(withFlag, { ...json, request }).chunks[0]!).toString('utf8');
+    });
+  }
+
+  /**
+   * The generate extension (protocol.md §3.18): `generate` answers with the one response's JSON
+   * object; `generate_stream` with one Server-Sent Event per response.
+   */
+  async #generate(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined, stream: boolean): Promise<void> {
+    const signal = connectionSignal(req.socket);
+    const body = await readBody(req, this.#options.maxInputSize);
+    const coding = req.headers['content-encoding'];
+    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+      throw new NereidError('REQUEST_COMPRESSION_INVALID', "Unsupported content-encoding, only 'identity' is supported.");
+    }
+    const request = decodeGenerateRequest(body, this.#server.modelMetadata(model, version), version);
+    if (stream) {
+      await this.#events(res, request, signal, (response) => encodeGenerateResponse(response));
+      return;
+    }
+    const responses: InferResponse[] = [];
+    await this.#server.inferStream(request, {
+      signal,
+      onResponse: (r) => {
+        if (r.response !== undefined) responses.push(r.response);
+      },
+    });
+    if (responses.length !== 1) {
+      throw new NereidError(
+        'BACKEND_ERROR',
+        `model '${request.model}' sent ${responses.length} responses to a generate request, which takes exactly one; use generate_stream`,
+      );
+    }
+    sendJson(res, 200, encodeGenerateResponse(responses[0]!));
+  }
+
+  /**
+   * Streams a request's responses as Server-Sent Events (protocol.md §3.18): the status is
+   * fixed by the first response (an error before it is an ordinary JSON error response); a later
+   * error is an event `{"error": …}`; the stream ends after the final response, and a flags-only
+   * final response adds no event.
+   */
+  async #events(
+    res: ServerResponse,
+    request: InferRequest,
+    signal: AbortSignal,
+    encode: (response: InferResponse, final: boolean) => string,
+  ): Promise<void> {
+    const start = () => {
+      if (res.headersSent) return;
+      res.writeHead(200, { 'Content-Type': EVENT_STREAM_TYPE, 'Cache-Control': 'no-cache' });
+    };
+    try {
+      await this.#server.inferStream(request, {
+        signal,
+        onResponse: (r) => {
+          if (r.response === undefined) return;
+          const frame = sseFrame(encode(r.response, r.final));
+          start();
+          res.write(frame);
+        },
+      });
+    } catch (err) {
+      if (!res.headersSent) throw err;
+      res.end(sseErrorFrame(toNereidError(err).message));
+      return;
+    }
+    start();
     res.end();
   }
 }
