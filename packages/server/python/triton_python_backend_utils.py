@@ -294,19 +294,27 @@ class InferenceRequest:
         return self._sender
 
     def exec(self, decoupled=False):
-        """Runs this request on another model and blocks for the response (an iterator of
-        responses with ``decoupled=True``). Errors come back as responses with ``has_error()``."""
-        response = _require_runtime("InferenceRequest.exec").bls(self)
-        return iter([response]) if decoupled else response
+        """Runs this request on another model and blocks for the response. With
+        ``decoupled=True`` it returns an iterator over the model's responses, the last one final
+        (an empty response when the model ended with a flags-only final); it returns once that
+        final response arrived. Errors come back as responses with ``has_error()``."""
+        runtime = _require_runtime("InferenceRequest.exec")
+        if decoupled:
+            return iter(runtime.bls_decoupled(self))
+        return runtime.bls(self)
 
     async def async_exec(self, decoupled=False):
-        """``exec`` as a coroutine; other coroutines of the instance run meanwhile."""
-        response = await _require_runtime("InferenceRequest.async_exec").bls_async(self)
+        """``exec`` as a coroutine; other coroutines of the instance run meanwhile. With
+        ``decoupled=True`` it returns an async iterator over the responses."""
+        runtime = _require_runtime("InferenceRequest.async_exec")
         if decoupled:
-            async def one():
-                yield response
-            return one()
-        return response
+            responses = await runtime.bls_decoupled_async(self)
+
+            async def each():
+                for response in responses:
+                    yield response
+            return each()
+        return await runtime.bls_async(self)
 
 
 def _require_runtime(what):

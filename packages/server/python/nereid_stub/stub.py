@@ -237,19 +237,49 @@ class Stub:
         tensors = [pb_utils.Tensor(t["name"], a) for t, a in zip(answer["outputs"], outputs or [])]
         return pb_utils.InferenceResponse(output_tensors=tensors, parameters=answer.get("parameters") or {})
 
-    def bls(self, request):
+    @staticmethod
+    def _bls_responses(answer, outputs):
+        """A decoupled call's responses: ``answer["responses"]`` gives, per response, how many of
+        the output tensors are its own (``k``) and its parameters; a trailing error becomes an
+        error response."""
+        responses = []
+        at = 0
+        for entry in answer.get("responses") or []:
+            k = entry["k"]
+            descriptors = answer["outputs"][at:at + k]
+            arrays = (outputs or [])[at:at + k]
+            at += k
+            tensors = [pb_utils.Tensor(t["name"], a) for t, a in zip(descriptors, arrays)]
+            responses.append(pb_utils.InferenceResponse(output_tensors=tensors, parameters=entry.get("parameters") or {}))
+        if answer.get("error"):
+            err = answer["error"]
+            responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(err["message"], err.get("code", pb_utils.TritonError.INTERNAL))))
+        return responses
+
+    def _bls_prepare(self, request, decoupled):
         try:
             message, arrays = self._bls_message(request)
         except Exception as err:
-            return pb_utils.InferenceResponse(error=pb_utils.TritonError(_error_text(err), pb_utils.TritonError.INVALID_ARG))
-        answer, outputs = self._call_blocking(message, arrays)
+            return None, pb_utils.InferenceResponse(error=pb_utils.TritonError(_error_text(err), pb_utils.TritonError.INVALID_ARG))
+        if decoupled:
+            message["decoupled"] = True
+        return (message, arrays), None
+
+    def bls(self, request):
+        prepared, failed = self._bls_prepare(request, False)
+        if failed is not None:
+            return failed
+        answer, outputs = self._call_blocking(*prepared)
         return self._bls_response(answer, outputs)
 
-    async def bls_async(self, request):
-        try:
-            message, arrays = self._bls_message(request)
-        except Exception as err:
-            return pb_utils.InferenceResponse(error=pb_utils.TritonError(_error_text(err), pb_utils.TritonError.INVALID_ARG))
+    def bls_decoupled(self, request):
+        prepared, failed = self._bls_prepare(request, True)
+        if failed is not None:
+            return [failed]
+        answer, outputs = self._call_blocking(*prepared)
+        return self._bls_responses(answer, outputs)
+
+    async def _bls_call_async(self, prepared):
         done = threading.Event()
         box = {}
 
@@ -258,10 +288,24 @@ class Stub:
             box["outputs"] = outputs
             done.set()
 
-        self._call(message, arrays, on_answer)
+        self._call(prepared[0], prepared[1], on_answer)
         # Waiting happens on a pool thread, which reads the channel if no one else does.
         await asyncio.get_running_loop().run_in_executor(None, self._await, done)
-        return self._bls_response(box["answer"], box["outputs"])
+        return box["answer"], box["outputs"]
+
+    async def bls_async(self, request):
+        prepared, failed = self._bls_prepare(request, False)
+        if failed is not None:
+            return failed
+        answer, outputs = await self._bls_call_async(prepared)
+        return self._bls_response(answer, outputs)
+
+    async def bls_decoupled_async(self, request):
+        prepared, failed = self._bls_prepare(request, True)
+        if failed is not None:
+            return [failed]
+        answer, outputs = await self._bls_call_async(prepared)
+        return self._bls_responses(answer, outputs)
 
     def control(self, op, **fields):
         answer, _ = self._call_blocking(dict({"t": "control", "op": op}, **fields))

@@ -16,7 +16,7 @@
  */
 import type { DataType, NereidError, ParameterValue } from '@nereid/protocol';
 import type { ModelConfig } from '../config/model-config.js';
-import type { InferOptions, InferRequest, InferResponse, LoadModelOptions, UnloadModelOptions } from '../core/types.js';
+import type { InferOptions, InferRequest, InferResponse, LoadModelOptions, StreamInferOptions, UnloadModelOptions } from '../core/types.js';
 import type { Logger } from '../observability/logger.js';
 
 export const BACKEND_SPI_VERSION = 1;
@@ -135,6 +135,11 @@ export interface ModelContext {
 export interface ModelServices {
   /** `Server.infer`: one inference; rejects with the facade's NereidError. */
   infer(request: InferRequest, options?: InferOptions): Promise<InferResponse>;
+  /**
+   * `Server.inferStream`: every response of one request (a decoupled model's many, or one),
+   * the last flagged final; rejects with the facade's NereidError.
+   */
+  inferStream(request: InferRequest, options: StreamInferOptions): Promise<void>;
   /** `Server.isModelReady`: throws the lookup error for an unknown model or version. */
   isModelReady(model: string, version?: string): boolean;
   /** `Server.loadModel` (control mode explicit only). */

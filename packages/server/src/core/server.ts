@@ -185,6 +185,7 @@ export class Server {
       metrics: this.metrics,
       models: {
         infer: (request, inferOptions) => this.infer(request, inferOptions),
+        inferStream: (request, streamOptions) => this.inferStream(request, streamOptions),
         isModelReady: (model, version) => this.isModelReady(model, version),
         loadModel: (model, loadOptions) => this.loadModel(model, loadOptions),
         unloadModel: (model, unloadOptions) => this.unloadModel(model, unloadOptions),

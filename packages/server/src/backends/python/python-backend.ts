@@ -36,7 +36,7 @@ import {
 } from '@nereid/protocol';
 import { completeModelConfig, modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
 import type { ModelConfig } from '../../config/model-config.js';
-import type { InferInput, InferResponse } from '../../core/types.js';
+import type { InferInput, InferRequest, InferResponse, StreamResponse } from '../../core/types.js';
 import {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
@@ -449,22 +449,45 @@ class PythonInstance implements BackendInstance {
     if (timeout > 0) parameters = { ...parameters, timeout };
     const outputs = (m['outputs'] as string[]) ?? [];
     const version = m['version'] as string;
-    services
-      .infer({
-        model: m['model'] as string,
-        ...(version ? { version } : {}),
-        id: (m['id'] as string) ?? '',
-        parameters,
-        inputs,
-        ...(outputs.length > 0 ? { outputs: outputs.map((name) => ({ name })) } : {}),
-      })
-      .then(
-        (res: InferResponse) => {
-          const descriptors = res.outputs.map((o) => ({ name: o.name, d: o.datatype, s: o.shape }) as Record<string, unknown>);
-          reply({ outputs: descriptors, parameters: res.parameters }, res.outputs.map((o) => o.data), descriptors);
-        },
-        (err: unknown) => reply({ error: wireError(err) }),
+    const request: InferRequest = {
+      model: m['model'] as string,
+      ...(version ? { version } : {}),
+      id: (m['id'] as string) ?? '',
+      parameters,
+      inputs,
+      ...(outputs.length > 0 ? { outputs: outputs.map((name) => ({ name })) } : {}),
+    };
+    if (m['decoupled'] === true) {
+      // exec(decoupled=True): every response of the called model, the stub's iterator gets them
+      // once the final one arrived (a flags-only final becomes an empty response, as in Triton).
+      const descriptors: Record<string, unknown>[] = [];
+      const parts: Uint8Array[] = [];
+      const responses: Record<string, unknown>[] = [];
+      const collect = (r: StreamResponse): void => {
+        const res = r.response;
+        if (res === undefined) {
+          responses.push({ k: 0 });
+          return;
+        }
+        for (const o of res.outputs) {
+          descriptors.push({ name: o.name, d: o.datatype, s: o.shape });
+          parts.push(o.data);
+        }
+        responses.push({ k: res.outputs.length, parameters: res.parameters });
+      };
+      services.inferStream(request, { onResponse: collect }).then(
+        () => reply({ outputs: descriptors, responses }, parts, descriptors),
+        (err: unknown) => reply({ outputs: descriptors, responses, error: wireError(err) }, parts, descriptors),
       );
+      return;
+    }
+    services.infer(request).then(
+      (res: InferResponse) => {
+        const descriptors = res.outputs.map((o) => ({ name: o.name, d: o.datatype, s: o.shape }) as Record<string, unknown>);
+        reply({ outputs: descriptors, parameters: res.parameters }, res.outputs.map((o) => o.data), descriptors);
+      },
+      (err: unknown) => reply({ error: wireError(err) }),
+    );
   }
 
   #onControl(stub: StubProcess, m: StubMessage): void {
