@@ -26,6 +26,8 @@ export interface ServeOptions {
   modelLoadThreadCount: number;
   id: string;
   backendConfig: Map<string, Record<string, string>>;
+  /** `--backend-directory`: `<dir>/<backend>/` holds a custom backend package (docs/backends.md). */
+  backendDirectory: string;
   allowHttp: boolean;
   httpAddress: string;
   httpPort: number;
@@ -196,6 +198,7 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
       o.backendConfig.set(backend, settings);
     },
   },
+  'backend-directory': { kind: 'string', apply: (o, v) => (o.backendDirectory = v) },
   'allow-http': { kind: 'bool', apply: (o, v, n) => (o.allowHttp = parseBool(n, v)) },
   'http-address': { kind: 'string', apply: (o, v) => (o.httpAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
   'http-port': { kind: 'int', apply: (o, v, n) => (o.httpPort = parseInt(n, v)) },
@@ -249,7 +252,6 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
 const ACCEPTED: Record<string, Kind> = {
   'model-load-retry-count': 'int',
   'model-namespacing': 'bool',
-  'backend-directory': 'string',
   'repoagent-directory': 'string',
   'reuse-http-port': 'bool',
   'http-thread-count': 'int',
@@ -308,6 +310,7 @@ export function defaultServeOptions(): ServeOptions {
     modelLoadThreadCount: 4,
     id: 'triton',
     backendConfig: new Map(),
+    backendDirectory: '',
     allowHttp: true,
     httpAddress: '0.0.0.0',
     httpPort: 8000,

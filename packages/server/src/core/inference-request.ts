@@ -3,7 +3,7 @@
  * of its response. Implements both what schedulers need (`ScheduledRequest`) and what backends
  * see (`BackendRequest`), so nothing is converted per request on the way down.
  */
-import { NereidError, type ParameterValue } from '@nereid/protocol';
+import { NereidError, toNereidError, type ParameterValue } from '@nereid/protocol';
 import type { BackendResponse, BackendTensor } from '../backends/spi.js';
 import type { RequestTimes, ScheduledRequest } from '../scheduling/scheduler.js';
 
@@ -100,8 +100,9 @@ export class InferenceRequest implements ScheduledRequest {
 
   respond(response: BackendResponse | NereidError | null, final = true): void {
     if (this.#completed) return;
-    if (response instanceof NereidError) {
-      this.#finish(response);
+    if (response instanceof Error) {
+      // A plain Error from a custom backend is accepted as a failure too.
+      this.#finish(toNereidError(response, 'BACKEND_ERROR', `model '${this.model}' failed request '${this.id}'`));
       return;
     }
     if (response !== null) {
