@@ -99,6 +99,21 @@ before(async () => {
         }`,
       ),
     },
+    abort_worker: {
+      'config.pbtxt': scaleConfig('abort_worker', 'aborts', { parameters: { execution_thread: 'worker' } }),
+      '1/model.mjs': executeModule(
+        'aborts',
+        `const { writeFileSync } = await import('node:fs');
+        const r = requests[0];
+        writeFileSync(${JSON.stringify(repo)} + '/abort.started', 'x');
+        await new Promise((resolve) => {
+          r.signal.addEventListener('abort', resolve, { once: true });
+          setTimeout(resolve, 5000);
+        });
+        writeFileSync(${JSON.stringify(repo)} + '/abort.seen', String(r.signal.aborted));
+        r.respond(new Error('cancelled'));`,
+      ),
+    },
     broken_worker: { 'config.pbtxt': scaleConfig('broken_worker', 'broken', { parameters: { execution_thread: 'worker' } }), '1/model.mjs': 'export default {' },
     bad_thread: { 'config.pbtxt': scaleConfig('bad_thread', 'scale', { parameters: { execution_thread: 'gpu' } }), '1/model.mjs': scaleModule('scale', 3) },
     via_api: { 'config.pbtxt': scaleConfig('via_api', 'viaapi'), '1/.keep': '' },
@@ -107,7 +122,7 @@ before(async () => {
   srv = await startServer({
     modelRepositories: [repo],
     modelControlMode: 'explicit',
-    loadModels: ['busy_worker', 'busy_main', 'scale_worker', 'crash_worker', 'broken_worker', 'bad_thread', 'via_api'],
+    loadModels: ['busy_worker', 'busy_main', 'scale_worker', 'crash_worker', 'abort_worker', 'broken_worker', 'bad_thread', 'via_api'],
     backends: [runInWorkers(join(repo, 'viaapi.mjs'), { name: 'viaapi' })],
   });
   statuses = new Map(srv.server.modelStatuses().map((s) => [s.name, s]));
@@ -179,6 +194,20 @@ describe('custom backends on worker threads', () => {
     const ok = await inferJson(srv.url, 'crash_worker', [xInput([4])]);
     assert.equal(ok.status, 200, ok.text);
     assert.deepEqual(outputNamed(jsonBody(ok) as JsonInferResponse, 'Y').data, [4]);
+  });
+
+  it("a client that goes away aborts the request's signal inside the worker", async () => {
+    const controller = new AbortController();
+    const inflight = fetch(`${srv.url}/v2/models/abort_worker/infer`, {
+      method: 'POST',
+      body: JSON.stringify({ inputs: [xInput([1])] }),
+      signal: controller.signal,
+    }).catch((err: unknown) => err);
+    await waitForFile(join(repo, 'abort.started'));
+    controller.abort();
+    await inflight;
+    await waitForFile(join(repo, 'abort.seen'));
+    assert.equal(await readFile(join(repo, 'abort.seen'), 'utf8'), 'true');
   });
 
   it('a broken module fails the load from the worker, naming the file; a bad execution_thread is refused', () => {

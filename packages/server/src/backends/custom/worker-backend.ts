@@ -7,7 +7,7 @@
  *   `createInstance` once: model-level state is per instance, not shared between instances.
  * - Requests of a batch are copied once into one fresh buffer that is transferred to the worker;
  *   each response's outputs are copied once into a fresh buffer that is transferred back.
- * - An instance holds up to two batches: one executing in the worker and the next waiting there.
+ * - An instance holds up to four batches: one executing in the worker and the next waiting there.
  *   The worker runs them one at a time, in order, and reports their real compute times.
  * - A worker that dies (an uncaught exception, `process.exit`) fails the requests it held with an
  *   error naming the model, instance and module; the next request starts a new worker.
@@ -26,8 +26,8 @@ import type { FromWorker, TensorRange, ToWorker, WireError, WireRequest, WorkerI
 const HOST_URL = new URL('./worker-host.js', import.meta.url);
 /** How long an unloading instance waits for its worker's `unload`. */
 const UNLOAD_TIMEOUT_MS = 10_000;
-/** Batches an instance holds: one executing in the worker, one waiting there. */
-const PIPELINE_DEPTH = 2;
+/** Batches an instance holds: one executing in the worker, the next ones waiting there. */
+const PIPELINE_DEPTH = 4;
 
 export interface WorkerBackendOptions {
   /** The backend name models ask for (`backend: "<name>"`). */
@@ -105,6 +105,8 @@ class WorkerInstance implements BackendInstance {
   #worker: Worker | undefined;
   #ready: Promise<void> | undefined;
   #executions = new Map<number, Execution>();
+  #outbox: ToWorker[] = [];
+  #outboxTransfer: ArrayBuffer[] = [];
   #nextExec = 1;
   #closing = false;
   #onUnloaded: ((error?: WireError) => void) | undefined;
@@ -120,15 +122,16 @@ class WorkerInstance implements BackendInstance {
     const worker = new Worker(HOST_URL, { workerData: this.#init, name: `${this.#init.backend} ${this.#init.spec.name}` });
     this.#worker = worker;
     this.#ready = new Promise<void>((resolve, reject) => {
-      worker.on('message', (message: FromWorker) => {
-        if (message.type === 'ready') resolve();
-        else if (message.type === 'failed') {
-          // The worker ends itself; its exit is not a crash to report.
-          if (this.#worker === worker) this.#worker = undefined;
-          this.#ready = undefined;
-          reject(fromWire(message.error));
+      worker.on('message', (messages: FromWorker[]) => {
+        for (const message of messages) {
+          if (message.type === 'ready') resolve();
+          else if (message.type === 'failed') {
+            // The worker ends itself; its exit is not a crash to report.
+            if (this.#worker === worker) this.#worker = undefined;
+            this.#ready = undefined;
+            reject(fromWire(message.error));
+          } else this.#onMessage(message);
         }
-        else this.#onMessage(message);
       });
       const gone = (why: string) => {
         reject(new NereidError('MODEL_LOAD_FAILED', `${this.#where}: the worker thread of instance '${this.#init.spec.name}' ${why} while loading`));
@@ -191,6 +194,8 @@ class WorkerInstance implements BackendInstance {
     if (this.#worker !== worker) return;
     this.#worker = undefined;
     this.#ready = undefined;
+    this.#outbox = [];
+    this.#outboxTransfer = [];
     this.#onUnloaded?.();
     const error = new NereidError(
       'BACKEND_ERROR',
@@ -207,7 +212,8 @@ class WorkerInstance implements BackendInstance {
   async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     if (this.#worker === undefined) await this.start();
     else await this.#ready;
-    const worker = this.#worker!;
+    // A worker that died while this call waited for it is replaced.
+    if (this.#worker === undefined) await this.start();
     let total = 0;
     for (const r of requests) for (const t of r.inputs.values()) total += t.data.byteLength;
     const buffer = new ArrayBuffer(total);
@@ -231,15 +237,39 @@ class WorkerInstance implements BackendInstance {
     });
     const exec = this.#nextExec++;
     const listeners = requests.map((r, index) => {
-      const listener = () => this.#worker?.postMessage({ type: 'abort', exec, index } satisfies ToWorker);
+      const listener = () => this.#send({ type: 'abort', exec, index }, []);
       r.signal.addEventListener('abort', listener, { once: true });
       return listener;
     });
     const cleanup = () => requests.forEach((r, i) => r.signal.removeEventListener('abort', listeners[i]!));
     return new Promise<void>((resolve, reject) => {
+      const idle = this.#executions.size === 0;
       this.#executions.set(exec, { requests, timing, resolve, reject, cleanup });
-      worker.postMessage({ type: 'execute', exec, requests: wire, buffer } satisfies ToWorker, [buffer]);
+      this.#send({ type: 'execute', exec, requests: wire, buffer }, [buffer], idle);
     });
+  }
+
+  /**
+   * Queues a message for the worker. As the ONNX Runtime backend does, batches for an idle worker
+   * wait for the end of this event-loop turn so that those arriving in it wake the worker once;
+   * other messages go at the end of this tick. Messages keep their order.
+   */
+  #send(message: ToWorker, transfer: ArrayBuffer[], idle = false): void {
+    this.#outbox.push(message);
+    this.#outboxTransfer.push(...transfer);
+    if (this.#outbox.length === 1) {
+      if (idle) setImmediate(() => this.#flush());
+      else queueMicrotask(() => this.#flush());
+    }
+  }
+
+  /** Sends what is queued; dropped when the worker is gone (its executions were failed). */
+  #flush(): void {
+    const messages = this.#outbox;
+    const transfer = this.#outboxTransfer;
+    this.#outbox = [];
+    this.#outboxTransfer = [];
+    if (messages.length > 0) this.#worker?.postMessage(messages, transfer);
   }
 
   async unload(): Promise<void> {
@@ -251,7 +281,7 @@ class WorkerInstance implements BackendInstance {
     const error = await new Promise<WireError | undefined>((resolve) => {
       this.#onUnloaded = resolve;
       timer = setTimeout(() => resolve({ code: 'BACKEND_ERROR', message: `${this.#where}: instance '${this.#init.spec.name}' did not unload within ${UNLOAD_TIMEOUT_MS} ms` }), UNLOAD_TIMEOUT_MS);
-      worker.postMessage({ type: 'unload' } satisfies ToWorker);
+      worker.postMessage([{ type: 'unload' }] satisfies ToWorker[]);
     });
     clearTimeout(timer);
     this.#onUnloaded = undefined;

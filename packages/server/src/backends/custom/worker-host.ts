@@ -17,8 +17,30 @@ const init = workerData as WorkerInit;
 const port = parentPort!;
 const where = describeModule(init.model.name, init.backend, init.modulePath);
 
+/**
+ * Messages wait in an outbox and go in one postMessage: at the end of each execution, or on the
+ * next turn of this thread's event loop for what is sent outside one (waking the main thread
+ * costs more than the message).
+ */
+let outbox: FromWorker[] = [];
+let outboxTransfer: ArrayBuffer[] = [];
+let flushScheduled = false;
+
+function flush(): void {
+  flushScheduled = false;
+  if (outbox.length === 0) return;
+  port.postMessage(outbox, outboxTransfer);
+  outbox = [];
+  outboxTransfer = [];
+}
+
 function post(message: FromWorker, transfer: ArrayBuffer[] = []): void {
-  port.postMessage(message, transfer);
+  outbox.push(message);
+  outboxTransfer.push(...transfer);
+  if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flush);
+  }
 }
 
 function wireError(err: unknown, context: string): WireError {
@@ -128,9 +150,14 @@ async function execute(message: Extract<ToWorker, { type: 'execute' }>): Promise
   marks.computeEnd ??= process.hrtime.bigint();
   aborters.delete(message.exec);
   post({ type: 'done', exec: message.exec, marks, ...(error ? { error } : {}) });
+  flush();
 }
 
-port.on('message', (message: ToWorker) => {
+port.on('message', (messages: ToWorker[]) => {
+  for (const message of messages) receive(message);
+});
+
+function receive(message: ToWorker): void {
   switch (message.type) {
     case 'execute':
       aborters.set(message.exec, message.requests.map(() => new AbortController()));
@@ -149,10 +176,11 @@ port.on('message', (message: ToWorker) => {
           error = wireError(err, `${where}: unload failed`);
         }
         post({ type: 'unloaded', ...(error ? { error } : {}) });
+        flush();
       });
       break;
   }
-});
+}
 
 try {
   const ns = await importBackendModule(init.moduleUrl, init.modulePath, where);
@@ -163,6 +191,7 @@ try {
   post({ type: 'ready', pipelineDepth: typeof depth === 'number' && depth >= 1 ? Math.floor(depth) : 1 });
 } catch (err) {
   post({ type: 'failed', error: wireError(err, where) });
+  flush();
   await model?.unload().catch(() => undefined);
   port.close();
 }

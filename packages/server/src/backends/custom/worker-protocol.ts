@@ -1,7 +1,7 @@
 /**
  * Messages between a worker-thread backend instance (`worker-backend.ts`, main thread) and its
  * worker (`worker-host.ts`). Tensor bytes travel in one transferred ArrayBuffer per message, as
- * (offset, length) ranges of it.
+ * (offset, length) ranges of it. Each side sends arrays of messages.
  */
 import type { DataType, ParameterValue } from '@nereid/protocol';
 import type { ModelConfig } from '../../config/model-config.js';
