@@ -99,6 +99,13 @@ before(async () => {
         }`,
       ),
     },
+    restart_fails: {
+      'config.pbtxt': scaleConfig('restart_fails', 'restartfails', { parameters: { execution_thread: 'worker' } }),
+      '1/model.mjs':
+        `import { existsSync } from 'node:fs';\n` +
+        `if (existsSync(${JSON.stringify(join(repo, 'no-restart'))})) throw new Error('the licence server is gone');\n` +
+        executeModule('restartfails', 'process.exit(4);'),
+    },
     abort_worker: {
       'config.pbtxt': scaleConfig('abort_worker', 'aborts', { parameters: { execution_thread: 'worker' } }),
       '1/model.mjs': executeModule(
@@ -122,7 +129,7 @@ before(async () => {
   srv = await startServer({
     modelRepositories: [repo],
     modelControlMode: 'explicit',
-    loadModels: ['busy_worker', 'busy_main', 'scale_worker', 'crash_worker', 'abort_worker', 'broken_worker', 'bad_thread', 'via_api'],
+    loadModels: ['busy_worker', 'busy_main', 'scale_worker', 'crash_worker', 'restart_fails', 'abort_worker', 'broken_worker', 'bad_thread', 'via_api'],
     backends: [runInWorkers(join(repo, 'viaapi.mjs'), { name: 'viaapi' })],
   });
   statuses = new Map(srv.server.modelStatuses().map((s) => [s.name, s]));
@@ -194,6 +201,14 @@ describe('custom backends on worker threads', () => {
     const ok = await inferJson(srv.url, 'crash_worker', [xInput([4])]);
     assert.equal(ok.status, 200, ok.text);
     assert.deepEqual(outputNamed(jsonBody(ok) as JsonInferResponse, 'Y').data, [4]);
+  });
+
+  it('a worker that cannot be restarted fails the request with the reason', async () => {
+    assert.equal((await inferJson(srv.url, 'restart_fails', [xInput([1])])).status, 500);
+    await writeFile(join(repo, 'no-restart'), 'x');
+    const reply = await inferJson(srv.url, 'restart_fails', [xInput([1])]);
+    assert.equal(reply.status, 500);
+    assert.match(reply.text, /could not restart instance 'restart_fails_0_0': .*failed to import: Error: the licence server is gone/);
   });
 
   it("a client that goes away aborts the request's signal inside the worker", async () => {

@@ -143,6 +143,15 @@ class WorkerInstance implements BackendInstance {
     return this.#ready;
   }
 
+  /** Starts a worker in place of one that died; its failure is an execution error. */
+  async #restart(): Promise<void> {
+    try {
+      await this.start();
+    } catch (err) {
+      throw new NereidError('BACKEND_ERROR', `${this.#where}: could not restart instance '${this.#init.spec.name}': ${(err as Error).message}`, { cause: err });
+    }
+  }
+
   #onMessage(message: FromWorker): void {
     switch (message.type) {
       case 'respond': {
@@ -210,10 +219,10 @@ class WorkerInstance implements BackendInstance {
   }
 
   async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
-    if (this.#worker === undefined) await this.start();
+    if (this.#worker === undefined) await this.#restart();
     else await this.#ready;
     // A worker that died while this call waited for it is replaced.
-    if (this.#worker === undefined) await this.start();
+    if (this.#worker === undefined) await this.#restart();
     let total = 0;
     for (const r of requests) for (const t of r.inputs.values()) total += t.data.byteLength;
     const buffer = new ArrayBuffer(total);
