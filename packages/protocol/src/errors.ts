@@ -95,6 +95,10 @@ export const ERROR_CODES = {
   MODEL_LOAD_FAILED: 'INVALID_ARG',
   REPOSITORY_INVALID: 'INVALID_ARG',
   BACKEND_NOT_FOUND: 'INVALID_ARG',
+  /** A backend Triton has and Nereid cannot run on this server (TensorRT, OpenVINO, …). */
+  BACKEND_UNSUPPORTED: 'UNSUPPORTED',
+  /** A custom backend module that cannot be imported or does not implement the SPI. */
+  BACKEND_MODULE_INVALID: 'INVALID_ARG',
 
   // Model control: the repository extension and control modes (models-and-scheduling.md §1.9–§1.11)
   MODEL_CONTROL_DISABLED: 'UNAVAILABLE',

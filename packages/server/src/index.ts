@@ -48,6 +48,8 @@ export {
   type ModelServices,
 } from './backends/spi.js';
 export { gatherInput, scatterOutput, unionOfRequestedOutputs } from './backends/batching.js';
+export type { BackendFactory, BackendFactoryOptions } from './backends/custom/module-loader.js';
+export { runInWorkers, type WorkerBackendOptions } from './backends/custom/worker-backend.js';
 export { createLogger, silentLogger, type Logger, type LogSettings } from './observability/logger.js';
 export {
   ServerMetrics,

@@ -204,7 +204,7 @@ describe('--exit-grace-secs', () => {
       const late = await send(`${server.url}/v2/health/live`);
       assert.ok('error' in late, `a connection after the shutdown is refused: ${JSON.stringify(late)}`);
       assert.match(server.process.stdout, /all models unloaded; exiting/);
-      for (const model of ['mlp', 'simple', 'simple_int8', 'simple_string']) {
+      for (const model of ['mlp', 'simple', 'simple_int8', 'simple_string', 'tokenizer']) {
         assert.match(server.process.stdout, new RegExp(`unloaded model '${model}' version 1 in [\\d.]+ ms: drain [\\d.]+ ms, release [\\d.]+ ms`));
       }
     } finally {

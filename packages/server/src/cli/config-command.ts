@@ -13,7 +13,7 @@ import { BackendRegistry } from '../backends/registry.js';
 import { configProvenance, modelConfigToJson, printModelConfigText } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { EffectiveConfigReport } from '../core/types.js';
-import { backendSettings, completeVersionConfig, modelContext } from '../core/version-config.js';
+import { backendLookup, backendSettings, completeVersionConfig, modelContext } from '../core/version-config.js';
 import { createLogger } from '../observability/logger.js';
 import { prepareModelConfig } from '../repository/config-loader.js';
 import { listVersions } from '../repository/repository-scanner.js';
@@ -32,6 +32,7 @@ export interface ConfigCommandOptions {
   disableAutoCompleteConfig?: boolean;
   strictModelConfig?: string;
   backendConfig?: string[];
+  backendDirectory?: string;
 }
 
 /** The command's JSON output: the endpoint's report plus where the model was read from. */
@@ -55,6 +56,7 @@ export async function effectiveConfigOf(directory: string, options: ConfigComman
     ...(options.disableAutoCompleteConfig ? ['--disable-auto-complete-config'] : []),
     ...(options.strictModelConfig !== undefined ? [`--strict-model-config=${options.strictModelConfig}`] : []),
     ...(options.backendConfig ?? []).map((b) => `--backend-config=${b}`),
+    ...(options.backendDirectory !== undefined ? [`--backend-directory=${options.backendDirectory}`] : []),
   ];
   const serve = parseServeArgs(serveArgs);
   const dir = resolve(directory);
@@ -84,8 +86,9 @@ export async function effectiveConfigOf(directory: string, options: ConfigComman
   } else {
     version = selectVersions(name, prepared.config.version_policy, available, logger).at(-1)!;
   }
-  const backend = new BackendRegistry().get(prepared.config.backend, name);
-  const settings = backendSettings(serve.backendConfig, backend.name);
+  const settings = backendSettings(serve.backendConfig, prepared.config.backend);
+  const registry = new BackendRegistry(undefined, { backendDirectory: serve.backendDirectory });
+  const backend = await registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
   const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
   // The backend's own checks of the configuration against the model (ONNX Runtime: names, types,
   // dims), which a load makes when it creates the backend model; no instance is created.

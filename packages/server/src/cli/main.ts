@@ -46,6 +46,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--disable-auto-complete-config', 'no auto-complete, as nereid serve does')
     .option('--strict-model-config <bool>', 'deprecated form of --disable-auto-complete-config')
     .option('--backend-config <setting>', '<backend>,<key>=<value> or <key>=<value>; repeatable', (v: string, all: string[]) => [...all, v], [])
+    .option('--backend-directory <dir>', 'custom backend packages, as nereid serve finds them (<dir>/<backend>/)')
     .action(async (directory: string, options: ConfigCommandOptions) => {
       process.exitCode = await runConfigCommand(directory, options);
     });

@@ -30,6 +30,8 @@ export interface ServeOptions {
   modelLoadRetryCount: number;
   id: string;
   backendConfig: Map<string, Record<string, string>>;
+  /** `--backend-directory`: `<dir>/<backend>/` holds a custom backend package (docs/backends.md). */
+  backendDirectory: string;
   allowHttp: boolean;
   httpAddress: string;
   httpPort: number;
@@ -223,6 +225,7 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
       o.backendConfig.set(backend, settings);
     },
   },
+  'backend-directory': { kind: 'string', apply: (o, v) => (o.backendDirectory = v) },
   'allow-http': { kind: 'bool', apply: (o, v, n) => (o.allowHttp = parseBool(n, v)) },
   'http-address': { kind: 'string', apply: (o, v) => (o.httpAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
   'http-port': { kind: 'int', apply: (o, v, n) => (o.httpPort = parseInt(n, v)) },
@@ -274,7 +277,6 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
 
 /** tritonserver options accepted so that existing command lines run, with no effect yet. */
 const ACCEPTED: Record<string, Kind> = {
-  'backend-directory': 'string',
   'repoagent-directory': 'string',
   'reuse-http-port': 'bool',
   'http-thread-count': 'int',
@@ -335,6 +337,7 @@ export function defaultServeOptions(): ServeOptions {
     modelLoadRetryCount: 0,
     id: 'triton',
     backendConfig: new Map(),
+    backendDirectory: '',
     allowHttp: true,
     httpAddress: '0.0.0.0',
     httpPort: 8000,

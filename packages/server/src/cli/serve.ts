@@ -61,6 +61,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     loadModels: options.loadModels,
     repositoryPollSecs: options.repositoryPollSecs,
     backendConfig: options.backendConfig,
+    ...(options.backendDirectory !== '' ? { backendDirectory: options.backendDirectory } : {}),
     rateLimit: options.rateLimit,
     rateLimitResources: options.rateLimitResources,
     decoupledResponseTimeoutMs: options.decoupledResponseTimeoutSecs * 1000,

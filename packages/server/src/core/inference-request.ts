@@ -9,7 +9,7 @@
  * `deliverAfter`, once the previous request was delivered (preserve_ordering, §4.7); the request
  * completes with its final flag and `delivered` then settles with no value.
  */
-import { NereidError, type ParameterValue } from '@nereid/protocol';
+import { NereidError, toNereidError, type ParameterValue } from '@nereid/protocol';
 import type { BackendResponse, BackendTensor } from '../backends/spi.js';
 import type { RequestTimes, ResponseRecord, ScheduledRequest } from '../scheduling/scheduler.js';
 
@@ -129,9 +129,12 @@ export class InferenceRequest implements ScheduledRequest {
   respond(response: BackendResponse | NereidError | null, final = true): void {
     if (this.#completed) return;
     const at = process.hrtime.bigint();
-    if (response instanceof NereidError) {
-      this.responses.push({ at, kind: response.kind === 'CANCELLED' ? 'cancel' : 'error' });
-      this.#finish(response);
+    if (response instanceof Error) {
+      // A plain Error from a custom backend is accepted as a failure too.
+      const error =
+        response instanceof NereidError ? response : toNereidError(response, 'BACKEND_ERROR', `model '${this.model}' failed request '${this.id}'`);
+      this.responses.push({ at, kind: error.kind === 'CANCELLED' ? 'cancel' : 'error' });
+      this.#finish(error);
       return;
     }
     if (response === null && !final) return;

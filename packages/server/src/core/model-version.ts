@@ -27,7 +27,7 @@ import type { RateLimiter } from '../scheduling/rate-limiter.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
-import { backendSettings, completeVersionConfig, modelContext } from './version-config.js';
+import { backendLookup, backendSettings, completeVersionConfig, modelContext } from './version-config.js';
 import { prepareWarmup, runWarmup, type WarmupSample } from './warmup.js';
 
 /** Seconds since `start` (a process.hrtime.bigint() reading). */
@@ -394,8 +394,8 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       if (prepared.config.platform === 'ensemble') {
         throw new NereidError('CONFIG_UNSUPPORTED', `model '${name}': ensembles are not supported by this version of Nereid`);
       }
-      const backend = this.#registry.get(prepared.config.backend, name);
-      const settings = backendSettings(this.#options.backendConfig, backend.name);
+      const settings = backendSettings(this.#options.backendConfig, prepared.config.backend);
+      const backend = await this.#registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
       const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
       const labels = await loadLabelFiles(config, prepared.location.directory);
       endPhase('backend_init');

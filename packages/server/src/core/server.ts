@@ -26,6 +26,7 @@ import { ModelVersion, ModelVersionFactory } from './model-version.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
+import { checkBackendOutput } from './response-validation.js';
 import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
 import type {
   InferOptions,
@@ -85,6 +86,8 @@ export interface ServerOptions {
   repositoryPollSecs?: number;
   /** `--backend-config`: backend → key → value; key '' holds global settings. */
   backendConfig?: ReadonlyMap<string, Readonly<Record<string, string>>>;
+  /** `--backend-directory`: `<dir>/<backend>/` holds a custom backend package (docs/backends.md). */
+  backendDirectory?: string;
   /** `--rate-limit` (default off): `execution_count` makes instances wait for resources (§7.3). */
   rateLimit?: 'off' | 'execution_count';
   /** `--rate-limit-resource`: explicit resource pool sizes. */
@@ -177,7 +180,7 @@ export class Server {
     this.#responseTimeoutMs = options.decoupledResponseTimeoutMs ?? DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS;
     this.logger = options.logger ?? createLogger(options.log);
     this.metrics = new ServerMetrics(() => this.#models.readyServables().map((s) => s.servable), options.metrics, this.logger);
-    const registry = new BackendRegistry();
+    const registry = new BackendRegistry(undefined, { backendDirectory: options.backendDirectory });
     for (const b of options.backends ?? []) registry.register(b);
     const factory = new ModelVersionFactory(registry, {
       backendConfig: options.backendConfig ?? new Map(),
@@ -529,6 +532,7 @@ export class Server {
   #toResponse(mv: ModelVersion, validated: ValidatedRequest, id: string, response: BackendResponse, strict: boolean): InferResponse {
     const outputs: InferOutput[] = [];
     const byName = new Map<string, BackendTensor>();
+    if (!Array.isArray(response.outputs)) throw new NereidError('BACKEND_ERROR', `model '${mv.name}' responded without an 'outputs' array`);
     for (const t of response.outputs) byName.set(t.name, t);
     for (const name of validated.requestedOutputs) {
       let tensor = byName.get(name);
@@ -537,6 +541,7 @@ export class Server {
         throw new NereidError('BACKEND_ERROR', `model '${mv.name}' did not produce requested output '${name}'`);
       }
       const spec = mv.io.outputs.get(name)!;
+      checkBackendOutput(mv.name, spec, tensor);
       if (spec.reshape !== undefined) {
         const batched = mv.io.maxBatchSize > 0;
         const item = undoReshape(batched ? tensor.shape.slice(1) : tensor.shape, spec.dims, spec.reshape);

@@ -6,6 +6,7 @@
  */
 import { join } from 'node:path';
 import { NereidError } from '@nereid/protocol';
+import type { BackendLookup } from '../backends/custom/custom-backends.js';
 import type { Backend, ModelContext, ModelServices } from '../backends/spi.js';
 import {
   normalizeInstanceGroups,
@@ -25,6 +26,23 @@ export function backendSettings(
   backend: string,
 ): Record<string, string> {
   return { ...(backendConfig.get('') ?? {}), ...(backendConfig.get(backend) ?? {}) };
+}
+
+/** What the backend registry is told to find a model's backend (custom backends: the module). */
+export function backendLookup(
+  prepared: PreparedModel,
+  version: number,
+  backendConfig: Readonly<Record<string, string>>,
+  logger: Logger,
+): BackendLookup {
+  return {
+    model: prepared.location.name,
+    modelDirectory: prepared.location.directory,
+    versionDirectory: join(prepared.location.directory, String(version)),
+    config: prepared.config,
+    backendConfig,
+    logger,
+  };
 }
 
 /** What a backend is told about the version being loaded, with `config` as it stands. */
