@@ -33,12 +33,15 @@ function addModel(name: string) {
   return { name, config, onnx: encodeModel(g) };
 }
 
-/** `simple` inputs of `batch` rows, viewed at `offset` bytes into a larger buffer. */
-function simpleRequest(model: string, batch: number, offset = 0): { request: InferRequest; sum: Int32Array; difference: Int32Array } {
+/**
+ * `simple` inputs of `batch` rows, viewed at `offset` bytes into a larger buffer (a `Buffer`, as
+ * the frontends' request bodies are, with `asBuffer`).
+ */
+function simpleRequest(model: string, batch: number, offset = 0, asBuffer = false): { request: InferRequest; sum: Int32Array; difference: Int32Array } {
   const a = Int32Array.from({ length: batch * 16 }, (_, i) => i * 7 - 3);
   const b = Int32Array.from({ length: batch * 16 }, (_, i) => 1000 - i);
   const at = (x: Int32Array) => {
-    const bytes = new Uint8Array(offset + x.byteLength);
+    const bytes = asBuffer ? Buffer.alloc(offset + x.byteLength) : new Uint8Array(offset + x.byteLength);
     bytes.set(new Uint8Array(x.buffer), offset);
     return bytes.subarray(offset);
   };
@@ -89,8 +92,8 @@ describe('execution_thread', () => {
 
   it('gives the same results on either thread, batched, with inputs at any offset', async () => {
     for (const mode of MODES) {
-      for (const [batch, offset] of [[1, 0], [1, 3], [8, 0], [5, 2]] as const) {
-        const { request, sum, difference } = simpleRequest(`simple_${mode}`, batch, offset);
+      for (const [batch, offset, asBuffer] of [[1, 0, false], [1, 3, false], [1, 1, true], [8, 0, false], [5, 2, true]] as const) {
+        const { request, sum, difference } = simpleRequest(`simple_${mode}`, batch, offset, asBuffer);
         const response = await server.infer(request);
         assert.deepEqual(response.outputs.map((o) => [o.name, o.datatype, o.shape]), [
           ['OUTPUT0', 'INT32', [batch, 16]],

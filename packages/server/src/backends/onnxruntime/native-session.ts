@@ -163,7 +163,8 @@ export function toOrtTensor(type: OrtTensorType, dims: readonly number[], bytes:
   if (type === 'string') return new ort.Tensor('string', decodeStrings(bytes), dims);
   const Array = ARRAY_OF[type];
   const size = Array.BYTES_PER_ELEMENT;
-  const aligned = bytes.byteOffset % size === 0 ? bytes : bytes.slice();
+  // `new Uint8Array(view)` copies; `slice()` would not for a Buffer.
+  const aligned = bytes.byteOffset % size === 0 ? bytes : new Uint8Array(bytes);
   const data = new Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / size);
   return new ort.Tensor(type, data as ort.Tensor.DataTypeMap[typeof type], dims);
 }

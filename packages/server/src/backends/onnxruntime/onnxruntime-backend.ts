@@ -1,10 +1,12 @@
 /**
  * The ONNX Runtime backend (`backend: "onnxruntime"`, `platform: "onnxruntime_onnx"`): every
- * instance is an `InferenceSession` on a worker thread of its own.
+ * instance is an `InferenceSession` on a worker thread of its own, or, for tiny models, on the
+ * event loop's thread (`execution_thread`, execution-thread.ts).
  *
  * Config parameters understood (Triton's onnxruntime backend names):
  *   intra_op_thread_count, inter_op_thread_count, execution_mode (0 sequential, 1 parallel),
  *   enable_mem_arena, enable_mem_pattern; `optimization { graph { level } }`.
+ * Nereid's own: execution_thread (auto, inline, worker), execution_thread_max_run_us.
  * When intra_op_thread_count is not set, the machine's cores are divided among the model's
  * instances (ONNX Runtime's own default, all cores per session, oversubscribes the CPU as soon as
  * a model has two instances).
