@@ -20,6 +20,8 @@ export interface InferenceRequestInit {
   requestTime: bigint;
 }
 
+const ignore = (): void => undefined;
+
 export class InferenceRequest implements ScheduledRequest {
   readonly id: string;
   readonly model: string;
@@ -31,12 +33,10 @@ export class InferenceRequest implements ScheduledRequest {
   readonly timeoutUs: number;
   readonly signal: AbortSignal;
   readonly times: RequestTimes;
-  /** Settles with the request's one data response, or rejects with its error. */
-  readonly response: Promise<BackendResponse>;
   /**
-   * `response`, released in order when the scheduler asked for it (`deliverAfter`). The same
-   * promise from construction on: callers take it as soon as the request is enqueued, before the
-   * scheduler has dequeued it.
+   * Settles with the request's one data response, or rejects with its error, once the scheduler
+   * lets it (`deliverAfter`). The same promise from construction on: callers take it as soon as
+   * the request is enqueued, before the scheduler has dequeued it.
    */
   readonly delivered: Promise<BackendResponse>;
 
@@ -68,22 +68,12 @@ export class InferenceRequest implements ScheduledRequest {
       computeOutputStart: 0n,
       computeEnd: 0n,
     };
-    this.response = new Promise<BackendResponse>((resolve, reject) => {
+    this.delivered = new Promise<BackendResponse>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    this.delivered = this.response.then(
-      (data) => (this.#after === undefined ? data : this.#after.then(() => data, () => data)),
-      (error: unknown) => {
-        if (this.#after === undefined) throw error;
-        return this.#after.then(
-          () => Promise.reject(error),
-          () => Promise.reject(error),
-        );
-      },
-    );
     // Callers await `delivered`; an unobserved rejection must not crash the process meanwhile.
-    this.delivered.catch(() => undefined);
+    this.delivered.catch(ignore);
   }
 
   get completed(): boolean {
@@ -128,11 +118,20 @@ export class InferenceRequest implements ScheduledRequest {
     this.#completed = true;
     this.#completedAt = process.hrtime.bigint();
     this.#error = error;
-    if (error) this.#reject(error);
-    else this.#resolve(this.#data!);
+    const after = this.#after;
+    if (after === undefined) this.#deliver();
+    else {
+      const deliver = () => this.#deliver();
+      after.then(deliver, deliver);
+    }
     const callbacks = this.#callbacks;
     this.#callbacks = undefined;
     if (callbacks) for (const cb of callbacks) cb();
+  }
+
+  #deliver(): void {
+    if (this.#error) this.#reject(this.#error);
+    else this.#resolve(this.#data!);
   }
 
   fail(error: NereidError): void {

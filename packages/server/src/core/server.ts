@@ -432,10 +432,14 @@ export class Server {
     const response = await inferenceRequest.delivered;
 
     const outputs: InferOutput[] = [];
-    const byName = new Map<string, BackendTensor>();
-    for (const t of response.outputs) byName.set(t.name, t);
     for (const name of validated.requestedOutputs) {
-      let tensor = byName.get(name);
+      let tensor: BackendTensor | undefined;
+      for (const t of response.outputs) {
+        if (t.name === name) {
+          tensor = t;
+          break;
+        }
+      }
       if (tensor === undefined) {
         throw new NereidError('BACKEND_ERROR', `model '${mv.name}' did not produce requested output '${name}'`);
       }
