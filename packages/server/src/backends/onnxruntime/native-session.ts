@@ -31,6 +31,8 @@ interface NativeBindingSession {
 
 /** A loaded session whose `run` computes on the calling thread and returns when done. */
 export interface SyncSession {
+  /** How long ONNX Runtime took to load the model (ns). */
+  readonly loadNs: number;
   /** Throws ONNX Runtime's error (an `Error`) when the run fails. */
   run(feeds: Record<string, ort.Tensor>, fetches: readonly string[]): Record<string, RawTensor>;
   /** Releases the session's native memory and threads; the session is unusable afterwards. */
@@ -95,9 +97,12 @@ export function loadSyncSession(options: SessionWorkerOptions): SyncSession | un
   const Native = nativeSessionClass();
   if (Native === undefined) return undefined;
   const native = new Native();
+  const start = process.hrtime.bigint();
   native.loadModel(options.modelPath, ortSessionOptions(options));
+  const loadNs = Number(process.hrtime.bigint() - start);
   const noOptions = {};
   return {
+    loadNs,
     run(feeds, fetches) {
       const wanted: Record<string, null> = {};
       for (const name of fetches) wanted[name] = null;

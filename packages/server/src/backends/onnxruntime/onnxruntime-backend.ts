@@ -79,7 +79,8 @@ function scalarOutputShape(config: ModelConfig, name: string): number[] {
 
 /**
  * `execution_thread_max_run_us` (default 50): in mode `auto`, the median run time (µs) under which
- * an instance runs on the event loop's thread.
+ * an instance runs on the event loop's thread; the other bounds scale with it (load time: 1000×,
+ * a single inline run: at least 200×).
  */
 function inlineLimits(config: ModelConfig): InlineLimits {
   const us = intParameter(config, 'execution_thread_max_run_us');
@@ -87,7 +88,12 @@ function inlineLimits(config: ModelConfig): InlineLimits {
   if (us === 0) {
     throw new NereidError('CONFIG_INVALID', `model '${config.name}': parameter 'execution_thread_max_run_us' must be at least 1, got '0'`);
   }
-  return { ...DEFAULT_INLINE_LIMITS, maxRunNs: us * 1000, maxSingleRunNs: Math.max(DEFAULT_INLINE_LIMITS.maxSingleRunNs, us * 200_000) };
+  return {
+    ...DEFAULT_INLINE_LIMITS,
+    maxRunNs: us * 1000,
+    maxLoadNs: us * 1_000_000,
+    maxSingleRunNs: Math.max(DEFAULT_INLINE_LIMITS.maxSingleRunNs, us * 200_000),
+  };
 }
 
 function boolParameter(config: ModelConfig, key: string, fallback: boolean): boolean {

@@ -91,7 +91,7 @@ async function main(): Promise<void> {
     port.postMessage({ kind: 'init-error', message: err instanceof Error ? err.message : String(err) } satisfies WorkerReply);
     return;
   }
-  const loadNs = Number(process.hrtime.bigint() - loadStart);
+  const loadNs = sync?.loadNs ?? Number(process.hrtime.bigint() - loadStart);
 
   let execute: (run: RunRequest) => Promise<RunOutcome> | RunOutcome;
   if (sync !== undefined) {
