@@ -33,7 +33,10 @@ export interface InlineLimits {
   readonly maxRunNs: number;
   /** Loading the session (as measured on the worker) must have taken at most this (ns). */
   readonly maxLoadNs: number;
-  /** Inline runs whose median is checked against `maxRunNs`. */
+  /**
+   * Inline runs whose median is checked against twice `maxRunNs` (twice: a machine that gets
+   * busier makes every run somewhat longer, which must not send the instance back and forth).
+   */
   readonly recheckRuns: number;
   /** One inline run longer than this (ns) moves the instance back to its worker at once. */
   readonly maxSingleRunNs: number;
@@ -57,7 +60,7 @@ export const DEFAULT_INLINE_LIMITS: InlineLimits = {
  * `sampleRuns` is within `maxRunNs` (median; see `InlineLimits`) (and the session loaded quickly
  * enough that loading a second copy on the event loop's thread is harmless), the instance may run
  * inline batches of up to the largest input size sampled. Inline runs are measured in turn: when
- * the median of the last `recheckRuns` exceeds `maxRunNs`, or a single run exceeds
+ * the median of the last `recheckRuns` exceeds twice `maxRunNs`, or a single run exceeds
  * `maxSingleRunNs`, the instance goes back to its worker and sampling starts over.
  */
 export class InlineChoice {
@@ -120,7 +123,7 @@ export class InlineChoice {
     recent[this.#recentCount++ % recent.length] = runNs;
     const slow =
       runNs > this.#limits.maxSingleRunNs ||
-      (this.#recentCount >= recent.length && this.#recentCount % recent.length === 0 && percentile(recent, 0.5) > this.#limits.maxRunNs);
+      (this.#recentCount >= recent.length && this.#recentCount % recent.length === 0 && percentile(recent, 0.5) > 2 * this.#limits.maxRunNs);
     if (slow) this.#inline = false;
     return !slow;
   }
