@@ -47,6 +47,20 @@ describe('InlineChoice', () => {
     assert.equal(slow.inline, false);
   });
 
+  it('measures runs against the hop when the hop is longer, up to four times the bound', () => {
+    const hopLonger = new InlineChoice(0, LIMITS);
+    for (let i = 0; i < 9; i++) assert.equal(hopLonger.recordWorkerRun(120_000, 64, 300_000), false);
+    assert.equal(hopLonger.recordWorkerRun(120_000, 64, 300_000), true);
+    // Admitted at a 200 µs bound: runs of 300 µs (a busier machine) do not send it back.
+    for (let i = 0; i < 4; i++) assert.equal(hopLonger.recordInlineRun(300_000), true);
+
+    const hopShort = new InlineChoice(0, LIMITS);
+    for (let i = 0; i < 30; i++) assert.equal(hopShort.recordWorkerRun(120_000, 64, 30_000), false);
+
+    const capped = new InlineChoice(0, LIMITS);
+    for (let i = 0; i < 30; i++) assert.equal(capped.recordWorkerRun(250_000, 64, 5_000_000), false);
+  });
+
   it('never goes inline for a model that loaded slowly', () => {
     const choice = new InlineChoice(LIMITS.maxLoadNs + 1, LIMITS);
     for (let i = 0; i < 30; i++) assert.equal(choice.recordWorkerRun(1_000, 64), false);

@@ -25,17 +25,21 @@ export interface InlineLimits {
   /** Worker runs measured before each decision. */
   readonly sampleRuns: number;
   /**
-   * The median of their run times must be at most this (ns), and the 90th percentile at most four
-   * times this. Not a higher percentile, nor a tighter one: a worker's first run after it wakes
-   * runs on cold caches (measured: 50 µs where the next ones take 20 µs), and on a busy machine
-   * the slowest runs of a window measure preemption, not the model.
+   * The median of their run times must be at most this (ns), or at most the median time the hop
+   * to the worker added to them when that is longer, up to four times this; and the 90th
+   * percentile at most four times the bound. On a busy machine every wall-clock time stretches,
+   * runs and hops alike: the hop keeps the comparison fair, the cap keeps long runs off the event
+   * loop. Not a higher percentile: a worker's first run after it wakes runs on cold caches
+   * (measured: 50 µs where the next ones take 20 µs), and the slowest runs of a window measure
+   * preemption, not the model.
    */
   readonly maxRunNs: number;
   /** Loading the session (as measured on the worker) must have taken at most this (ns). */
   readonly maxLoadNs: number;
   /**
-   * Inline runs whose median is checked against twice `maxRunNs` (twice: a machine that gets
-   * busier makes every run somewhat longer, which must not send the instance back and forth).
+   * Inline runs whose median is checked against twice the bound that admitted them (twice: a
+   * machine that gets busier makes every run somewhat longer, which must not send the instance
+   * back and forth).
    */
   readonly recheckRuns: number;
   /** One inline run longer than this (ns) moves the instance back to its worker at once. */
@@ -56,17 +60,20 @@ export const DEFAULT_INLINE_LIMITS: InlineLimits = {
 };
 
 /**
- * The `auto` decision of one instance. It samples the run time of worker runs; when a window of
- * `sampleRuns` is within `maxRunNs` (median; see `InlineLimits`) (and the session loaded quickly
+ * The `auto` decision of one instance. It samples the run time of worker runs and the time the
+ * hop added; when a window of `sampleRuns` is within the bound (see `InlineLimits.maxRunNs`) (and the session loaded quickly
  * enough that loading a second copy on the event loop's thread is harmless), the instance may run
  * inline batches of up to the largest input size sampled. Inline runs are measured in turn: when
- * the median of the last `recheckRuns` exceeds twice `maxRunNs`, or a single run exceeds
+ * the median of the last `recheckRuns` exceeds twice that bound, or a single run exceeds
  * `maxSingleRunNs`, the instance goes back to its worker and sampling starts over.
  */
 export class InlineChoice {
   readonly #limits: InlineLimits;
   #loadNs: number;
   readonly #samples: Float64Array;
+  readonly #hops: Float64Array;
+  /** The bound that admitted the current inline period. */
+  #inlineBound = 0;
   #sampled = 0;
   #sampledMaxBytes = 0;
   #inline = false;
@@ -79,6 +86,7 @@ export class InlineChoice {
     this.#limits = limits;
     this.#loadNs = loadNs;
     this.#samples = new Float64Array(limits.sampleRuns);
+    this.#hops = new Float64Array(limits.sampleRuns);
     this.#recent = new Float64Array(limits.recheckRuns);
   }
 
@@ -93,21 +101,26 @@ export class InlineChoice {
   }
 
   /**
-   * Records a worker run of `runNs` on `inputBytes` bytes of input; true when this run completes
-   * a window that qualifies the instance for inline runs (it is then `inline`).
+   * Records a worker run of `runNs` on `inputBytes` bytes of input, `hopNs` being what the trip
+   * to the worker and back added to it; true when this run completes a window that qualifies the
+   * instance for inline runs (it is then `inline`).
    */
-  recordWorkerRun(runNs: number, inputBytes: number): boolean {
+  recordWorkerRun(runNs: number, inputBytes: number, hopNs = 0): boolean {
     if (this.#inline || this.#loadNs > this.#limits.maxLoadNs) return false;
+    this.#hops[this.#sampled] = hopNs;
     this.#samples[this.#sampled++] = runNs;
     if (inputBytes > this.#sampledMaxBytes) this.#sampledMaxBytes = inputBytes;
     if (this.#sampled < this.#samples.length) return false;
     const median = percentile(this.#samples, 0.5);
     const p90 = percentile(this.#samples, 0.9);
+    const max = this.#limits.maxRunNs;
+    const bound = Math.min(4 * max, Math.max(max, percentile(this.#hops, 0.5)));
     const maxBytes = this.#sampledMaxBytes;
     this.#sampled = 0;
     this.#sampledMaxBytes = 0;
-    if (median > this.#limits.maxRunNs || p90 > 4 * this.#limits.maxRunNs) return false;
+    if (median > bound || p90 > 4 * bound) return false;
     this.#inline = true;
+    this.#inlineBound = bound;
     this.#inlineMaxBytes = maxBytes;
     this.#recentCount = 0;
     return true;
@@ -123,7 +136,7 @@ export class InlineChoice {
     recent[this.#recentCount++ % recent.length] = runNs;
     const slow =
       runNs > this.#limits.maxSingleRunNs ||
-      (this.#recentCount >= recent.length && this.#recentCount % recent.length === 0 && percentile(recent, 0.5) > 2 * this.#limits.maxRunNs);
+      (this.#recentCount >= recent.length && this.#recentCount % recent.length === 0 && percentile(recent, 0.5) > 2 * this.#inlineBound);
     if (slow) this.#inline = false;
     return !slow;
   }

@@ -388,12 +388,14 @@ class OnnxInstance implements BackendInstance {
       transfer.push(data);
     }
     const fetches = unionOfRequestedOutputs(requests);
+    const sent = process.hrtime.bigint();
     const result = await this.#send({ id: this.#nextId++, feeds, fetches }, transfer);
+    const hopNs = Number(process.hrtime.bigint() - sent - (result.end - result.start));
     timing.markComputeStart(result.start);
     timing.markInputsReady(result.inputsReady);
     timing.markOutputsStart(result.outputsStart);
     const choice = this.#choice;
-    if (choice !== undefined && choice.recordWorkerRun(Number(result.outputsStart - result.inputsReady), bytes)) this.#goInline(choice);
+    if (choice !== undefined && choice.recordWorkerRun(Number(result.outputsStart - result.inputsReady), bytes, hopNs)) this.#goInline(choice);
     const outputs: RunOutput[] = [];
     for (const out of result.outputs) outputs.push({ name: out.name, type: out.type, dims: out.dims, data: new Uint8Array(out.data) });
     this.#respond(requests, outputs, timing);
