@@ -3,8 +3,7 @@
  * of its response. Implements both what schedulers need (`ScheduledRequest`) and what backends
  * see (`BackendRequest`), so nothing is converted per request on the way down.
  *
- * Two modes. Without `onResponse` the request takes exactly one data response (`response`,
- * `delivered`). With `onResponse` (decoupled models, models-and-scheduling.md §8.1) it takes any
+ * Two modes. Without `onResponse` the request takes exactly one data response (`delivered`). With `onResponse` (decoupled models, models-and-scheduling.md §8.1) it takes any
  * number, each handed to `onResponse` with its final flag as it comes, or, under
  * `deliverAfter`, once the previous request was delivered (preserve_ordering, §4.7); the request
  * completes with its final flag and `delivered` then settles with no value.
@@ -39,6 +38,8 @@ export interface InferenceRequestInit {
   responseTimeoutMs?: number;
 }
 
+const ignore = (): void => undefined;
+
 export class InferenceRequest implements ScheduledRequest {
   readonly id: string;
   readonly model: string;
@@ -50,12 +51,10 @@ export class InferenceRequest implements ScheduledRequest {
   readonly timeoutUs: number;
   readonly signal: AbortSignal;
   readonly times: RequestTimes;
-  /** Settles with the request's one data response (streaming mode: with nothing), or rejects with its error. */
-  readonly response: Promise<BackendResponse>;
   /**
-   * `response`, released in order when the scheduler asked for it (`deliverAfter`). The same
-   * promise from construction on: callers take it as soon as the request is enqueued, before the
-   * scheduler has dequeued it.
+   * Settles with the request's one data response (streaming mode: with nothing), or rejects with its error, once the scheduler
+   * lets it (`deliverAfter`). The same promise from construction on: callers take it as soon as
+   * the request is enqueued, before the scheduler has dequeued it.
    */
   readonly delivered: Promise<BackendResponse>;
   /** Every response the backend sent, errors included, with when it came (§9 response_stats). */
@@ -96,22 +95,12 @@ export class InferenceRequest implements ScheduledRequest {
       computeOutputStart: 0n,
       computeEnd: 0n,
     };
-    this.response = new Promise<BackendResponse>((resolve, reject) => {
+    this.delivered = new Promise<BackendResponse>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    this.delivered = this.response.then(
-      (data) => (this.#after === undefined ? data : this.#after.then(() => data, () => data)),
-      (error: unknown) => {
-        if (this.#after === undefined) throw error;
-        return this.#after.then(
-          () => Promise.reject(error),
-          () => Promise.reject(error),
-        );
-      },
-    );
     // Callers await `delivered`; an unobserved rejection must not crash the process meanwhile.
-    this.delivered.catch(() => undefined);
+    this.delivered.catch(ignore);
   }
 
   get completed(): boolean {
@@ -195,11 +184,20 @@ export class InferenceRequest implements ScheduledRequest {
     this.#completedAt = process.hrtime.bigint();
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#error = error;
-    if (error) this.#reject(error);
-    else this.#resolve(this.#data as BackendResponse);
+    const after = this.#after;
+    if (after === undefined) this.#deliver();
+    else {
+      const deliver = () => this.#deliver();
+      after.then(deliver, deliver);
+    }
     const callbacks = this.#callbacks;
     this.#callbacks = undefined;
     if (callbacks) for (const cb of callbacks) cb();
+  }
+
+  #deliver(): void {
+    if (this.#error) this.#reject(this.#error);
+    else this.#resolve(this.#data as BackendResponse);
   }
 
   fail(error: NereidError): void {

@@ -531,11 +531,15 @@ export class Server {
    */
   #toResponse(mv: ModelVersion, validated: ValidatedRequest, id: string, response: BackendResponse, strict: boolean): InferResponse {
     const outputs: InferOutput[] = [];
-    const byName = new Map<string, BackendTensor>();
     if (!Array.isArray(response.outputs)) throw new NereidError('BACKEND_ERROR', `model '${mv.name}' responded without an 'outputs' array`);
-    for (const t of response.outputs) byName.set(t.name, t);
     for (const name of validated.requestedOutputs) {
-      let tensor = byName.get(name);
+      let tensor: BackendTensor | undefined;
+      for (const t of response.outputs) {
+        if (t.name === name) {
+          tensor = t;
+          break;
+        }
+      }
       if (tensor === undefined) {
         if (!strict) continue;
         throw new NereidError('BACKEND_ERROR', `model '${mv.name}' did not produce requested output '${name}'`);

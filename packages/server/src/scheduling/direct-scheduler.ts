@@ -45,6 +45,14 @@ export class DirectScheduler implements Scheduler {
       return;
     }
     request.times.queue = process.hrtime.bigint();
+    if (this.#queue.size === 0) {
+      // Nothing waits: an instance that can take the request now takes it without queueing.
+      const runner = this.#pick();
+      if (runner !== undefined) {
+        this.#start(runner, request);
+        return;
+      }
+    }
     this.#queue.push(request, () => {
       request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled while queued`));
       this.#observer.onRequestComplete(request, 'CANCELED');
@@ -77,22 +85,32 @@ export class DirectScheduler implements Scheduler {
    */
   #dispatch(): void {
     while (this.#queue.size > 0) {
-      let runner: InstanceRunner | undefined;
-      for (const r of this.#runners) {
-        if (r.available && (runner === undefined || r.inflight < runner.inflight || (r.inflight === runner.inflight && r.key < runner.key))) {
-          runner = r;
-        }
-      }
+      const runner = this.#pick();
       if (runner === undefined) return;
-      const request = this.#queue.shift()!;
-      this.#executing++;
-      void runner.run([request]).then(() => {
-        this.#executing--;
-        this.#dispatch();
-        this.#settle();
-      });
+      this.#start(runner, this.#queue.shift()!);
     }
   }
+
+  #pick(): InstanceRunner | undefined {
+    let runner: InstanceRunner | undefined;
+    for (const r of this.#runners) {
+      if (r.available && (runner === undefined || r.inflight < runner.inflight || (r.inflight === runner.inflight && r.key < runner.key))) {
+        runner = r;
+      }
+    }
+    return runner;
+  }
+
+  #start(runner: InstanceRunner, request: ScheduledRequest): void {
+    this.#executing++;
+    void runner.run([request]).then(this.#onRunDone);
+  }
+
+  readonly #onRunDone = (): void => {
+    this.#executing--;
+    this.#dispatch();
+    this.#settle();
+  };
 
   #settle(): void {
     if (this.inflightCount === 0 && this.#drainWaiters.length > 0) {

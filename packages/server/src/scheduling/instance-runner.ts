@@ -6,7 +6,7 @@
  * still computes them one at a time.
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
-import type { BackendInstance, InstanceSpec } from '../backends/spi.js';
+import type { BackendInstance, ExecutionTiming, InstanceSpec } from '../backends/spi.js';
 import type { RateLimitedInstance, RateLimiter } from './rate-limiter.js';
 import { NO_OBSERVER, type FailureReason, type ScheduledRequest, type SchedulerObserver } from './scheduler.js';
 
@@ -15,6 +15,31 @@ function executionFailure(request: ScheduledRequest): FailureReason | undefined 
   const error = request.error;
   if (error === undefined) return undefined;
   return error.kind === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
+}
+
+/** The marks of one execution; unset marks are 0n. */
+class BatchTiming implements ExecutionTiming {
+  readonly called = process.hrtime.bigint();
+  start = 0n;
+  inputEnd = 0n;
+  outputStart = 0n;
+  end = 0n;
+
+  markComputeStart(at?: bigint): void {
+    this.start = at ?? process.hrtime.bigint();
+  }
+
+  markInputsReady(at?: bigint): void {
+    this.inputEnd = at ?? process.hrtime.bigint();
+  }
+
+  markOutputsStart(at?: bigint): void {
+    this.outputStart = at ?? process.hrtime.bigint();
+  }
+
+  markComputeEnd(at?: bigint): void {
+    this.end = at ?? process.hrtime.bigint();
+  }
 }
 
 export class InstanceRunner {
@@ -116,18 +141,9 @@ export class InstanceRunner {
     const limiter = warmup ? undefined : this.#limiter;
     this.#inflight++;
     if (limiter) await limiter.acquire(this.limited);
-    const called = process.hrtime.bigint();
-    let start = 0n;
-    let inputEnd = 0n;
-    let outputStart = 0n;
-    let end = 0n;
+    const timing = new BatchTiming();
     try {
-      await this.#instance.execute(batch, {
-        markComputeStart: (at) => void (start = at ?? process.hrtime.bigint()),
-        markInputsReady: (at) => void (inputEnd = at ?? process.hrtime.bigint()),
-        markOutputsStart: (at) => void (outputStart = at ?? process.hrtime.bigint()),
-        markComputeEnd: (at) => void (end = at ?? process.hrtime.bigint()),
-      });
+      await this.#instance.execute(batch, timing);
     } catch (err) {
       const error = toNereidError(err, 'BACKEND_ERROR', `backend '${this.#backendName}' failed to execute instance '${this.spec.name}'`);
       for (const r of batch) r.fail(error);
@@ -140,10 +156,10 @@ export class InstanceRunner {
         this.#idleWaiters = [];
         for (const w of waiters) w();
       }
-      if (start === 0n) start = called;
-      if (end === 0n) end = process.hrtime.bigint();
-      if (inputEnd === 0n) inputEnd = start;
-      if (outputStart === 0n) outputStart = end;
+      const start = timing.start === 0n ? timing.called : timing.start;
+      const end = timing.end === 0n ? process.hrtime.bigint() : timing.end;
+      const inputEnd = timing.inputEnd === 0n ? start : timing.inputEnd;
+      const outputStart = timing.outputStart === 0n ? end : timing.outputStart;
       for (const r of batch) {
         r.times.computeStart = start;
         r.times.computeInputEnd = inputEnd;

@@ -1,10 +1,12 @@
 /**
  * The ONNX Runtime backend (`backend: "onnxruntime"`, `platform: "onnxruntime_onnx"`): every
- * instance is an `InferenceSession` on a worker thread of its own.
+ * instance is an `InferenceSession` on a worker thread of its own, or, for tiny models, on the
+ * event loop's thread (`execution_thread`, execution-thread.ts).
  *
  * Config parameters understood (Triton's onnxruntime backend names):
  *   intra_op_thread_count, inter_op_thread_count, execution_mode (0 sequential, 1 parallel),
  *   enable_mem_arena, enable_mem_pattern; `optimization { graph { level } }`.
+ * Nereid's own: execution_thread (auto, inline, worker), execution_thread_max_run_us.
  * When intra_op_thread_count is not set, the machine's cores are divided among the model's
  * instances (ONNX Runtime's own default, all cores per session, oversubscribes the CPU as soon as
  * a model has two instances).
@@ -14,6 +16,7 @@ import { availableParallelism } from 'node:os';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import type * as ort from 'onnxruntime-node';
 import { NereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { Logger } from '../../observability/logger.js';
@@ -31,6 +34,8 @@ import {
   type ModelContext,
 } from '../spi.js';
 import { autoCompleteOnnxConfig, checkConfigAgainstModel } from './auto-complete.js';
+import { DEFAULT_INLINE_LIMITS, InlineChoice, parseExecutionThread, type ExecutionThread, type InlineLimits } from './execution-thread.js';
+import { loadSyncSession, outputBytes, syncSessionsAvailable, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
 import { readOnnxModelInfo } from './onnx-model-info.js';
 import { fromOrtType, toOrtType } from './ort-types.js';
 import type { CloseMessage, RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
@@ -73,6 +78,25 @@ function scalarOutputShape(config: ModelConfig, name: string): number[] {
   return dims.every((d) => d === 1) ? [...dims] : [];
 }
 
+/**
+ * `execution_thread_max_run_us` (default 50): in mode `auto`, the median run time (µs) under which
+ * an instance runs on the event loop's thread; the other bounds scale with it (load time: 1000×,
+ * a single inline run: at least 200×).
+ */
+function inlineLimits(config: ModelConfig): InlineLimits {
+  const us = intParameter(config, 'execution_thread_max_run_us');
+  if (us === undefined) return DEFAULT_INLINE_LIMITS;
+  if (us === 0) {
+    throw new NereidError('CONFIG_INVALID', `model '${config.name}': parameter 'execution_thread_max_run_us' must be at least 1, got '0'`);
+  }
+  return {
+    ...DEFAULT_INLINE_LIMITS,
+    maxRunNs: us * 1000,
+    maxLoadNs: us * 1_000_000,
+    maxSingleRunNs: Math.max(DEFAULT_INLINE_LIMITS.maxSingleRunNs, us * 200_000),
+  };
+}
+
 function boolParameter(config: ModelConfig, key: string, fallback: boolean): boolean {
   const text = parameter(config, key)?.toLowerCase();
   if (text === undefined || text === '') return fallback;
@@ -111,6 +135,21 @@ interface Pending {
   reject: (error: NereidError) => void;
 }
 
+/** An output of a run, before it is split per request. */
+interface RunOutput {
+  name: string;
+  type: string;
+  dims: readonly number[];
+  data: Uint8Array;
+}
+
+interface InlineJob {
+  requests: readonly BackendRequest[];
+  timing: ExecutionTiming;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
 /**
  * Batches an instance may hold: one computing on its worker and the next ones waiting there, so
  * the worker thread goes straight on instead of sleeping until the main thread answers (waking a
@@ -121,33 +160,69 @@ const PIPELINE_DEPTH = 4;
 /** How long an unloading instance waits for its worker to release the session. */
 const CLOSE_TIMEOUT_MS = 10_000;
 
-/** One session on one worker thread; restarted on the next execute if the thread dies. */
+/**
+ * One session, on a worker thread of its own or on the event loop's thread (`execution_thread`,
+ * see execution-thread.ts). The worker is restarted on the next execute if its thread dies.
+ * Batches are computed one at a time in call order, wherever they run: a batch that runs inline
+ * while worker runs are outstanding waits for them first.
+ */
 class OnnxInstance implements BackendInstance {
   readonly pipelineDepth = PIPELINE_DEPTH;
   readonly #spec: InstanceSpec;
   readonly #options: SessionWorkerOptions;
   readonly #config: ModelConfig;
   readonly #logger: Logger;
+  readonly #mode: ExecutionThread;
+  readonly #limits: InlineLimits;
+  readonly #what: string;
   #worker: Worker | undefined;
   #ready: Promise<void> | undefined;
   #isReady = false;
   #pending = new Map<number, Pending>();
+  /** Settles when the last run sent to the worker has (never rejects). */
+  #workerTail: Promise<unknown> = Promise.resolve();
   #outbox: RunRequest[] = [];
   #outboxTransfer: ArrayBuffer[] = [];
   #nextId = 1;
   #closing = false;
   /** Set while `unload` waits for the worker's `closed` reply. */
   #onClosed: (() => void) | undefined;
+  /** The session on the event loop's thread (modes `inline`, and `auto` once chosen). */
+  #inline: SyncSession | undefined;
+  /** Batches waiting for the inline session (`#runSoon`). */
+  #inlineQueue: InlineJob[] = [];
+  /** Mode `auto`: the measurements that decide (set once the worker reports its load time). */
+  #choice: InlineChoice | undefined;
 
-  constructor(spec: InstanceSpec, options: SessionWorkerOptions, config: ModelConfig, logger: Logger) {
+  constructor(spec: InstanceSpec, options: SessionWorkerOptions, config: ModelConfig, logger: Logger, mode: ExecutionThread, limits: InlineLimits) {
     this.#spec = spec;
+    this.#limits = limits;
     this.#options = options;
     this.#config = config;
     this.#logger = logger;
+    this.#mode = syncSessionsAvailable() ? mode : 'worker';
+    this.#what = `model '${config.name}' instance '${spec.name}'`;
+    if (mode === 'inline' && this.#mode === 'worker') {
+      logger.warning(`${this.#what}: execution_thread "inline" needs ONNX Runtime's synchronous session, which this onnxruntime-node lacks; running on a worker thread`);
+    }
   }
 
-  /** Starts the worker and waits for its session; rejects with the load error. */
+  /** Where batches run now: `inline` or `worker`. */
+  get executionThread(): 'inline' | 'worker' {
+    return this.#mode === 'inline' || this.#choice?.inline === true ? 'inline' : 'worker';
+  }
+
+  /** Loads the session (mode `inline`) or starts the worker and waits for its session; rejects with the load error. */
   start(): Promise<void> {
+    if (this.#mode === 'inline') {
+      try {
+        this.#inline = loadSyncSession(this.#inlineOptions());
+        this.#isReady = true;
+        return Promise.resolve();
+      } catch (err) {
+        return Promise.reject(this.#loadError(err));
+      }
+    }
     const worker = new Worker(WORKER_URL, { workerData: this.#options, name: `onnxruntime ${this.#spec.name}` });
     this.#worker = worker;
     this.#isReady = false;
@@ -157,11 +232,12 @@ class OnnxInstance implements BackendInstance {
           this.#onResults(reply.results);
         } else if (reply.kind === 'ready') {
           this.#isReady = true;
+          if (this.#mode === 'auto') this.#choice ??= new InlineChoice(reply.loadNs, this.#limits);
           resolve();
         } else if (reply.kind === 'closed') {
           this.#onClosed?.();
         } else {
-          reject(new NereidError('MODEL_LOAD_FAILED', `model '${this.#config.name}': ONNX Runtime could not load '${this.#options.modelPath}': ${reply.message}`));
+          reject(this.#loadError(reply.message));
           void worker.terminate();
         }
       });
@@ -177,18 +253,31 @@ class OnnxInstance implements BackendInstance {
     return this.#ready;
   }
 
+  #loadError(err: unknown): NereidError {
+    const message = err instanceof Error ? err.message : String(err);
+    return new NereidError('MODEL_LOAD_FAILED', `model '${this.#config.name}': ONNX Runtime could not load '${this.#options.modelPath}': ${message}`);
+  }
+
+  /**
+   * The inline session computes on the event loop's thread alone: a model worth intra-op threads
+   * is no model to run there.
+   */
+  #inlineOptions(): SessionWorkerOptions {
+    return { ...this.#options, intraOpNumThreads: 1, interOpNumThreads: 1 };
+  }
+
   #onResults(results: readonly RunOutcome[]): void {
     for (const r of results) {
       const p = this.#pending.get(r.id);
       this.#pending.delete(r.id);
       if (p === undefined) continue;
       if (r.ok) p.resolve(r);
-      else {
-        p.reject(
-          new NereidError('BACKEND_ERROR', `onnxruntime execute failure for model '${this.#config.name}' instance '${this.#spec.name}': ${r.message}`),
-        );
-      }
+      else p.reject(this.#executeError(r.message));
     }
+  }
+
+  #executeError(message: string): NereidError {
+    return new NereidError('BACKEND_ERROR', `onnxruntime execute failure for ${this.#what}: ${message}`);
   }
 
   #onWorkerGone(why: string): void {
@@ -200,7 +289,7 @@ class OnnxInstance implements BackendInstance {
     this.#outboxTransfer = [];
     const error = new NereidError(
       'BACKEND_ERROR',
-      `ONNX Runtime worker of model '${this.#config.name}' instance '${this.#spec.name}' ${why}; the instance restarts on its next request`,
+      `ONNX Runtime worker of ${this.#what} ${why}; the instance restarts on its next request`,
     );
     for (const p of this.#pending.values()) p.reject(error);
     this.#pending.clear();
@@ -214,16 +303,18 @@ class OnnxInstance implements BackendInstance {
    * worker once.
    */
   #send(run: RunRequest, transfer: ArrayBuffer[]): Promise<RunSuccess> {
-    return new Promise<RunSuccess>((resolve, reject) => {
+    const result = new Promise<RunSuccess>((resolve, reject) => {
       const idle = this.#pending.size === 0;
       this.#pending.set(run.id, { resolve, reject });
       this.#outbox.push(run);
-      this.#outboxTransfer.push(...transfer);
+      for (const t of transfer) this.#outboxTransfer.push(t);
       if (this.#outbox.length === 1) {
         if (idle) setImmediate(() => this.#flush());
         else queueMicrotask(() => this.#flush());
       }
     });
+    this.#workerTail = result.catch(() => undefined);
+    return result;
   }
 
   #flush(): void {
@@ -242,6 +333,47 @@ class OnnxInstance implements BackendInstance {
   async execute(batch: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     const requests = withCarriableStrings(batch, this.#config.name);
     if (requests.length === 0) return;
+    if (this.#mode === 'inline') return this.#runSoon(requests, timing);
+    const choice = this.#choice;
+    if (choice?.inline && this.#inline !== undefined && choice.fits(inputBytes(requests))) {
+      // Keeps batches in call order behind those already on the worker.
+      if (this.#pending.size > 0) await this.#workerTail;
+      if (choice.inline) return this.#runSoon(requests, timing);
+    }
+    await this.#runOnWorker(requests, timing);
+  }
+
+  /**
+   * Queues a batch for the inline session. Queued batches run, in call order, in one
+   * `setImmediate` callback: an inference always takes an event-loop turn, as it does on the
+   * worker, so a caller awaiting inferences in a loop cannot starve timers and I/O.
+   */
+  #runSoon(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#inlineQueue.push({ requests, timing, resolve, reject });
+      if (this.#inlineQueue.length === 1) setImmediate(this.#drainInline);
+    });
+  }
+
+  readonly #drainInline = (): void => {
+    const jobs = this.#inlineQueue;
+    this.#inlineQueue = [];
+    for (const job of jobs) {
+      const session = this.#inline;
+      if (session === undefined) {
+        job.reject(new NereidError('BACKEND_ERROR', `${this.#what} was unloaded before its batch ran`));
+        continue;
+      }
+      try {
+        this.#runInline(job.requests, job.timing, session);
+        job.resolve();
+      } catch (err) {
+        job.reject(err);
+      }
+    }
+  };
+
+  async #runOnWorker(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     if (!this.#isReady) {
       if (this.#worker === undefined) await this.start();
       else await this.#ready;
@@ -249,28 +381,92 @@ class OnnxInstance implements BackendInstance {
     const batching = this.#config.max_batch_size > 0;
     const feeds: WireTensor[] = [];
     const transfer: ArrayBuffer[] = [];
+    let bytes = 0;
     for (const name of requests[0]!.inputs.keys()) {
       const gathered = gatherInput(requests, name, batching);
       const type = toOrtType(gathered.datatype)!;
       const data = gathered.data.buffer as ArrayBuffer;
+      bytes += data.byteLength;
       feeds.push({ name, type, dims: gathered.shape, data });
       transfer.push(data);
     }
     const fetches = unionOfRequestedOutputs(requests);
+    const sent = process.hrtime.bigint();
     const result = await this.#send({ id: this.#nextId++, feeds, fetches }, transfer);
+    const hopNs = Number(process.hrtime.bigint() - sent - (result.end - result.start));
     timing.markComputeStart(result.start);
     timing.markInputsReady(result.inputsReady);
     timing.markOutputsStart(result.outputsStart);
-    const what = `model '${this.#config.name}' instance '${this.#spec.name}'`;
+    const choice = this.#choice;
+    if (choice !== undefined && choice.recordWorkerRun(Number(result.outputsStart - result.inputsReady), bytes, hopNs)) this.#goInline(choice);
+    const outputs: RunOutput[] = [];
+    for (const out of result.outputs) outputs.push({ name: out.name, type: out.type, dims: out.dims, data: new Uint8Array(out.data) });
+    this.#respond(requests, outputs, timing);
+  }
+
+  /** Mode `auto` chose inline runs: loads the inline session unless it is there already. */
+  #goInline(choice: InlineChoice): void {
+    try {
+      this.#inline ??= loadSyncSession(this.#inlineOptions());
+      if (this.#inline === undefined) choice.disable();
+      else this.#logger.info(`${this.#what}: runs are shorter than the hop to the worker thread; running them on the event loop's thread`);
+    } catch (err) {
+      choice.disable();
+      this.#logger.warning(`${this.#what}: could not load a session on the event loop's thread, runs stay on the worker: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  /**
+   * Computes the batch on this thread. Single-request inputs are viewed in place; several
+   * requests' inputs are gathered into one buffer.
+   */
+  #runInline(requests: readonly BackendRequest[], timing: ExecutionTiming, session: SyncSession): void {
+    const start = process.hrtime.bigint();
+    const batching = this.#config.max_batch_size > 0;
+    const feeds: Record<string, ort.Tensor> = {};
+    const first = requests[0]!;
+    for (const [name, tensor] of first.inputs) {
+      if (requests.length === 1) {
+        feeds[name] = toOrtTensor(toOrtType(tensor.datatype)!, tensor.shape, tensor.data);
+      } else {
+        const gathered = gatherInput(requests, name, batching);
+        feeds[name] = toOrtTensor(toOrtType(gathered.datatype)!, gathered.shape, gathered.data);
+      }
+    }
+    const fetches = unionOfRequestedOutputs(requests);
+    const inputsReady = process.hrtime.bigint();
+    let results: Record<string, RawTensor>;
+    try {
+      results = session.run(feeds, fetches);
+    } catch (err) {
+      throw this.#executeError(err instanceof Error ? err.message : String(err));
+    }
+    const outputsStart = process.hrtime.bigint();
+    timing.markComputeStart(start);
+    timing.markInputsReady(inputsReady);
+    timing.markOutputsStart(outputsStart);
+    if (this.#choice !== undefined && !this.#choice.recordInlineRun(Number(outputsStart - inputsReady))) {
+      this.#logger.info(`${this.#what}: runs are too long for the event loop's thread; running them on the worker thread`);
+    }
+    const outputs: RunOutput[] = [];
+    for (const name of fetches) {
+      const raw = results[name]!;
+      outputs.push({ name, type: raw.type, dims: raw.dims, data: outputBytes(raw) });
+    }
+    this.#respond(requests, outputs, timing);
+  }
+
+  #respond(requests: readonly BackendRequest[], outputs: readonly RunOutput[], timing: ExecutionTiming): void {
+    const batching = this.#config.max_batch_size > 0;
     const perRequest: BackendTensor[][] = requests.map(() => []);
-    for (const out of result.outputs) {
+    for (const out of outputs) {
       const tensor: BackendTensor = {
         name: out.name,
         datatype: fromOrtType(out.type)!,
         shape: out.dims.length === 0 && !batching ? scalarOutputShape(this.#config, out.name) : out.dims,
-        data: new Uint8Array(out.data),
+        data: out.data,
       };
-      const parts = scatterOutput(tensor, requests, batching, what);
+      const parts = scatterOutput(tensor, requests, batching, this.#what);
       for (let i = 0; i < requests.length; i++) {
         if (requests[i]!.requestedOutputs.includes(out.name)) perRequest[i]!.push(parts[i]!);
       }
@@ -280,12 +476,17 @@ class OnnxInstance implements BackendInstance {
   }
 
   /**
-   * Releases the instance: the worker disposes of its session (ONNX Runtime's native memory and
-   * threads) once the runs sent before have finished, then the thread is terminated. A worker
-   * that does not answer within CLOSE_TIMEOUT_MS is terminated anyway.
+   * Releases the instance: the inline session is disposed of; the worker disposes of its session
+   * (ONNX Runtime's native memory and threads) once the runs sent before have finished, then the
+   * thread is terminated. A worker that does not answer within CLOSE_TIMEOUT_MS is terminated
+   * anyway.
    */
   async unload(): Promise<void> {
     this.#closing = true;
+    const inline = this.#inline;
+    this.#inline = undefined;
+    this.#choice?.disable();
+    inline?.dispose();
     const worker = this.#worker;
     if (worker !== undefined && this.#isReady) {
       this.#flush();
@@ -306,6 +507,13 @@ class OnnxInstance implements BackendInstance {
   }
 }
 
+/** Bytes of input a batch carries. */
+function inputBytes(requests: readonly BackendRequest[]): number {
+  let total = 0;
+  for (const r of requests) for (const t of r.inputs.values()) total += t.data.byteLength;
+  return total;
+}
+
 class OnnxModel implements BackendModel {
   readonly #ctx: ModelContext;
   readonly #modelFile: string;
@@ -320,7 +528,9 @@ class OnnxModel implements BackendModel {
       throw new NereidError('CONFIG_UNSUPPORTED', `model '${this.#ctx.name}': this build of the onnxruntime backend runs on CPU only`);
     }
     const options = sessionOptions(this.#ctx.config, this.#modelFile, spec.instanceCount, this.#ctx.logger);
-    const instance = new OnnxInstance(spec, options, this.#ctx.config, this.#ctx.logger);
+    const mode = parseExecutionThread(this.#ctx.name, parameter(this.#ctx.config, 'execution_thread'));
+    const limits = inlineLimits(this.#ctx.config);
+    const instance = new OnnxInstance(spec, options, this.#ctx.config, this.#ctx.logger, mode, limits);
     await instance.start();
     return instance;
   }
@@ -344,6 +554,8 @@ export const onnxRuntimeBackend: Backend = {
     const file = await resolveModelFile(ctx.modelPath, ctx.name);
     const info = await readOnnxModelInfo(file);
     checkConfigAgainstModel(ctx.config as ModelConfig, info);
+    parseExecutionThread(ctx.name, parameter(ctx.config as ModelConfig, 'execution_thread'));
+    inlineLimits(ctx.config as ModelConfig);
     for (const t of [...ctx.config.input, ...ctx.config.output]) {
       if (t.data_type === 'TYPE_BF16') {
         throw new NereidError('CONFIG_UNSUPPORTED', `model '${ctx.name}': tensor '${t.name}' is BF16, which ONNX Runtime's node binding cannot carry`);

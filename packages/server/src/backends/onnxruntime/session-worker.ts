@@ -6,132 +6,24 @@
  * Runs arrive as messages and are executed one at a time, in arrival order; each reply carries
  * the real compute timestamps, so batches queued behind another are accounted correctly.
  */
-import { createRequire } from 'node:module';
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
+import { loadSyncSession, ortSessionOptions, outputBytes, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
 import type { RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply, WorkerRequest } from './worker-protocol.js';
 
 const options = workerData as SessionWorkerOptions;
 const port = parentPort!;
-const decoder = new TextDecoder();
-const encoder = new TextEncoder();
 
-/** A tensor as the native binding returns it (an `ort.Tensor` or a plain record). */
-interface RawTensor {
-  type: string;
-  dims: readonly number[];
-  data: unknown;
+function toFeed(t: WireTensor): ort.Tensor {
+  return toOrtTensor(t.type, t.dims, new Uint8Array(t.data));
 }
 
-/** Runs the session to completion on this thread. */
-type SyncRun = (feeds: Record<string, ort.Tensor>, fetches: readonly string[]) => Record<string, RawTensor>;
-
-interface NativeSession {
-  loadModel(path: string, options: object): void;
-  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, null>, options: object): Record<string, RawTensor>;
-  dispose(): void;
-}
-
-/**
- * onnxruntime-node's public `run()` defers the (synchronous) native call to `setImmediate` and a
- * promise, which costs an event-loop turn per run. On this dedicated thread the native session
- * class is used directly when the binding has the expected shape; otherwise (undefined) the
- * public API is.
- */
-function nativeSessionClass(): (new () => NativeSession) | undefined {
-  try {
-    const require = createRequire(import.meta.url);
-    const mod = require('onnxruntime-node/dist/binding.js') as {
-      binding?: { InferenceSession?: new () => NativeSession };
-      initOrt?: () => void;
-    };
-    const Native = mod.binding?.InferenceSession;
-    if (typeof mod.initOrt !== 'function' || typeof Native !== 'function') return undefined;
-    const proto = Native.prototype as Partial<NativeSession>;
-    if (typeof proto.loadModel !== 'function' || typeof proto.run !== 'function' || typeof proto.dispose !== 'function') return undefined;
-    mod.initOrt();
-    return Native;
-  } catch {
-    return undefined;
-  }
-}
-
-function decodeStrings(buffer: ArrayBuffer): string[] {
-  const view = new DataView(buffer);
-  const bytes = new Uint8Array(buffer);
-  const out: string[] = [];
-  let offset = 0;
-  while (offset < buffer.byteLength) {
-    const length = view.getUint32(offset, true);
-    offset += 4;
-    out.push(decoder.decode(bytes.subarray(offset, offset + length)));
-    offset += length;
-  }
-  return out;
-}
-
-function encodeStrings(values: readonly string[]): ArrayBuffer {
-  const parts = values.map((v) => encoder.encode(v));
-  let total = 0;
-  for (const p of parts) total += 4 + p.byteLength;
-  const buffer = new ArrayBuffer(total);
-  const view = new DataView(buffer);
-  const bytes = new Uint8Array(buffer);
-  let offset = 0;
-  for (const p of parts) {
-    view.setUint32(offset, p.byteLength, true);
-    bytes.set(p, offset + 4);
-    offset += 4 + p.byteLength;
-  }
-  return buffer;
-}
-
-function toOrtTensor(t: WireTensor): ort.Tensor {
-  const b = t.data;
-  switch (t.type) {
-    case 'string':
-      return new ort.Tensor('string', decodeStrings(b), t.dims);
-    case 'bool':
-      return new ort.Tensor('bool', new Uint8Array(b), t.dims);
-    case 'uint8':
-      return new ort.Tensor('uint8', new Uint8Array(b), t.dims);
-    case 'int8':
-      return new ort.Tensor('int8', new Int8Array(b), t.dims);
-    case 'uint16':
-      return new ort.Tensor('uint16', new Uint16Array(b), t.dims);
-    case 'int16':
-      return new ort.Tensor('int16', new Int16Array(b), t.dims);
-    case 'float16':
-      return new ort.Tensor('float16', new Uint16Array(b), t.dims);
-    case 'uint32':
-      return new ort.Tensor('uint32', new Uint32Array(b), t.dims);
-    case 'int32':
-      return new ort.Tensor('int32', new Int32Array(b), t.dims);
-    case 'float32':
-      return new ort.Tensor('float32', new Float32Array(b), t.dims);
-    case 'uint64':
-      return new ort.Tensor('uint64', new BigUint64Array(b), t.dims);
-    case 'int64':
-      return new ort.Tensor('int64', new BigInt64Array(b), t.dims);
-    case 'float64':
-      return new ort.Tensor('float64', new Float64Array(b), t.dims);
-  }
-}
-
+/** An output as transferable bytes: the binding's own buffer when the data fills it, else a copy. */
 function fromRawTensor(name: string, tensor: RawTensor): WireTensor {
-  const dims = [...tensor.dims];
-  if (tensor.type === 'string') {
-    const data = encodeStrings(tensor.data as string[]);
-    return { name, type: 'string', dims, data };
-  }
-  const view = tensor.data as ArrayBufferView;
-  let data: ArrayBuffer;
-  if (view.byteOffset === 0 && view.byteLength === view.buffer.byteLength && view.buffer instanceof ArrayBuffer) {
-    data = view.buffer;
-  } else {
-    data = new Uint8Array(view.buffer, view.byteOffset, view.byteLength).slice().buffer;
-  }
-  return { name, type: tensor.type as WireTensor['type'], dims, data };
+  const bytes = outputBytes(tensor);
+  const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer;
+  const data = whole ? (bytes.buffer as ArrayBuffer) : bytes.slice().buffer;
+  return { name, type: tensor.type as WireTensor['type'], dims: [...tensor.dims], data };
 }
 
 /**
@@ -189,52 +81,28 @@ function failure(run: RunRequest, err: unknown): RunOutcome {
 }
 
 async function main(): Promise<void> {
-  const sessionOptions: ort.InferenceSession.SessionOptions = {
-    intraOpNumThreads: options.intraOpNumThreads,
-    interOpNumThreads: options.interOpNumThreads,
-    graphOptimizationLevel: options.graphOptimizationLevel,
-    executionMode: options.executionMode,
-    enableCpuMemArena: options.enableCpuMemArena,
-    enableMemPattern: options.enableMemPattern,
-    // The intra-op pool's threads stop spinning when a run returns (they still spin between the
-    // parallel sections of a run). Between runs this thread hands results to the main thread and
-    // waits for the next batch; threads spinning meanwhile take the cores the main thread needs
-    // to receive and answer requests (measured on the MLP example at batch 14: about 190 µs of
-    // spinning per request, more than the run itself).
-    extra: { session: { force_spinning_stop: '1' } },
-  };
-  let syncRun: SyncRun | undefined;
+  const loadStart = process.hrtime.bigint();
+  let sync: SyncSession | undefined;
   let session: ort.InferenceSession | undefined;
-  let native: NativeSession | undefined;
   try {
-    const Native = nativeSessionClass();
-    if (Native !== undefined) {
-      native = new Native();
-      native.loadModel(options.modelPath, sessionOptions);
-      const loaded = native;
-      syncRun = (feeds, fetches) => {
-        const wanted: Record<string, null> = {};
-        for (const name of fetches) wanted[name] = null;
-        return loaded.run(feeds, wanted, {});
-      };
-    } else {
-      session = await ort.InferenceSession.create(options.modelPath, sessionOptions);
-    }
+    sync = loadSyncSession(options);
+    if (sync === undefined) session = await ort.InferenceSession.create(options.modelPath, ortSessionOptions(options));
   } catch (err) {
     port.postMessage({ kind: 'init-error', message: err instanceof Error ? err.message : String(err) } satisfies WorkerReply);
     return;
   }
+  const loadNs = sync?.loadNs ?? Number(process.hrtime.bigint() - loadStart);
 
   let execute: (run: RunRequest) => Promise<RunOutcome> | RunOutcome;
-  if (syncRun !== undefined) {
-    const runSync = syncRun;
+  if (sync !== undefined) {
+    const s = sync;
     execute = (run) => {
       const start = process.hrtime.bigint();
       try {
         const feeds: Record<string, ort.Tensor> = {};
-        for (const t of run.feeds) feeds[t.name] = toOrtTensor(t);
+        for (const t of run.feeds) feeds[t.name] = toFeed(t);
         const inputsReady = process.hrtime.bigint();
-        const results = runSync(feeds, run.fetches);
+        const results = s.run(feeds, run.fetches);
         return outcome(run, results, start, inputsReady, process.hrtime.bigint());
       } catch (err) {
         return failure(run, err);
@@ -246,7 +114,7 @@ async function main(): Promise<void> {
       const start = process.hrtime.bigint();
       try {
         const feeds: Record<string, ort.Tensor> = {};
-        for (const t of run.feeds) feeds[t.name] = toOrtTensor(t);
+        for (const t of run.feeds) feeds[t.name] = toFeed(t);
         const inputsReady = process.hrtime.bigint();
         const results = await s.run(feeds, run.fetches);
         return outcome(run, results, start, inputsReady, process.hrtime.bigint());
@@ -262,7 +130,7 @@ async function main(): Promise<void> {
     if (closed) return;
     closed = true;
     try {
-      if (native !== undefined) native.dispose();
+      if (sync !== undefined) sync.dispose();
       else await session!.release();
     } finally {
       port.postMessage({ kind: 'closed' } satisfies WorkerReply);
@@ -277,7 +145,7 @@ async function main(): Promise<void> {
       if (message.kind === 'close' || (await handle(message, execute)) === 'close') await close();
     });
   });
-  port.postMessage({ kind: 'ready' } satisfies WorkerReply);
+  port.postMessage({ kind: 'ready', loadNs } satisfies WorkerReply);
 }
 
 void main();

@@ -60,7 +60,8 @@ export type RunOutcome =
   | { id: number; ok: false; message: string };
 
 export type WorkerReply =
-  | { kind: 'ready' }
+  /** The session is loaded; `loadNs`: how long loading it took. */
+  | { kind: 'ready'; loadNs: number }
   | { kind: 'init-error'; message: string }
   | { kind: 'results'; results: RunOutcome[] }
   | { kind: 'closed' };
