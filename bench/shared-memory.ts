@@ -10,9 +10,9 @@
  * concurrency `--concurrency` (default 1). Throughput is tensor bytes in plus out per second.
  * Figures: shared memory against HTTP binary (target ≥ 3×), against gRPC, and HTTP binary against
  * gRPC; `shm_http_binary_gbps` is HTTP binary's own figure (target ≥ 1 GB/s).
- * `shm_region_pread_16mib` is what reading a region costs the server (a positioned read, see
- * docs/protocol.md) against an in-memory copy of the same 16 MiB: the copy a mapped region would
- * save.
+ * `shm_region_pread_16mib` is what reading a region costs the server (a positioned read into a
+ * fresh buffer, see docs/protocol.md) against an in-memory copy of the same 16 MiB into a fresh
+ * buffer: what a mapped region would cost if its bytes were copied out before use.
  *
  * Usage: node dist/bench/shared-memory.js [--seconds N] [--rounds N] [--concurrency N] [--json out.json]
  */
@@ -119,10 +119,10 @@ try {
   const med = results.map((r) => medianOf<LoadResult>(r));
   const gbps = (i: number) => (med[i]!.throughput * 2 * BYTES) / 1e9;
   const [httpBinary, viaGrpc, shmHttp, shmGrpc] = [0, 1, 2, 3].map(gbps) as [number, number, number, number];
-  // The cost of reading a region with a positioned read (what the server does) against copying
-  // the same bytes in memory (what a mapped region would still need, for the backend's gather).
+  // What reading a region costs the server: a positioned read into a fresh buffer (the request
+  // owns its bytes), against copying the same bytes from memory into a fresh buffer, which is what
+  // a mapped region would cost if it were copied out before use (see docs/protocol.md).
   const readFd = openSync(`/dev/shm/${regions[0]!.key.slice(1)}`, 'r');
-  const scratch = Buffer.allocUnsafe(BYTES);
   const source = Buffer.from(input.buffer);
   const timeMs = (op: () => void, n = 20): number => {
     const times: number[] = [];
@@ -133,11 +133,11 @@ try {
     }
     return median(times);
   };
-  const preadMs = timeMs(() => readSync(readFd, scratch, 0, BYTES, 0));
-  const copyMs = timeMs(() => source.copy(scratch));
+  const preadMs = timeMs(() => readSync(readFd, Buffer.allocUnsafeSlow(BYTES), 0, BYTES, 0));
+  const copyMs = timeMs(() => source.copy(Buffer.allocUnsafeSlow(BYTES)));
   closeSync(readFd);
   const figures: Figure[] = [
-    compared('shm_region_pread_16mib', 'ms', preadMs, copyMs, 'memcpy'),
+      compared('shm_region_pread_16mib', 'ms', preadMs, copyMs, 'memcpy'),
     compared('shm_http_vs_http_binary_16mib', 'GB/s', shmHttp, httpBinary, 'http_binary'),
     compared('shm_grpc_vs_grpc_16mib', 'GB/s', shmGrpc, viaGrpc, 'grpc'),
     compared('shm_http_binary_gbps', 'GB/s', httpBinary, viaGrpc, 'grpc'),
