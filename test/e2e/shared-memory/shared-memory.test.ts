@@ -482,6 +482,9 @@ describe('client shared memory is off by default (--allow-client-shm)', () => {
       assert.equal(err.status, 501);
       assert.equal(err.message, message);
     }
+    // The gate comes before the body is looked at.
+    const res = await fetch(`${off.url}/v2/systemsharedmemory/region/r/register`, { method: 'POST', body: '{}' });
+    assert.equal(res.status, 501);
     const gerr = await rejection(offGrpc.registerSystemSharedMemory('r', r.key, 64));
     assert.equal(gerr.grpcCode, status.UNIMPLEMENTED);
     assert.equal(gerr.message, message);

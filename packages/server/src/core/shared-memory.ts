@@ -196,7 +196,8 @@ export class SharedMemoryManager {
     return this.#allowClient;
   }
 
-  #checkAllowed(): void {
+  /** Throws SHM_DISABLED (protocol.md §3.17) unless clients may register and unregister regions. */
+  checkClientAllowed(): void {
     if (!this.#allowClient) throw new NereidError('SHM_DISABLED', DISABLED_MESSAGE);
   }
 
@@ -205,7 +206,7 @@ export class SharedMemoryManager {
    * The object must exist as a regular file directly in /dev/shm (no symlink) and hold the region.
    */
   registerSystem(name: string, key: string, offset: number, byteSize: number): void {
-    this.#checkAllowed();
+    this.checkClientAllowed();
     if (name === '') throw new NereidError('SHM_REGISTER_INVALID', 'failed to register shared memory region: a region name is required');
     if (this.#system.has(name)) {
       throw new NereidError('SHM_REGION_EXISTS', `shared memory region '${name}' already in manager`);
@@ -247,7 +248,7 @@ export class SharedMemoryManager {
 
   /** Unregisters one region, or every system region when `name` is absent or empty; unknown names succeed. */
   unregisterSystem(name?: string): void {
-    this.#checkAllowed();
+    this.checkClientAllowed();
     const names = name ? [name] : [...this.#system.keys()];
     for (const n of names) {
       const region = this.#system.get(n);
@@ -267,7 +268,7 @@ export class SharedMemoryManager {
 
   /** CUDA registration (§3.17.2): this server has no GPU support, so it always refuses. */
   registerCuda(name: string, rawHandle: Uint8Array, _deviceId: number, _byteSize: number): never {
-    this.#checkAllowed();
+    this.checkClientAllowed();
     if (rawHandle.byteLength !== 64) {
       throw new NereidError(
         'SHM_REGISTER_INVALID',
@@ -279,7 +280,7 @@ export class SharedMemoryManager {
 
   /** No CUDA region can exist; unregistering succeeds like any unknown name. */
   unregisterCuda(_name?: string): void {
-    this.#checkAllowed();
+    this.checkClientAllowed();
   }
 
   cudaStatus(name?: string): CudaSharedMemoryStatus[] {

@@ -172,6 +172,7 @@ export class HttpFrontend {
       systemShmRegister: {
         POST: async (req, res, r) => {
           const body = await readBody(req, this.#options.maxInputSize);
+          this.#server.sharedMemory.checkClientAllowed();
           if (r === '') throw new NereidError('SHM_REGISTER_INVALID', 'Shared memory register request needs a region name: POST /v2/systemsharedmemory/region/{name}/register');
           const { key, offset, byteSize } = decodeSystemRegister(body, r);
           this.#server.sharedMemory.registerSystem(r, key, offset, byteSize);
@@ -189,6 +190,7 @@ export class HttpFrontend {
       cudaShmRegister: {
         POST: async (req, res, r) => {
           const body = await readBody(req, this.#options.maxInputSize);
+          this.#server.sharedMemory.checkClientAllowed();
           if (r === '') throw new NereidError('SHM_REGISTER_INVALID', 'Shared memory register request needs a region name: POST /v2/cudasharedmemory/region/{name}/register');
           const { rawHandle, deviceId, byteSize } = decodeCudaRegister(body, r);
           this.#server.sharedMemory.registerCuda(r, rawHandle, deviceId, byteSize);
