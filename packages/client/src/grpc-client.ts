@@ -11,6 +11,7 @@ import {
   type Client,
   type ServiceError,
 } from '@grpc/grpc-js';
+import type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from './shared-memory.js';
 import { GRPC_HEALTH_SERVICE, GRPC_INFERENCE_SERVICE, NereidError, configPb, healthPb, type pb } from '@nereid/protocol';
 import { grpcServerError } from './errors.js';
 import { decodeInferResponse, encodeInferRequest } from './grpc-codec.js';
@@ -242,6 +243,44 @@ export class GrpcClient {
   }
 
   /** `grpc.health.v1.Health/Check` (protocol.md §4.4): SERVING when the server is ready. */
+  /**
+   * Registers system shared-memory region `name` (protocol.md §3.17.1, §4.8): `byteSize` bytes at
+   * `offset` of the POSIX object `key` (see `SystemSharedMemoryRegion`). The server must run with
+   * `--allow-client-shm=true`.
+   */
+  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0, options?: GrpcCallOptions): Promise<void> {
+    await this.#unary(GRPC_INFERENCE_SERVICE.SystemSharedMemoryRegister, { name, key, offset: BigInt(offset), byte_size: BigInt(byteSize) }, options);
+  }
+
+  /** Unregisters one system region, or all of them without `name`; unknown names succeed. */
+  async unregisterSystemSharedMemory(name?: string, options?: GrpcCallOptions): Promise<void> {
+    await this.#unary(GRPC_INFERENCE_SERVICE.SystemSharedMemoryUnregister, { name: name ?? '' }, options);
+  }
+
+  /** Status of every system region, or of the one named (unknown → NOT_FOUND), in the HTTP client's form. */
+  async systemSharedMemoryStatus(name?: string, options?: GrpcCallOptions): Promise<SystemSharedMemoryStatus[]> {
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.SystemSharedMemoryStatus, { name: name ?? '' }, options);
+    return Object.values(r.regions).map((s) => ({ name: s.name, key: s.key, offset: Number(s.offset), byte_size: Number(s.byte_size) }));
+  }
+
+  /** Registers a CUDA region from its 64-byte cudaIpcMemHandle_t (protocol.md §3.17.2). */
+  async registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: number, byteSize: number, options?: GrpcCallOptions): Promise<void> {
+    await this.#unary(
+      GRPC_INFERENCE_SERVICE.CudaSharedMemoryRegister,
+      { name, raw_handle: rawHandle, device_id: BigInt(deviceId), byte_size: BigInt(byteSize) },
+      options,
+    );
+  }
+
+  async unregisterCudaSharedMemory(name?: string, options?: GrpcCallOptions): Promise<void> {
+    await this.#unary(GRPC_INFERENCE_SERVICE.CudaSharedMemoryUnregister, { name: name ?? '' }, options);
+  }
+
+  async cudaSharedMemoryStatus(name?: string, options?: GrpcCallOptions): Promise<CudaSharedMemoryStatus[]> {
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.CudaSharedMemoryStatus, { name: name ?? '' }, options);
+    return Object.values(r.regions).map((s) => ({ name: s.name, device_id: Number(s.device_id), byte_size: Number(s.byte_size) }));
+  }
+
   async healthCheck(service = '', options?: GrpcCallOptions): Promise<HealthStatus> {
     const r = await this.#unary(GRPC_HEALTH_SERVICE.Check, { service }, options);
     const S = healthPb.HealthCheckResponse_ServingStatus;

@@ -12,7 +12,8 @@ import {
   type ParameterValue,
   type pb,
 } from '@nereid/protocol';
-import { inputBytes, type BaseInferOptions } from './infer-options.js';
+import { inputBytes, isSharedMemoryInput, type BaseInferOptions } from './infer-options.js';
+import type { SharedMemoryTensor } from './shared-memory.js';
 import { InferResult, type ResultOutput } from './infer-result.js';
 
 const INT64_MIN = -(2n ** 63n);
@@ -109,13 +110,19 @@ export function encodeInferRequest(
   extraParameters?: Readonly<Record<string, pb.InferParameter>>,
 ): pb.ModelInferRequest {
   const inputs: pb.ModelInferRequest_InferInputTensor[] = new Array(options.inputs.length);
-  const raw: Uint8Array[] = new Array(options.inputs.length);
+  const raw: Uint8Array[] = [];
   for (let i = 0; i < options.inputs.length; i++) {
     const input = options.inputs[i]!;
+    if (isSharedMemoryInput(input)) {
+      // No raw entry: the raw list holds only the other inputs, in order (protocol.md §7.4 item 3).
+      inputs[i] = { name: input.name, datatype: input.datatype, shape: shapeToWire(input.shape, input.name), parameters: sharedMemoryParameters(input.sharedMemory) };
+      continue;
+    }
     inputs[i] = { name: input.name, datatype: input.datatype, shape: shapeToWire(input.shape, input.name), parameters: {} };
-    raw[i] = inputBytes(input);
+    raw.push(inputBytes(input));
   }
   const outputs: pb.ModelInferRequest_InferRequestedOutputTensor[] = (options.outputs ?? []).map((o) => {
+    if (o.sharedMemory) return { name: o.name, parameters: sharedMemoryParameters(o.sharedMemory) };
     const parameters: Record<string, pb.InferParameter> = {};
     if (o.classCount) {
       if (!Number.isSafeInteger(o.classCount) || o.classCount < 0) {
@@ -134,6 +141,16 @@ export function encodeInferRequest(
     outputs,
     raw_input_contents: raw,
   };
+}
+
+/** The `shared_memory_*` parameters as the Python client sends them (protocol.md §7.4 item 2). */
+function sharedMemoryParameters(t: SharedMemoryTensor): Record<string, pb.InferParameter> {
+  const p: Record<string, pb.InferParameter> = {
+    shared_memory_region: { string_param: t.region },
+    shared_memory_byte_size: { int64_param: BigInt(t.byteSize) },
+  };
+  if (t.offset) p.shared_memory_offset = { int64_param: BigInt(t.offset) };
+  return p;
 }
 
 /** Typed `contents` as tensor bytes, for servers that answer with them instead of raw entries. */

@@ -12,7 +12,8 @@ import {
 } from '@nereid/protocol';
 import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
 import { InferenceServerError } from './errors.js';
-import { inputBytes, type ClientInferOptions } from './infer-options.js';
+import { inputBytes, isSharedMemoryInput, sharedMemoryParameters, type ClientInferOptions } from './infer-options.js';
+import type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from './shared-memory.js';
 import { InferResult, type ResultOutput } from './infer-result.js';
 import {
   configText,
@@ -37,6 +38,9 @@ function httpResult(header: Record<string, unknown>, binary: Uint8Array): InferR
       const size = Number(params.binary_data_size);
       outputs.push({ ...base, data: binary.subarray(offset, offset + size) });
       offset += size;
+    } else if (out.data === undefined) {
+      // A shared-memory output: the bytes are in the region (protocol.md §3.17.3).
+      outputs.push({ ...base, data: new Uint8Array(0) });
     } else {
       outputs.push({ ...base, json: out.data });
     }
@@ -190,6 +194,45 @@ export class HttpClient {
     });
   }
 
+  /**
+   * Registers system shared-memory region `name` (`POST /v2/systemsharedmemory/region/{name}/register`,
+   * protocol.md §3.17.1): `byteSize` bytes at `offset` of the POSIX object `key` (see
+   * `SystemSharedMemoryRegion`). The server must run with `--allow-client-shm=true`.
+   */
+  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0): Promise<void> {
+    await this.#post(`/v2/systemsharedmemory/region/${encodeURIComponent(name)}/register`, { key, offset, byte_size: byteSize });
+  }
+
+  /** Unregisters one system region, or all of them without `name`; unknown names succeed. */
+  async unregisterSystemSharedMemory(name?: string): Promise<void> {
+    await this.#postEmpty(name ? `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/unregister` : '/v2/systemsharedmemory/unregister');
+  }
+
+  /** Status of every system region, or of the one named (unknown → InferenceServerError 404). */
+  async systemSharedMemoryStatus(name?: string): Promise<SystemSharedMemoryStatus[]> {
+    const path = name ? `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/status` : '/v2/systemsharedmemory/status';
+    return (await this.#json(await this.#get(path))) as SystemSharedMemoryStatus[];
+  }
+
+  /** Registers a CUDA region from its 64-byte cudaIpcMemHandle_t (protocol.md §3.17.2). */
+  async registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: number, byteSize: number): Promise<void> {
+    const b64 = Buffer.from(rawHandle.buffer, rawHandle.byteOffset, rawHandle.byteLength).toString('base64');
+    await this.#post(`/v2/cudasharedmemory/region/${encodeURIComponent(name)}/register`, { raw_handle: { b64 }, device_id: deviceId, byte_size: byteSize });
+  }
+
+  async unregisterCudaSharedMemory(name?: string): Promise<void> {
+    await this.#postEmpty(name ? `/v2/cudasharedmemory/region/${encodeURIComponent(name)}/unregister` : '/v2/cudasharedmemory/unregister');
+  }
+
+  async cudaSharedMemoryStatus(name?: string): Promise<CudaSharedMemoryStatus[]> {
+    const path = name ? `/v2/cudasharedmemory/region/${encodeURIComponent(name)}/status` : '/v2/cudasharedmemory/status';
+    return (await this.#json(await this.#get(path))) as CudaSharedMemoryStatus[];
+  }
+
+  async #postEmpty(path: string): Promise<void> {
+    await this.#json(await fetch(`${this.url}${path}`, { method: 'POST' }));
+  }
+
   async infer(options: ClientInferOptions): Promise<InferResult> {
     const header: Record<string, unknown> = {};
     if (options.id) header.id = options.id;
@@ -199,7 +242,9 @@ export class HttpClient {
     const rawData: string[] = [];
     header.inputs = options.inputs.map((input) => {
       const entry: Record<string, unknown> = { name: input.name, shape: input.shape, datatype: input.datatype };
-      if (input.json) {
+      if (isSharedMemoryInput(input)) {
+        entry.parameters = sharedMemoryParameters(input.sharedMemory);
+      } else if (input.json) {
         rawData.push(tensorDataToJson(input.datatype, inputBytes(input), `input '${input.name}'`));
         entry.data = `\u0000raw${rawData.length - 1}`;
       } else {
@@ -211,6 +256,7 @@ export class HttpClient {
     });
     if (options.outputs) {
       header.outputs = options.outputs.map((o) => {
+        if (o.sharedMemory) return { name: o.name, parameters: { binary_data: false, ...sharedMemoryParameters(o.sharedMemory) } };
         const params: Record<string, unknown> = { binary_data: o.binary ?? true };
         if (o.classCount) params.classification = o.classCount;
         return { name: o.name, parameters: params };

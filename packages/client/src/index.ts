@@ -29,7 +29,15 @@ export type {
   UnloadModelOptions,
 } from './repository.js';
 export {
+  SystemSharedMemoryRegion,
+  type CreateSharedMemoryOptions,
+  type CudaSharedMemoryStatus,
+  type SharedMemoryTensor,
+  type SystemSharedMemoryStatus,
+} from './shared-memory.js';
+export {
   type BaseInferOptions,
+  type ClientSharedMemoryInput,
   type ClientInferOptions,
   type ClientInput,
   type ClientRequestedOutput,

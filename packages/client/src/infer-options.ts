@@ -2,6 +2,7 @@
  * What an inference request is made of, the same for both clients, and the encoding of an input's
  * data into tensor bytes (protocol.md §2.3).
  */
+import type { SharedMemoryTensor } from './shared-memory.js';
 import { encodeBytesElements, jsonToTensorData, type DataType, type ParameterValue, type TypedArray } from '@nereid/protocol';
 
 export type TypedTensorData = TypedArray;
@@ -19,8 +20,21 @@ export interface ClientInput {
   json?: boolean;
 }
 
+/** An input whose bytes the server reads from a registered shared-memory region (protocol.md §3.17.3). */
+export interface ClientSharedMemoryInput {
+  name: string;
+  datatype: DataType;
+  shape: readonly number[];
+  sharedMemory: SharedMemoryTensor;
+}
+
 export interface ClientRequestedOutput {
   name: string;
+  /**
+   * Have the server write the output into this registered region instead of sending it; the
+   * result then lists the output (name, datatype, shape) with no bytes: read them from the region.
+   */
+  sharedMemory?: SharedMemoryTensor;
   /** HTTP only: ask for binary data (default true). gRPC outputs are always raw bytes. */
   binary?: boolean;
   /** Top-k classification (protocol.md §3.11). */
@@ -33,7 +47,7 @@ export interface BaseInferOptions {
   /** Empty or absent: the server's version policy picks. */
   version?: string;
   id?: string;
-  inputs: readonly ClientInput[];
+  inputs: readonly (ClientInput | ClientSharedMemoryInput)[];
   /** Absent: all outputs. */
   outputs?: readonly ClientRequestedOutput[];
   /** Request parameters (protocol.md §3.12), e.g. `sequence_id`, `priority`, `timeout`, custom keys. */
@@ -46,6 +60,17 @@ export interface BaseInferOptions {
 export interface ClientInferOptions extends BaseInferOptions {
   requestCompression?: 'gzip' | 'deflate';
   responseCompression?: 'gzip' | 'deflate';
+}
+
+export function isSharedMemoryInput(input: ClientInput | ClientSharedMemoryInput): input is ClientSharedMemoryInput {
+  return (input as Partial<ClientSharedMemoryInput>).sharedMemory !== undefined;
+}
+
+/** The `shared_memory_*` parameters of a tensor, as numbers (HTTP JSON). */
+export function sharedMemoryParameters(t: SharedMemoryTensor): Record<string, string | number> {
+  const p: Record<string, string | number> = { shared_memory_region: t.region, shared_memory_byte_size: t.byteSize };
+  if (t.offset) p.shared_memory_offset = t.offset;
+  return p;
 }
 
 /**

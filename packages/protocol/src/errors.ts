@@ -109,6 +109,17 @@ export const ERROR_CODES = {
   FILE_OVERRIDE_INVALID: 'INVALID_ARG',
   REPOSITORY_NAME_UNSUPPORTED: 'UNSUPPORTED',
 
+  // Shared-memory extensions (protocol.md §3.17)
+  SHM_DISABLED: 'UNSUPPORTED',
+  SHM_REGION_NOT_FOUND: 'NOT_FOUND',
+  SHM_REGION_EXISTS: 'ALREADY_EXISTS',
+  SHM_REGISTER_INVALID: 'INVALID_ARG',
+  SHM_RANGE: 'INVALID_ARG',
+  SHM_REGION_CHANGED: 'INVALID_ARG',
+  SHM_OUTPUT_TOO_SMALL: 'INTERNAL',
+  SHM_IO: 'INTERNAL',
+  CUDA_SHM_UNSUPPORTED: 'INVALID_ARG',
+
   // Execution
   BACKEND_ERROR: 'INTERNAL',
   // A Python stub (docs/backends.md) that died, hung past its execute timeout, or could not start.

@@ -26,10 +26,18 @@ export type {
   LoadModelOptions,
   UnloadModelOptions,
   RequestedOutput,
+  SharedMemoryInput,
+  SharedMemoryRef,
   ServerMetadata,
   TensorData,
   TensorMetadata,
 } from './core/types.js';
+export {
+  SharedMemoryManager,
+  type SharedMemoryOptions,
+  type SystemSharedMemoryStatus,
+  type CudaSharedMemoryStatus,
+} from './core/shared-memory.js';
 export { GrpcFrontend, type GrpcFrontendOptions } from './frontends/grpc/grpc-frontend.js';
 export { HttpFrontend, DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpFrontendOptions } from './frontends/http/http-frontend.js';
 export { MetricsFrontend, type MetricsFrontendOptions } from './frontends/metrics/metrics-frontend.js';

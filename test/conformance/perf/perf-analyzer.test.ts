@@ -92,7 +92,7 @@ describe('conformance: perf_analyzer', () => {
   let work: string | undefined;
   before(async () => {
     requireEnvironment();
-    srv = await startConformanceServer([simpleModel(), simpleStringModel(), mlpModel()]);
+    srv = await startConformanceServer([simpleModel(), simpleStringModel(), mlpModel()], ['--allow-client-shm=true']);
     work = await mkdtemp(join(tmpdir(), 'nereid-pa-'));
   });
   after(async () => {
@@ -158,6 +158,16 @@ describe('conformance: perf_analyzer', () => {
   it('gRPC streaming, concurrency 2', async () => {
     const { run } = await perf('simple', 'grpc', ['--concurrency-range=2', '--streaming']);
     assert.match(run.stdout, /Request concurrency: 2\n/);
+  });
+
+  it('HTTP, system shared memory (--shared-memory=system): regions registered, used and unregistered', async () => {
+    await perf('simple', 'http', ['--concurrency-range=1', '--shared-memory=system']);
+    const res = await fetch(`http://${srv!.endpoints.http}/v2/systemsharedmemory/status`);
+    assert.deepEqual(await res.json(), [], 'perf_analyzer unregisters its regions when it ends');
+  });
+
+  it('gRPC, system shared memory with output regions, concurrency 2, async', async () => {
+    await perf('simple', 'grpc', ['--concurrency-range=2', '--async', '--shared-memory=system', '--output-shared-memory-size=64']);
   });
 
   it('a dynamically batching model (mlp), concurrency 4, async gRPC: executions no more than inferences', async () => {

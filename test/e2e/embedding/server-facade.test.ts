@@ -94,6 +94,8 @@ describe('Server facade', () => {
         'model_repository(unload_dependents)',
         'schedule_policy',
         'model_configuration',
+        'system_shared_memory',
+        'cuda_shared_memory',
         'binary_tensor_data',
         'parameters',
         'statistics',

@@ -157,18 +157,8 @@ describe('metadata', () => {
 
 describe('capabilities not in this version', () => {
   const cases: [UnaryRpc, () => Promise<unknown>, string][] = [
-    ['SystemSharedMemoryStatus', () => unary(client, 'SystemSharedMemoryStatus', { name: '' }), 'system shared memory'],
-    ['SystemSharedMemoryRegister', () => unary(client, 'SystemSharedMemoryRegister', { name: 'r', key: '/k', offset: 0n, byte_size: 64n }), 'system shared memory'],
-    ['SystemSharedMemoryUnregister', () => unary(client, 'SystemSharedMemoryUnregister', { name: '' }), 'system shared memory'],
-    ['CudaSharedMemoryStatus', () => unary(client, 'CudaSharedMemoryStatus', { name: '' }), 'CUDA shared memory'],
-    [
-      'CudaSharedMemoryRegister',
-      () => unary(client, 'CudaSharedMemoryRegister', { name: 'r', raw_handle: new Uint8Array(64), device_id: 0n, byte_size: 64n }),
-      'CUDA shared memory',
-    ],
-    ['CudaSharedMemoryUnregister', () => unary(client, 'CudaSharedMemoryUnregister', { name: '' }), 'CUDA shared memory'],
     ['TraceSetting', () => unary(client, 'TraceSetting', { settings: {}, model_name: '' }), 'trace'],
-    // ModelStatistics, LogSettings and the repository RPCs are not listed: they are covered where they are implemented.
+    // ModelStatistics, LogSettings, the repository and shared-memory RPCs are not listed: they are covered where they are implemented.
   ];
   for (const [rpc, call, capability] of cases) {
     it(`${rpc} is UNIMPLEMENTED, naming ${capability}`, async () => {

@@ -47,6 +47,8 @@ export interface ServeOptions {
   grpcMaxConnectionAgeGraceMs: number | undefined;
   allowMetrics: boolean;
   allowCpuMetrics: boolean;
+  /** `--allow-client-shm` (protocol.md §6.4): clients may register and use shared memory; default false. */
+  allowClientShm: boolean;
   /** Accepted; this CPU-only server has no GPU families to drop. */
   allowGpuMetrics: boolean;
   /** Empty: the HTTP address (protocol.md §6.2). */
@@ -249,6 +251,7 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
   'grpc-max-connection-age-grace': { kind: 'int', apply: (o, v, n) => (o.grpcMaxConnectionAgeGraceMs = parseInt(n, v, 1)) },
   'allow-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowMetrics = parseBool(n, v)) },
   'allow-cpu-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowCpuMetrics = parseBool(n, v)) },
+  'allow-client-shm': { kind: 'bool', apply: (o, v, n) => (o.allowClientShm = parseBool(n, v)) },
   'allow-gpu-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowGpuMetrics = parseBool(n, v)) },
   'metrics-address': { kind: 'string', apply: (o, v) => (o.metricsAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
   'metrics-port': { kind: 'int', apply: (o, v, n) => (o.metricsPort = parseInt(n, v)) },
@@ -317,7 +320,6 @@ const ACCEPTED: Record<string, Kind> = {
   'cache-config': 'string',
   'response-cache-byte-size': 'int',
   'cache-directory': 'string',
-  'allow-client-shm': 'bool',
 };
 
 export function defaultServeOptions(): ServeOptions {
@@ -353,6 +355,7 @@ export function defaultServeOptions(): ServeOptions {
     grpcMaxConnectionAgeGraceMs: undefined,
     allowMetrics: true,
     allowCpuMetrics: true,
+    allowClientShm: false,
     allowGpuMetrics: true,
     metricsAddress: '',
     metricsPort: 8002,

@@ -65,6 +65,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     rateLimit: options.rateLimit,
     rateLimitResources: options.rateLimitResources,
     decoupledResponseTimeoutMs: options.decoupledResponseTimeoutSecs * 1000,
+    allowClientShm: options.allowClientShm,
     logger,
     metrics: {
       counterLatencies: options.metricsConfig.counterLatencies,

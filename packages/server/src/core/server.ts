@@ -27,10 +27,14 @@ import { NEVER_ABORTED } from '../scheduling/request-queue.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
 import { checkBackendOutput } from './response-validation.js';
+import { SharedMemoryManager, type SharedMemoryLease } from './shared-memory.js';
 import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
 import type {
+  InferInput,
   InferOptions,
   InferOutput,
+  SharedMemoryInput,
+  SharedMemoryRef,
   InferRequest,
   InferResponse,
   StreamInferOptions,
@@ -48,6 +52,15 @@ import type {
 } from './types.js';
 
 export const NEREID_VERSION = '0.1.0';
+
+const EMPTY_BYTES = new Uint8Array(0);
+
+/** A request whose shared-memory inputs were read (`#bindSharedMemory`). */
+type ResolvedRequest = InferRequest & { inputs: readonly InferInput[] };
+
+function isSharedMemoryInput(input: InferInput | SharedMemoryInput): input is SharedMemoryInput {
+  return (input as Partial<SharedMemoryInput>).sharedMemory !== undefined;
+}
 export { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS };
 
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
@@ -57,6 +70,8 @@ const EXTENSIONS = [
   'model_repository(unload_dependents)',
   'schedule_policy',
   'model_configuration',
+  'system_shared_memory',
+  'cuda_shared_memory',
   'binary_tensor_data',
   'parameters',
   'statistics',
@@ -103,6 +118,11 @@ export interface ServerOptions {
    * without any response before it fails with RESPONSE_TIMEOUT.
    */
   decoupledResponseTimeoutMs?: number;
+  /**
+   * `--allow-client-shm` (protocol.md §3.17, default false): clients may register, unregister and
+   * use shared-memory regions. Status queries work either way.
+   */
+  allowClientShm?: boolean;
   /** Prometheus metrics settings (`--metrics-config`, `--allow-cpu-metrics`, …; protocol.md §5). */
   metrics?: MetricsOptions;
 }
@@ -166,6 +186,11 @@ export class Server {
    * read at scrape time. A `MetricsFrontend` serves them; embedders may read `metrics.text()`.
    */
   readonly metrics: ServerMetrics;
+  /**
+   * The shared-memory regions (protocol.md §3.17): frontends register, unregister and query them
+   * here; `infer` and `inferStream` resolve the tensor references of a request against them.
+   */
+  readonly sharedMemory: SharedMemoryManager;
   readonly #options: ServerOptions;
   readonly #models: ModelManager<ModelVersion>;
   readonly #responseTimeoutMs: number;
@@ -179,6 +204,7 @@ export class Server {
     this.#options = options;
     this.#responseTimeoutMs = options.decoupledResponseTimeoutMs ?? DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS;
     this.logger = options.logger ?? createLogger(options.log);
+    this.sharedMemory = new SharedMemoryManager({ allowClient: options.allowClientShm ?? false });
     this.metrics = new ServerMetrics(() => this.#models.readyServables().map((s) => s.servable), options.metrics, this.logger);
     const registry = new BackendRegistry(undefined, { backendDirectory: options.backendDirectory });
     for (const b of options.backends ?? []) registry.register(b);
@@ -450,10 +476,78 @@ export class Server {
         `model '${mv.name}' uses the decoupled transaction policy, which sends any number of responses; use a streaming API`,
       );
     }
-    const { inferenceRequest, validated } = this.#prepare(mv, request, options, requestTime, undefined);
-    mv.scheduler.enqueue(inferenceRequest);
-    const response = await inferenceRequest.delivered;
-    return this.#toResponse(mv, validated, request.id ?? '', response, true);
+    const shm = this.#bindSharedMemory(request);
+    try {
+      const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined);
+      mv.scheduler.enqueue(inferenceRequest);
+      const response = await inferenceRequest.delivered;
+      return shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, true));
+    } finally {
+      shm.release();
+    }
+  }
+
+  /**
+   * Resolves a request's shared-memory references (protocol.md §3.17.3): input bytes are read
+   * from their regions now (one copy), output references are range-checked now and written by
+   * `deliver`. The regions stay acquired until `release`, so unregistering one meanwhile cannot
+   * pull it from under the request. Synchronous, so a stream's requests keep their order.
+   */
+  #bindSharedMemory(request: InferRequest): {
+    request: ResolvedRequest;
+    deliver(response: InferResponse): InferResponse;
+    release(): void;
+  } {
+    const leases = new Map<string, SharedMemoryLease>();
+    const release = (): void => {
+      for (const lease of leases.values()) lease.release();
+    };
+    const lease = (region: string): SharedMemoryLease => {
+      let l = leases.get(region);
+      if (l === undefined) {
+        l = this.sharedMemory.acquire(region);
+        leases.set(region, l);
+      }
+      return l;
+    };
+    const outputRefs = new Map<string, SharedMemoryRef>();
+    let inputs: InferInput[] | undefined;
+    try {
+      if (request.inputs.some(isSharedMemoryInput)) {
+        inputs = request.inputs.map((input) => {
+          if (!isSharedMemoryInput(input)) return input;
+          const ref = input.sharedMemory;
+          return { name: input.name, datatype: input.datatype, shape: input.shape, data: lease(ref.region).read(ref.offset ?? 0, ref.byteSize) };
+        });
+      }
+      for (const out of request.outputs ?? []) {
+        if (out.sharedMemory === undefined) continue;
+        lease(out.sharedMemory.region).check(out.sharedMemory.offset ?? 0, out.sharedMemory.byteSize);
+        outputRefs.set(out.name, out.sharedMemory);
+      }
+    } catch (err) {
+      release();
+      throw err;
+    }
+    const resolved = (inputs === undefined ? request : { ...request, inputs }) as ResolvedRequest;
+    const deliver = (response: InferResponse): InferResponse => {
+      if (outputRefs.size === 0) return response;
+      for (let i = 0; i < response.outputs.length; i++) {
+        const out = response.outputs[i]!;
+        const ref = outputRefs.get(out.name);
+        if (ref === undefined) continue;
+        if (out.data.byteLength > ref.byteSize) {
+          throw new NereidError(
+            'SHM_OUTPUT_TOO_SMALL',
+            `shared memory size specified with the request for output '${out.name}' (${ref.byteSize} bytes) should be at least ${out.data.byteLength} bytes to hold the results`,
+          );
+        }
+        leases.get(ref.region)!.write(ref.offset ?? 0, out.data);
+        response.outputs[i] = { name: out.name, datatype: out.datatype, shape: out.shape, data: EMPTY_BYTES, sharedMemory: ref };
+      }
+      return response;
+    };
+    return { request: resolved, deliver, release };
   }
 
   /**
@@ -471,12 +565,29 @@ export class Server {
     const mv = this.#resolve(request.model, request.version);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';
+    const shm = this.#bindSharedMemory(request);
+    try {
+      await this.#inferStream(mv, shm.request, options, requestTime, decoupled, id, shm.deliver);
+    } finally {
+      shm.release();
+    }
+  }
+
+  async #inferStream(
+    mv: ModelVersion,
+    request: ResolvedRequest,
+    options: StreamInferOptions,
+    requestTime: bigint,
+    decoupled: boolean,
+    id: string,
+    deliver: (response: InferResponse) => InferResponse,
+  ): Promise<void> {
     if (!decoupled) {
       const { inferenceRequest, validated } = this.#prepare(mv, request, options, requestTime, undefined);
       mv.scheduler.enqueue(inferenceRequest);
       options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
       const response = await inferenceRequest.delivered;
-      options.onResponse({ response: this.#toResponse(mv, validated, id, response, true), final: true });
+      options.onResponse({ response: deliver(this.#toResponse(mv, validated, id, response, true)), final: true });
       return;
     }
     let failure: NereidError | undefined;
@@ -485,7 +596,7 @@ export class Server {
       if (failure !== undefined) return;
       try {
         if (data === null) options.onResponse({ final });
-        else options.onResponse({ response: this.#toResponse(mv, prepared.validated, id, data, false), final });
+        else options.onResponse({ response: deliver(this.#toResponse(mv, prepared.validated, id, data, false)), final });
       } catch (err) {
         failure = toNereidError(err, 'INTERNAL');
         inferenceRequest.fail(failure);
@@ -501,7 +612,7 @@ export class Server {
 
   #prepare(
     mv: ModelVersion,
-    request: InferRequest,
+    request: ResolvedRequest,
     options: InferOptions,
     requestTime: bigint,
     sink: ResponseSink | undefined,
@@ -573,6 +684,7 @@ export class Server {
     this.#stopping ??= (async () => {
       this.#state = 'stopping';
       await this.#models.shutdown();
+      this.sharedMemory.close();
       this.metrics.stop();
       this.#state = 'stopped';
     })();

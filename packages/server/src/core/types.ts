@@ -20,8 +20,29 @@ export interface InferInput {
   data: TensorData | readonly (string | Uint8Array)[];
 }
 
+/** A tensor's bytes in a registered shared-memory region (protocol.md §3.17.3). */
+export interface SharedMemoryRef {
+  region: string;
+  byteSize: number;
+  /** Offset inside the region; default 0. */
+  offset?: number;
+}
+
+/** An input whose bytes are read from a registered shared-memory region when the request is accepted. */
+export interface SharedMemoryInput {
+  name: string;
+  datatype: DataType;
+  shape: readonly number[];
+  sharedMemory: SharedMemoryRef;
+}
+
 export interface RequestedOutput {
   name: string;
+  /**
+   * Write the output's bytes into this region instead of returning them (protocol.md §3.17.3);
+   * the response's output then has `sharedMemory` set and empty `data`.
+   */
+  sharedMemory?: SharedMemoryRef;
   /** Return the top-k classes instead of the tensor (protocol.md §3.11); 0 or absent: off. */
   classification?: number;
 }
@@ -36,7 +57,7 @@ export interface InferRequest {
    * `priority`, `timeout` have their protocol meaning; anything else is passed to the model.
    */
   parameters?: Readonly<Record<string, ParameterValue>>;
-  inputs: readonly InferInput[];
+  inputs: readonly (InferInput | SharedMemoryInput)[];
   /** Absent or empty: every output of the model, in config order. */
   outputs?: readonly RequestedOutput[];
 }
@@ -45,7 +66,10 @@ export interface InferOutput {
   name: string;
   datatype: DataType;
   shape: number[];
+  /** The tensor's bytes; empty when they were written into shared memory (`sharedMemory`). */
   data: Uint8Array;
+  /** Where the bytes were written, for an output requested into shared memory. */
+  sharedMemory?: SharedMemoryRef;
 }
 
 export interface InferResponse {

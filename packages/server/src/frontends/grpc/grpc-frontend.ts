@@ -47,12 +47,6 @@ type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData
 
 /** RPCs of capabilities this version does not have, and what each one is. */
 const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
-  SystemSharedMemoryStatus: 'the system shared memory extension',
-  SystemSharedMemoryRegister: 'the system shared memory extension',
-  SystemSharedMemoryUnregister: 'the system shared memory extension',
-  CudaSharedMemoryStatus: 'the CUDA shared memory extension',
-  CudaSharedMemoryRegister: 'the CUDA shared memory extension',
-  CudaSharedMemoryUnregister: 'the CUDA shared memory extension',
   TraceSetting: 'the trace extension',
 };
 
@@ -64,6 +58,14 @@ function fromProtoLogSettings(settings: pb.LogSettingsRequest['settings']): Reco
   const update: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(settings)) update[key] = v.bool_param ?? v.uint32_param ?? v.string_param;
   return update;
+}
+
+/** A uint64 field of a shared-memory register request as a safe integer. */
+function uint64(value: bigint, field: string, region: string): number {
+  if (value > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new NereidError('SHM_REGISTER_INVALID', `'${field}' of the shared memory register request for region '${region}' is too large (${value})`);
+  }
+  return Number(value);
 }
 
 function toProtoLogSettings(s: LogSettingsReport): pb.LogSettingsResponse {
@@ -270,6 +272,36 @@ export class GrpcFrontend {
       RepositoryIndex: unary<pb.RepositoryIndexRequest, pb.RepositoryIndexResponse>((r) => repositoryIndex(server, r)),
       RepositoryModelLoad: unary<pb.RepositoryModelLoadRequest, pb.RepositoryModelLoadResponse>((r) => repositoryModelLoad(server, r)),
       RepositoryModelUnload: unary<pb.RepositoryModelUnloadRequest, pb.RepositoryModelUnloadResponse>((r) => repositoryModelUnload(server, r)),
+      // The shared-memory extensions (protocol.md §3.17, §4.8).
+      SystemSharedMemoryStatus: unary<pb.SystemSharedMemoryStatusRequest, pb.SystemSharedMemoryStatusResponse>((r) => ({
+        regions: Object.fromEntries(
+          server.sharedMemory
+            .systemStatus(r.name)
+            .map((s) => [s.name, { name: s.name, key: s.key, offset: BigInt(s.offset), byte_size: BigInt(s.byte_size) }]),
+        ),
+      })),
+      SystemSharedMemoryRegister: unary<pb.SystemSharedMemoryRegisterRequest, pb.SystemSharedMemoryRegisterResponse>((r) => {
+        server.sharedMemory.registerSystem(r.name, r.key, uint64(r.offset, 'offset', r.name), uint64(r.byte_size, 'byte_size', r.name));
+        return {};
+      }),
+      SystemSharedMemoryUnregister: unary<pb.SystemSharedMemoryUnregisterRequest, pb.SystemSharedMemoryUnregisterResponse>((r) => {
+        server.sharedMemory.unregisterSystem(r.name);
+        return {};
+      }),
+      CudaSharedMemoryStatus: unary<pb.CudaSharedMemoryStatusRequest, pb.CudaSharedMemoryStatusResponse>((r) => ({
+        regions: Object.fromEntries(
+          server.sharedMemory
+            .cudaStatus(r.name)
+            .map((s) => [s.name, { name: s.name, device_id: BigInt(s.device_id), byte_size: BigInt(s.byte_size) }]),
+        ),
+      })),
+      CudaSharedMemoryRegister: unary<pb.CudaSharedMemoryRegisterRequest, pb.CudaSharedMemoryRegisterResponse>((r) =>
+        server.sharedMemory.registerCuda(r.name, r.raw_handle, Number(r.device_id), uint64(r.byte_size, 'byte_size', r.name)),
+      ),
+      CudaSharedMemoryUnregister: unary<pb.CudaSharedMemoryUnregisterRequest, pb.CudaSharedMemoryUnregisterResponse>((r) => {
+        server.sharedMemory.unregisterCuda(r.name);
+        return {};
+      }),
       LogSettings: unary<pb.LogSettingsRequest, pb.LogSettingsResponse>((r) =>
         toProtoLogSettings(server.updateLogSettings(fromProtoLogSettings(r.settings))),
       ),

@@ -12,7 +12,7 @@ import {
   type ParameterValue,
   type pb,
 } from '@nereid/protocol';
-import type { InferInput, InferRequest, InferResponse, RequestedOutput } from '../../core/types.js';
+import type { InferInput, InferRequest, InferResponse, RequestedOutput, SharedMemoryInput, SharedMemoryRef } from '../../core/types.js';
 
 type InferParameter = pb.InferParameter;
 
@@ -187,8 +187,25 @@ function shapeOf(shape: readonly bigint[], input: string, model: string): number
   return out;
 }
 
-function unknownRegion(region: string): NereidError {
-  return new NereidError('NOT_FOUND', `Unable to find shared memory region: '${region}'`);
+/** The `shared_memory_*` parameters of a tensor (protocol.md §3.17.3, §7.4). */
+function sharedMemoryRef(parameters: { [key: string]: InferParameter }, what: string, model: string): SharedMemoryRef {
+  const region = parameters.shared_memory_region?.string_param;
+  if (region === undefined) {
+    throw new NereidError('REQUEST_MALFORMED', `'shared_memory_region' of ${what} for model '${model}' must be a string_param`);
+  }
+  const size = parameters.shared_memory_byte_size?.int64_param ?? parameters.shared_memory_byte_size?.uint64_param;
+  if (size === undefined || size < 0n || size > MAX_SAFE) {
+    throw new NereidError(
+      'REQUEST_MALFORMED',
+      `${what} for model '${model}' uses shared memory region '${region}' and needs 'shared_memory_byte_size' as a non-negative int64_param`,
+    );
+  }
+  const offsetParam = parameters.shared_memory_offset;
+  const offset = offsetParam === undefined ? 0n : (offsetParam.int64_param ?? offsetParam.uint64_param);
+  if (offset === undefined || offset < 0n || offset > MAX_SAFE) {
+    throw new NereidError('REQUEST_MALFORMED', `'shared_memory_offset' of ${what} for model '${model}' must be a non-negative int64_param`);
+  }
+  return { region, byteSize: Number(size), offset: Number(offset) };
 }
 
 /**
@@ -223,7 +240,7 @@ export function decodeInferRequest(message: pb.ModelInferRequest): InferRequest 
     }
   }
   let nextRaw = 0;
-  const inputs: InferInput[] = new Array(message.inputs.length);
+  const inputs: (InferInput | SharedMemoryInput)[] = new Array(message.inputs.length);
   for (let i = 0; i < message.inputs.length; i++) {
     const input = message.inputs[i]!;
     const datatype = input.datatype;
@@ -239,7 +256,8 @@ export function decodeInferRequest(message: pb.ModelInferRequest): InferRequest 
           `unexpected 'content' provided when using shared memory for input '${input.name}' for model '${model}'`,
         );
       }
-      throw unknownRegion(region.string_param ?? '');
+      inputs[i] = { name: input.name, datatype, shape: shapeOf(input.shape, input.name, model), sharedMemory: sharedMemoryRef(input.parameters, `input '${input.name}'`, model) };
+      continue;
     } else if (input.contents !== undefined) {
       data = typedContents(input, datatype, model);
     } else if (nextRaw < raw.length) {
@@ -279,7 +297,7 @@ export function decodeInferRequest(message: pb.ModelInferRequest): InferRequest 
         if (out.classification) {
           throw new NereidError('OUTPUT_PARAMETER', `Output '${o.name}' for model '${model}' can't set both 'shared_memory_region' and 'classification'`);
         }
-        throw unknownRegion(region.string_param ?? '');
+        out.sharedMemory = sharedMemoryRef(o.parameters, `output '${o.name}'`, model);
       }
       return out;
     });

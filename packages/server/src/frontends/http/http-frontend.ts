@@ -13,6 +13,7 @@ import { decodeGenerateRequest, encodeGenerateResponse, sseErrorFrame, sseFrame 
 import { decodeJsonInferRequest, decodeRawBinaryRequest, encodeInferResponse, type DecodedInferRequest } from './infer-codec.js';
 import { decodeIndexRequest, decodeLoadRequest, decodeUnloadRequest } from './repository-codec.js';
 import { boundPort, listenHttp } from './listen.js';
+import { decodeCudaRegister, decodeSystemRegister } from './shared-memory-codec.js';
 
 export interface HttpFrontendOptions {
   /** `--http-address`, default 0.0.0.0. */
@@ -166,6 +167,42 @@ export class HttpFrontend {
           sendJson(res, 200, '');
         },
       },
+      // The shared-memory extensions (protocol.md §3.17); the region name travels as `model`.
+      systemShmStatus: { GET: (_q, res, r) => sendJson(res, 200, JSON.stringify(this.#server.sharedMemory.systemStatus(r))) },
+      systemShmRegister: {
+        POST: async (req, res, r) => {
+          const body = await readBody(req, this.#options.maxInputSize);
+          this.#server.sharedMemory.checkClientAllowed();
+          if (r === '') throw new NereidError('SHM_REGISTER_INVALID', 'Shared memory register request needs a region name: POST /v2/systemsharedmemory/region/{name}/register');
+          const { key, offset, byteSize } = decodeSystemRegister(body, r);
+          this.#server.sharedMemory.registerSystem(r, key, offset, byteSize);
+          sendJson(res, 200, '');
+        },
+      },
+      systemShmUnregister: {
+        POST: async (req, res, r) => {
+          await readBody(req, this.#options.maxInputSize);
+          this.#server.sharedMemory.unregisterSystem(r);
+          sendJson(res, 200, '');
+        },
+      },
+      cudaShmStatus: { GET: (_q, res, r) => sendJson(res, 200, JSON.stringify(this.#server.sharedMemory.cudaStatus(r))) },
+      cudaShmRegister: {
+        POST: async (req, res, r) => {
+          const body = await readBody(req, this.#options.maxInputSize);
+          this.#server.sharedMemory.checkClientAllowed();
+          if (r === '') throw new NereidError('SHM_REGISTER_INVALID', 'Shared memory register request needs a region name: POST /v2/cudasharedmemory/region/{name}/register');
+          const { rawHandle, deviceId, byteSize } = decodeCudaRegister(body, r);
+          this.#server.sharedMemory.registerCuda(r, rawHandle, deviceId, byteSize);
+        },
+      },
+      cudaShmUnregister: {
+        POST: async (req, res, r) => {
+          await readBody(req, this.#options.maxInputSize);
+          this.#server.sharedMemory.unregisterCuda(r);
+          sendJson(res, 200, '');
+        },
+      },
       repositoryNamed: {
         POST: (req) => {
           req.resume();
@@ -250,6 +287,8 @@ export class HttpFrontend {
     if (s[2] === 'logging' && n === 3) return route('logging');
     if (s[2] === 'health' && n === 4) return s[3] === 'live' ? route('live') : s[3] === 'ready' ? route('ready') : undefined;
     if (s[2] === 'repository') return this.#repositoryRoute(s, route);
+    if (s[2] === 'systemsharedmemory') return this.#sharedMemoryRoute(s, 'system', route);
+    if (s[2] === 'cudasharedmemory') return this.#sharedMemoryRoute(s, 'cuda', route);
     if (s[2] !== 'models' || n < 4 || s[3] === '') return undefined;
     // Matched before the model patterns: never "metadata of a model called stats" (§3.2).
     if (n === 4 && s[3] === 'stats') return route('stats');
@@ -278,6 +317,31 @@ export class HttpFrontend {
         return route('generateStream', model, version);
       case 'stats':
         return route('stats', model, version);
+      default:
+        return undefined;
+    }
+  }
+
+  /**
+   * `/v2/{system,cuda}sharedmemory/status|register|unregister` and the same under
+   * `region/{r}/` (protocol.md §3.2); a register without region reaches its handler, which refuses it.
+   */
+  #sharedMemoryRoute(s: readonly string[], kind: 'system' | 'cuda', route: (name: string, model?: string) => Route | undefined): Route | undefined {
+    const n = s.length;
+    let region = '';
+    let action: string | undefined;
+    if (n === 4) action = s[3];
+    else if (n === 6 && s[3] === 'region' && s[4] !== '') {
+      region = decodeSegment(s[4]!);
+      action = s[5];
+    }
+    switch (action) {
+      case 'status':
+        return route(`${kind}ShmStatus`, region);
+      case 'register':
+        return route(`${kind}ShmRegister`, region);
+      case 'unregister':
+        return route(`${kind}ShmUnregister`, region);
       default:
         return undefined;
     }

@@ -19,7 +19,7 @@ import {
   type ParameterValue,
 } from '@nereid/protocol';
 import type { ModelConfig } from '../../config/model-config.js';
-import type { InferInput, InferRequest, InferResponse, RequestedOutput } from '../../core/types.js';
+import type { InferInput, InferRequest, InferResponse, RequestedOutput, SharedMemoryInput, SharedMemoryRef } from '../../core/types.js';
 
 export interface DecodedInferRequest {
   request: InferRequest;
@@ -56,8 +56,24 @@ function shapeOf(value: unknown, input: string, model: string): number[] {
   });
 }
 
-function unsupportedSharedMemory(region: unknown): NereidError {
-  return new NereidError('NOT_FOUND', `Unable to find shared memory region: '${String(region)}'`);
+/** The `shared_memory_*` parameters of a tensor (protocol.md §3.17.3). */
+function sharedMemoryRef(params: JsonObject, what: string, model: string): SharedMemoryRef {
+  const region = params.shared_memory_region;
+  if (typeof region !== 'string') {
+    throw new NereidError('REQUEST_MALFORMED', `'shared_memory_region' of ${what} for model '${model}' must be a string`);
+  }
+  const size = params.shared_memory_byte_size;
+  if (!isUint(size)) {
+    throw new NereidError(
+      'REQUEST_MALFORMED',
+      `${what} for model '${model}' uses shared memory region '${region}' and needs 'shared_memory_byte_size' (a non-negative integer)`,
+    );
+  }
+  const offset = params.shared_memory_offset ?? 0;
+  if (!isUint(offset)) {
+    throw new NereidError('REQUEST_MALFORMED', `'shared_memory_offset' of ${what} for model '${model}' must be a non-negative integer`);
+  }
+  return { region, byteSize: Number(size), offset: Number(offset) };
 }
 
 /** Decodes a JSON inference header plus the binary blobs that follow it (§3.7, §3.8). */
@@ -98,7 +114,7 @@ export function decodeJsonInferRequest(
   }
 
   const reader = new BinaryDataReader(binary, model);
-  const inputs: InferInput[] = [];
+  const inputs: (InferInput | SharedMemoryInput)[] = [];
   for (const raw of doc.inputs) {
     if (!isObject(raw)) throw new NereidError('REQUEST_MALFORMED', `every entry of 'inputs' for model '${model}' must be an object`);
     const name = raw.name;
@@ -130,7 +146,8 @@ export function decodeJsonInferRequest(
     }
     let data: Uint8Array;
     if (params.shared_memory_region !== undefined) {
-      throw unsupportedSharedMemory(params.shared_memory_region);
+      inputs.push({ name, datatype, shape, sharedMemory: sharedMemoryRef(params, `input '${name}'`, model) });
+      continue;
     } else if (params.binary_data_size !== undefined) {
       const size = params.binary_data_size;
       if (!isUint(size)) {
@@ -182,7 +199,7 @@ export function decodeJsonInferRequest(
         if (binaryFlag) {
           throw new NereidError('OUTPUT_PARAMETER', `Output '${name}' for model '${model}' can't set both 'shared_memory_region' and 'binary_data'`);
         }
-        throw unsupportedSharedMemory(params.shared_memory_region);
+        out.sharedMemory = sharedMemoryRef(params, `output '${name}'`, model);
       }
       binaryOutputs.set(name, binaryFlag);
       outputs.push(out);
@@ -271,6 +288,10 @@ export function encodeInferResponse(response: InferResponse, decoded: DecodedInf
   response.outputs.forEach((out, i) => {
     if (i > 0) json += ',';
     json += `{"name":${JSON.stringify(out.name)},"datatype":"${out.datatype}","shape":[${out.shape.join(',')}]`;
+    if (out.sharedMemory !== undefined) {
+      json += '}';
+      return;
+    }
     const binary = decoded.binaryOutputs.get(out.name) ?? decoded.defaultBinary;
     if (binary) {
       json += `,"parameters":{"binary_data_size":${out.data.byteLength}}}`;

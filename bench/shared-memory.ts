@@ -1,0 +1,152 @@
+/**
+ * A 16 MiB FP32 identity inference (input [1, 4194304], the same 16 MiB back) against one
+ * `nereid serve --allow-client-shm=true` child process, measured in one run through:
+ *   - HTTP binary data (pre-built request body, keep-alive connection, response drained);
+ *   - gRPC `ModelInfer` (GrpcClient, raw input contents);
+ *   - system shared memory over HTTP and over gRPC: the input is read from a registered region,
+ *     the output written into another (regions created and filled once, as perf_analyzer does;
+ *     the request and response carry no tensor bytes).
+ * Each transport runs in alternating windows (`--rounds`, default 3), medians kept; closed loop at
+ * concurrency `--concurrency` (default 1). Throughput is tensor bytes in plus out per second.
+ * Figures: shared memory against HTTP binary (target ≥ 3×), against gRPC, and HTTP binary against
+ * gRPC; `shm_http_binary_gbps` is HTTP binary's own figure (target ≥ 1 GB/s).
+ * `shm_region_pread_16mib` is what reading a region costs the server (a positioned read into a
+ * fresh buffer, see docs/protocol.md) against an in-memory copy of the same 16 MiB into a fresh
+ * buffer: what a mapped region would cost if its bytes were copied out before use.
+ *
+ * Usage: node dist/bench/shared-memory.js [--seconds N] [--rounds N] [--concurrency N] [--json out.json]
+ */
+import { randomUUID } from 'node:crypto';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { GrpcClient, HttpClient, SystemSharedMemoryRegion, type ClientInferOptions } from '@nereid/client';
+import { identityModel, writeModelToRepository } from '@nereid/testkit';
+import { alternate, benchArgs, compared, httpPoster, median, medianOf, report, runLoad, spawnServer, type Figure, type LoadResult } from './lib.js';
+
+const args = benchArgs();
+const { seconds, jsonPath } = args;
+const rounds = Math.floor(args.number('rounds', 3));
+const concurrency = Math.floor(args.number('concurrency', 1));
+
+const ELEMENTS = 4 * 1024 * 1024;
+const BYTES = ELEMENTS * 4;
+const MODEL = 'identity_fp32';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const repo = await mkdtemp(join(tmpdir(), 'nereid-bench-'));
+await writeModelToRepository(repo, identityModel('FP32', [-1, -1]));
+
+const server = await spawnServer(
+  [
+    join(root, 'packages/server/bin/nereid.js'),
+    'serve',
+    `--model-repository=${repo}`,
+    '--http-port=0',
+    '--http-address=127.0.0.1',
+    '--grpc-port=0',
+    '--grpc-address=127.0.0.1',
+    '--allow-metrics=false',
+    '--allow-client-shm=true',
+  ],
+  /Started HTTPService at [^\s]+:(\d+)/,
+  { grpc: /Started GRPCInferenceService at [^\s]+:(\d+)/ },
+);
+
+const input = new Float32Array(ELEMENTS).map((_, i) => i % 1000);
+const http = new HttpClient(`http://127.0.0.1:${server.port}`);
+const grpc = new GrpcClient(`127.0.0.1:${server.ports.grpc}`);
+const regions: SystemSharedMemoryRegion[] = [];
+
+try {
+  // HTTP binary: the body as Triton's clients send it, built once.
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], parameters: { binary_data_size: BYTES } }],
+      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+    }),
+  );
+  const body = Buffer.concat([header, Buffer.from(input.buffer)]);
+  const poster = httpPoster(server.port, `/v2/models/${MODEL}/infer`, body, { 'Inference-Header-Content-Length': header.byteLength }, concurrency);
+  const length = await poster.post();
+  if (length < BYTES) throw new Error(`HTTP binary response of ${length} bytes, expected at least ${BYTES}`);
+
+  const plain: ClientInferOptions = { model: MODEL, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data: input }] };
+
+  // One input and one output region per concurrent caller.
+  const shmRequests: ClientInferOptions[] = [];
+  for (let c = 0; c < concurrency; c++) {
+    const id = randomUUID();
+    const inRegion = SystemSharedMemoryRegion.create(`/nereid_bench_in_${id}`, BYTES);
+    const outRegion = SystemSharedMemoryRegion.create(`/nereid_bench_out_${id}`, BYTES);
+    regions.push(inRegion, outRegion);
+    inRegion.write(input);
+    await http.registerSystemSharedMemory(`in_${id}`, inRegion.key, BYTES);
+    await http.registerSystemSharedMemory(`out_${id}`, outRegion.key, BYTES);
+    shmRequests.push({
+      model: MODEL,
+      inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], sharedMemory: { region: `in_${id}`, byteSize: BYTES } }],
+      outputs: [{ name: 'OUTPUT0', sharedMemory: { region: `out_${id}`, byteSize: BYTES } }],
+    });
+  }
+
+  // Each transport must give the identity back before it is timed.
+  const check = (got: Float32Array, what: string) => {
+    if (got.length !== ELEMENTS || got[999] !== input[999] || got[ELEMENTS - 1] !== input[ELEMENTS - 1]) throw new Error(`${what}: wrong output`);
+  };
+  check((await grpc.infer(plain)).typed('OUTPUT0') as Float32Array, 'gRPC');
+  await http.infer(shmRequests[0]!);
+  check(regions[1]!.read('FP32', [ELEMENTS]) as Float32Array, 'shared memory (HTTP)');
+  regions[1]!.write(new Float32Array(ELEMENTS));
+  await grpc.infer(shmRequests[0]!);
+  check(regions[1]!.read('FP32', [ELEMENTS]) as Float32Array, 'shared memory (gRPC)');
+
+  const slot = (() => {
+    let next = 0;
+    return () => shmRequests[next++ % shmRequests.length]!;
+  })();
+  const transports: [string, () => Promise<unknown>][] = [
+    ['http_binary', () => poster.post()],
+    ['grpc', () => grpc.infer(plain)],
+    ['shm_http', () => http.infer(slot())],
+    ['shm_grpc', () => grpc.infer(slot())],
+  ];
+  const results = await alternate(transports, rounds, ([, op]) => runLoad(op, concurrency, seconds, 0.5));
+  poster.close();
+  const med = results.map((r) => medianOf<LoadResult>(r));
+  const gbps = (i: number) => (med[i]!.throughput * 2 * BYTES) / 1e9;
+  const [httpBinary, viaGrpc, shmHttp, shmGrpc] = [0, 1, 2, 3].map(gbps) as [number, number, number, number];
+  // What reading a region costs the server: a positioned read into a fresh buffer (the request
+  // owns its bytes), against copying the same bytes from memory into a fresh buffer, which is what
+  // a mapped region would cost if it were copied out before use (see docs/protocol.md).
+  const readFd = openSync(`/dev/shm/${regions[0]!.key.slice(1)}`, 'r');
+  const source = Buffer.from(input.buffer);
+  const timeMs = (op: () => void, n = 20): number => {
+    const times: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      op();
+      times.push(performance.now() - t0);
+    }
+    return median(times);
+  };
+  const preadMs = timeMs(() => readSync(readFd, Buffer.allocUnsafeSlow(BYTES), 0, BYTES, 0));
+  const copyMs = timeMs(() => source.copy(Buffer.allocUnsafeSlow(BYTES)));
+  closeSync(readFd);
+  const figures: Figure[] = [
+      compared('shm_region_pread_16mib', 'ms', preadMs, copyMs, 'memcpy'),
+    compared('shm_http_vs_http_binary_16mib', 'GB/s', shmHttp, httpBinary, 'http_binary'),
+    compared('shm_grpc_vs_grpc_16mib', 'GB/s', shmGrpc, viaGrpc, 'grpc'),
+    compared('shm_http_binary_gbps', 'GB/s', httpBinary, viaGrpc, 'grpc'),
+    ...transports.map(([name], i) => ({ name: `shm_bench_${name}_p50_latency`, value: med[i]!.p50Us / 1000, unit: 'ms' })),
+  ];
+  report(figures, jsonPath);
+} finally {
+  grpc.close();
+  for (const r of regions) r.destroy();
+  await server.stop();
+  await rm(repo, { recursive: true, force: true });
+}

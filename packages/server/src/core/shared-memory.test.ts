@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { closeSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { afterEach, describe, it } from 'node:test';
+import { NereidError } from '@nereid/protocol';
+import { SharedMemoryManager, shmKeyPath } from './shared-memory.js';
+
+const created: string[] = [];
+
+function object(byteSize: number): { key: string; path: string } {
+  const name = `nereid_unit_${randomUUID()}`;
+  const path = `/dev/shm/${name}`;
+  const fd = openSync(path, 'w+');
+  ftruncateSync(fd, byteSize);
+  writeSync(fd, Buffer.from(Array.from({ length: byteSize }, (_, i) => i & 0xff)), 0, byteSize, 0);
+  closeSync(fd);
+  created.push(path);
+  return { key: `/${name}`, path };
+}
+
+afterEach(() => {
+  for (const p of created.splice(0)) {
+    try {
+      unlinkSync(p);
+    } catch {
+      // already removed by the test
+    }
+  }
+});
+
+function code(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    assert.ok(err instanceof NereidError, String(err));
+    return err.code;
+  }
+  assert.fail('expected a NereidError');
+}
+
+describe('shmKeyPath', () => {
+  it('maps /name and name into /dev/shm and refuses anything with a path in it', () => {
+    assert.equal(shmKeyPath('/abc', 'r'), '/dev/shm/abc');
+    assert.equal(shmKeyPath('abc', 'r'), '/dev/shm/abc');
+    for (const bad of ['', '/', '/..', '..', '.', '../x', '/a/b', 'a/b', '/a\0b', `/${'x'.repeat(256)}`]) {
+      assert.equal(code(() => shmKeyPath(bad, 'r')), 'SHM_REGISTER_INVALID', JSON.stringify(bad));
+    }
+  });
+});
+
+describe('SharedMemoryManager', () => {
+  it('refuses registration unless client shared memory is allowed; status works either way', () => {
+    const m = new SharedMemoryManager();
+    const { key } = object(16);
+    assert.equal(code(() => m.registerSystem('r', key, 0, 16)), 'SHM_DISABLED');
+    assert.equal(code(() => m.unregisterSystem()), 'SHM_DISABLED');
+    assert.deepEqual(m.systemStatus(), []);
+    assert.deepEqual(m.cudaStatus(), []);
+  });
+
+  it('reads and writes inside the region only, at the region offset within the object', () => {
+    const m = new SharedMemoryManager({ allowClient: true });
+    const { key, path } = object(64);
+    m.registerSystem('r', key, 16, 32);
+    const lease = m.acquire('r');
+    assert.deepEqual([...lease.read(0, 4)], [16, 17, 18, 19]);
+    lease.write(28, Uint8Array.of(0xee, 0xee, 0xee, 0xee));
+    const bytes = readFileSync(path);
+    assert.deepEqual([...bytes.subarray(44, 48)], [0xee, 0xee, 0xee, 0xee]);
+    assert.equal(bytes[48], 48);
+    assert.equal(code(() => lease.read(32, 1)), 'SHM_RANGE');
+    assert.equal(code(() => lease.read(28, 5)), 'SHM_RANGE');
+    assert.equal(code(() => lease.write(30, new Uint8Array(4))), 'SHM_RANGE');
+    lease.release();
+    m.close();
+  });
+
+  it('keeps an unregistered region usable by the requests that hold it, and frees the name at once', () => {
+    const m = new SharedMemoryManager({ allowClient: true });
+    const { key } = object(8);
+    m.registerSystem('r', key, 0, 8);
+    const lease = m.acquire('r');
+    m.unregisterSystem('r');
+    assert.equal(code(() => m.acquire('r')), 'SHM_REGION_NOT_FOUND');
+    assert.deepEqual([...lease.read(0, 2)], [0, 1]);
+    m.registerSystem('r', key, 0, 4);
+    assert.deepEqual(m.systemStatus('r'), [{ name: 'r', key, offset: 0, byte_size: 4 }]);
+    lease.release();
+    lease.release();
+    m.close();
+  });
+
+  it('refuses use of an object that shrank or was replaced after registration', () => {
+    const m = new SharedMemoryManager({ allowClient: true });
+    const a = object(32);
+    m.registerSystem('r', a.key, 0, 32);
+    const fd = openSync(a.path, 'r+');
+    ftruncateSync(fd, 16);
+    closeSync(fd);
+    const lease = m.acquire('r');
+    assert.equal(code(() => lease.read(0, 4)), 'SHM_REGION_CHANGED');
+    unlinkSync(a.path);
+    const fd2 = openSync(a.path, 'w+');
+    ftruncateSync(fd2, 32);
+    closeSync(fd2);
+    assert.equal(code(() => lease.read(0, 4)), 'SHM_REGION_CHANGED');
+    lease.release();
+    m.close();
+  });
+
+  it('CUDA registration always answers that GPUs are not supported', () => {
+    const m = new SharedMemoryManager({ allowClient: true });
+    assert.equal(code(() => m.registerCuda('g', new Uint8Array(64), 0, 16)), 'CUDA_SHM_UNSUPPORTED');
+    assert.equal(code(() => m.registerCuda('g', new Uint8Array(8), 0, 16)), 'SHM_REGISTER_INVALID');
+    assert.equal(code(() => m.cudaStatus('g')), 'SHM_REGION_NOT_FOUND');
+  });
+});

@@ -1,0 +1,315 @@
+/**
+ * The shared-memory extensions (protocol.md §3.17): system regions are POSIX shared-memory objects
+ * (`/dev/shm/<key>`) that clients create and register; the server reads input tensors from them
+ * and writes output tensors into them. CUDA regions are refused: this server has no GPU support.
+ *
+ * Access is by positioned reads and writes on a descriptor opened at registration, never by a
+ * mapping: a client that shrinks or replaces the object can make a request fail, but can never
+ * make the server touch memory that is gone (no SIGBUS). Every use re-checks the object: its size
+ * must still cover the region, and `/dev/shm/<key>` must still be the object registered.
+ *
+ * Concurrency: region names are one name space for both kinds. A region acquired by a request
+ * (`acquire`) stays usable by that request until it releases it, even if it is unregistered
+ * meanwhile; its descriptor closes once the last user released it (§3.17.1: "removed once they
+ * finish"). Unregistering frees the name at once, so it can be registered again.
+ */
+import { closeSync, constants, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
+import { NereidError } from '@nereid/protocol';
+
+/** Where POSIX shared-memory objects live on Linux. */
+export const SHM_DIRECTORY = '/dev/shm';
+
+const DISABLED_MESSAGE = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
+
+export interface SystemSharedMemoryStatus {
+  name: string;
+  key: string;
+  offset: number;
+  byte_size: number;
+}
+
+export interface CudaSharedMemoryStatus {
+  name: string;
+  device_id: number;
+  byte_size: number;
+}
+
+/** A reference from a tensor into a registered region (protocol.md §3.17.3). */
+export interface SharedMemoryRef {
+  region: string;
+  byteSize: number;
+  /** Offset inside the region; default 0. */
+  offset?: number;
+}
+
+/** A registered system region. */
+class SystemRegion {
+  readonly name: string;
+  readonly key: string;
+  readonly path: string;
+  /** Start of the region inside the object. */
+  readonly offset: number;
+  readonly byteSize: number;
+  readonly #fd: number;
+  readonly #ino: bigint;
+  readonly #dev: bigint;
+  #users = 0;
+  #unregistered = false;
+
+  constructor(name: string, key: string, path: string, offset: number, byteSize: number, fd: number, dev: bigint, ino: bigint) {
+    this.name = name;
+    this.key = key;
+    this.path = path;
+    this.offset = offset;
+    this.byteSize = byteSize;
+    this.#fd = fd;
+    this.#dev = dev;
+    this.#ino = ino;
+  }
+
+  retain(): void {
+    this.#users++;
+  }
+
+  release(): void {
+    this.#users--;
+    if (this.#users === 0 && this.#unregistered) closeSync(this.#fd);
+  }
+
+  /** Removed from the manager: closes now if unused, else when the last user releases it. */
+  unregister(): void {
+    this.#unregistered = true;
+    if (this.#users === 0) closeSync(this.#fd);
+  }
+
+  /** Checks `[offset, offset+byteSize)` of the region (§3.17.3 errors) and that the object still holds it. */
+  #check(offset: number, byteSize: number): number {
+    checkRange(this.name, this.byteSize, offset, byteSize);
+    let current;
+    try {
+      current = statSync(this.path, { bigint: true, throwIfNoEntry: false });
+    } catch {
+      current = undefined;
+    }
+    if (current === undefined || current.ino !== this.#ino || current.dev !== this.#dev) {
+      throw new NereidError(
+        'SHM_REGION_CHANGED',
+        `shared memory region '${this.name}': the object '${this.key}' was deleted or replaced after registration; unregister the region and register it again`,
+      );
+    }
+    const size = Number(fstatSync(this.#fd, { bigint: true }).size);
+    if (size < this.offset + this.byteSize) {
+      throw new NereidError(
+        'SHM_REGION_CHANGED',
+        `shared memory region '${this.name}': the object '${this.key}' shrank to ${size} bytes, smaller than the registered region ` +
+          `(offset ${this.offset}, byte size ${this.byteSize}); resize it or register the region again`,
+      );
+    }
+    return this.offset + offset;
+  }
+
+  /** A fresh copy of `byteSize` bytes at `offset` inside the region. */
+  read(offset: number, byteSize: number): Uint8Array {
+    const position = this.#check(offset, byteSize);
+    const out = Buffer.allocUnsafe(byteSize);
+    let done = 0;
+    while (done < byteSize) {
+      const n = readSync(this.#fd, out, done, byteSize - done, position + done);
+      if (n === 0) {
+        throw new NereidError('SHM_REGION_CHANGED', `shared memory region '${this.name}': the object '${this.key}' ended while reading ${byteSize} bytes at offset ${offset}`);
+      }
+      done += n;
+    }
+    return out;
+  }
+
+  /** Writes `data` at `offset` inside the region. */
+  write(offset: number, data: Uint8Array): void {
+    const position = this.#check(offset, data.byteLength);
+    let done = 0;
+    while (done < data.byteLength) {
+      done += writeSync(this.#fd, data, done, data.byteLength - done, position + done);
+    }
+  }
+
+  status(): SystemSharedMemoryStatus {
+    return { name: this.name, key: this.key, offset: this.offset, byte_size: this.byteSize };
+  }
+}
+
+/** The §3.17.3 range checks of a tensor reference against a region of `regionSize` bytes. */
+function checkRange(region: string, regionSize: number, offset: number, byteSize: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0 || (offset >= regionSize && !(offset === 0 && byteSize === 0))) {
+    throw new NereidError(
+      'SHM_RANGE',
+      `Invalid offset for shared memory region: '${region}' (offset ${offset}, region byte size ${regionSize})`,
+    );
+  }
+  if (!Number.isSafeInteger(byteSize) || byteSize < 0 || offset + byteSize > regionSize) {
+    throw new NereidError(
+      'SHM_RANGE',
+      `Invalid offset + byte size for shared memory region: '${region}' (offset ${offset} + byte size ${byteSize} > region byte size ${regionSize})`,
+    );
+  }
+}
+
+/**
+ * The file of a POSIX shared-memory key: `/name` or `name`, one path component, not `.` or `..`.
+ * Anything else (paths, `../`) is refused rather than resolved.
+ */
+export function shmKeyPath(key: string, region: string): string {
+  const name = key.startsWith('/') ? key.slice(1) : key;
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0') || name.length > 255) {
+    throw new NereidError(
+      'SHM_REGISTER_INVALID',
+      `failed to register shared memory region '${region}': key '${key}' is not a POSIX shared memory object name; ` +
+        `use '/name' with no further '/' (the object /dev/shm/name, created with shm_open)`,
+    );
+  }
+  return `${SHM_DIRECTORY}/${name}`;
+}
+
+/** A region acquired for one request: valid until `release`, even if unregistered meanwhile. */
+export interface SharedMemoryLease {
+  readonly name: string;
+  read(offset: number, byteSize: number): Uint8Array;
+  write(offset: number, data: Uint8Array): void;
+  /** Range checks against the region, without touching it. */
+  check(offset: number, byteSize: number): void;
+  release(): void;
+}
+
+export interface SharedMemoryOptions {
+  /** `--allow-client-shm`: clients may register, unregister and use regions. Default false. */
+  allowClient?: boolean;
+}
+
+export class SharedMemoryManager {
+  readonly #allowClient: boolean;
+  readonly #system = new Map<string, SystemRegion>();
+
+  constructor(options: SharedMemoryOptions = {}) {
+    this.#allowClient = options.allowClient ?? false;
+  }
+
+  get allowClient(): boolean {
+    return this.#allowClient;
+  }
+
+  /** Throws SHM_DISABLED (protocol.md §3.17) unless clients may register and unregister regions. */
+  checkClientAllowed(): void {
+    if (!this.#allowClient) throw new NereidError('SHM_DISABLED', DISABLED_MESSAGE);
+  }
+
+  /**
+   * Registers system region `name`: `byteSize` bytes at `offset` of the object `key` (§3.17.1).
+   * The object must exist as a regular file directly in /dev/shm (no symlink) and hold the region.
+   */
+  registerSystem(name: string, key: string, offset: number, byteSize: number): void {
+    this.checkClientAllowed();
+    if (name === '') throw new NereidError('SHM_REGISTER_INVALID', 'failed to register shared memory region: a region name is required');
+    if (this.#system.has(name)) {
+      throw new NereidError('SHM_REGION_EXISTS', `shared memory region '${name}' already in manager`);
+    }
+    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) {
+      throw new NereidError('SHM_REGISTER_INVALID', `failed to register shared memory region '${name}': offset and byte_size must be non-negative integers`);
+    }
+    const path = shmKeyPath(key, name);
+    let fd: number;
+    try {
+      fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code === 'ENOENT' ? 'no such object' : code === 'ELOOP' ? 'it is a symbolic link' : (err as Error).message;
+      throw new NereidError(
+        'SHM_REGISTER_INVALID',
+        `Unable to open shared memory region: '${key}' for region '${name}' (${why}); create it with shm_open before registering`,
+        { cause: err },
+      );
+    }
+    try {
+      const st = fstatSync(fd, { bigint: true });
+      if (!st.isFile()) {
+        throw new NereidError('SHM_REGISTER_INVALID', `failed to register shared memory region '${name}': key '${key}' is not a shared memory object`);
+      }
+      if (BigInt(offset) + BigInt(byteSize) > st.size) {
+        throw new NereidError(
+          'SHM_REGISTER_INVALID',
+          `failed to register shared memory region '${name}': offset ${offset} + byte size ${byteSize} exceeds the ${st.size} bytes of object '${key}'; ` +
+            `ftruncate the object to at least ${offset + byteSize} bytes`,
+        );
+      }
+      this.#system.set(name, new SystemRegion(name, key, path, offset, byteSize, fd, st.dev, st.ino));
+    } catch (err) {
+      closeSync(fd);
+      throw err;
+    }
+  }
+
+  /** Unregisters one region, or every system region when `name` is absent or empty; unknown names succeed. */
+  unregisterSystem(name?: string): void {
+    this.checkClientAllowed();
+    const names = name ? [name] : [...this.#system.keys()];
+    for (const n of names) {
+      const region = this.#system.get(n);
+      if (region === undefined) continue;
+      this.#system.delete(n);
+      region.unregister();
+    }
+  }
+
+  /** Every system region, or the one named (§3.17.1: unknown → NOT_FOUND). */
+  systemStatus(name?: string): SystemSharedMemoryStatus[] {
+    if (!name) return [...this.#system.values()].map((r) => r.status());
+    const region = this.#system.get(name);
+    if (region === undefined) throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find system shared memory region: '${name}'`);
+    return [region.status()];
+  }
+
+  /** CUDA registration (§3.17.2): this server has no GPU support, so it always refuses. */
+  registerCuda(name: string, rawHandle: Uint8Array, _deviceId: number, _byteSize: number): never {
+    this.checkClientAllowed();
+    if (rawHandle.byteLength !== 64) {
+      throw new NereidError(
+        'SHM_REGISTER_INVALID',
+        `failed to register CUDA shared memory region '${name}': raw_handle holds ${rawHandle.byteLength} bytes, a cudaIpcMemHandle_t has 64`,
+      );
+    }
+    throw new NereidError('CUDA_SHM_UNSUPPORTED', `failed to register CUDA shared memory region: '${name}', GPUs not supported`);
+  }
+
+  /** No CUDA region can exist; unregistering succeeds like any unknown name. */
+  unregisterCuda(_name?: string): void {
+    this.checkClientAllowed();
+  }
+
+  cudaStatus(name?: string): CudaSharedMemoryStatus[] {
+    if (!name) return [];
+    throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find cuda shared memory region: '${name}'`);
+  }
+
+  /** Acquires region `name` for a request (§3.17.3: unknown → NOT_FOUND). */
+  acquire(name: string): SharedMemoryLease {
+    const region = this.#system.get(name);
+    if (region === undefined) throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find shared memory region: '${name}'`);
+    region.retain();
+    let released = false;
+    return {
+      name,
+      read: (offset, byteSize) => region.read(offset, byteSize),
+      write: (offset, data) => region.write(offset, data),
+      check: (offset, byteSize) => checkRange(name, region.byteSize, offset, byteSize),
+      release: () => {
+        if (released) return;
+        released = true;
+        region.release();
+      },
+    };
+  }
+
+  /** Closes every region (server stop). */
+  close(): void {
+    for (const region of this.#system.values()) region.unregister();
+    this.#system.clear();
+  }
+}
