@@ -323,6 +323,9 @@ describe('resolveSequenceStates', () => {
         /must equal the state's TYPE_INT32/,
       );
       await assert.rejects(resolveSequenceStates(base({ initial_state: [{ data_type: 'TYPE_INT32', dims: [1], name: 'z' }] }), dir), /zero_data or data_file/);
+      const iterative = base({});
+      iterative.sequence_batching!.iterative_sequence = true;
+      await assert.rejects(resolveSequenceStates(iterative, dir), (e: NereidError) => e.code === 'CONFIG_UNSUPPORTED' && /iterative_sequence/.test(e.message));
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

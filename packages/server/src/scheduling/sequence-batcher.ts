@@ -56,12 +56,19 @@ function zeros(datatype: DataType, shape: readonly number[]): Uint8Array {
 }
 
 /**
- * Validates the `state` entries of `config` (§5.8 load-time rules) and reads their initial
+ * Refuses `iterative_sequence` (§5.9, not implemented) and validates the `state` entries of
+ * `config` (§5.8 load-time rules) and reads their initial
  * states (`<modelDirectory>/initial_state/<file>`). Throws CONFIG_INVALID naming the state.
  */
 export async function resolveSequenceStates(config: ModelConfig, modelDirectory: string): Promise<ResolvedState[]> {
   const sb = config.sequence_batching;
   if (sb === undefined) return [];
+  if (sb.iterative_sequence) {
+    throw new NereidError(
+      'CONFIG_UNSUPPORTED',
+      `model '${config.name}': sequence_batching.iterative_sequence is not supported by this version of Nereid; remove it (each request of a sequence then carries its own sequence_id and flags)`,
+    );
+  }
   const seen = new Set<string>();
   const states: ResolvedState[] = [];
   for (const state of sb.state) {
@@ -329,6 +336,9 @@ export class SequenceBatcher implements Scheduler {
     this.#stateOutputs = new Set(this.#states.map((s) => s.outputName));
     this.#observer = options.observer ?? NO_OBSERVER;
     this.#logger = options.logger;
+    if (options.config.oldest?.preserve_ordering) {
+      this.#logger?.warning(`model '${options.model}': sequence_batching.oldest.preserve_ordering is not implemented; responses are sent as batches complete`);
+    }
     const preferred = options.config.oldest?.preferred_batch_size ?? [];
     this.#preferred = Math.min(this.#maxBatchSize, preferred.length > 0 ? Math.max(...preferred) : this.#maxBatchSize);
     for (const input of options.config.control_input) {
