@@ -89,6 +89,13 @@ async function stats(url: string, model: string): Promise<{ success: Duration; f
   return { success: s.inference_stats.success, fail: s.inference_stats.fail, inference_count: s.inference_count };
 }
 
+/** The model's `nv_inference_pending_request_count` (queued or backlogged requests). */
+async function pending(srv: RunningGrpcServer, model: string): Promise<number> {
+  const text = await srv.server.metrics.text();
+  const line = text.split('\n').find((l) => l.startsWith('nv_inference_pending_request_count{') && l.includes(`model="${model}"`));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
 function errorOf(reply: HttpReply): string {
   return (jsonBody(reply) as { error: string }).error;
 }
@@ -317,7 +324,9 @@ describe('sequence batcher with ONNX Runtime', () => {
     await sequenceInfer(srv.url, 'seq_single', 21, { value: 2, start: true });
     const controller = new AbortController();
     const cancelled = sequenceInfer(srv.url, 'seq_single', 22, { value: 1, start: true, signal: controller.signal }).catch((e: unknown) => e);
-    await sleep(100);
+    // Aborted only once the server holds it (the backlogged request counts as pending).
+    for (let i = 0; i < 500 && !(await pending(srv, 'seq_single')); i++) await sleep(10);
+    assert.equal(await pending(srv, 'seq_single'), 1);
     controller.abort();
     assert.ok((await cancelled) instanceof Error);
     // Wait until the server has counted the cancellation.
