@@ -437,9 +437,12 @@ class Stub:
         requests = []
         for index, r in enumerate(message["requests"]):
             tensors = [pb_utils.Tensor(t["name"], a) for t, a in zip(r["inputs"], r.pop("arrays"))]
+            correlation_id = r.get("correlation_id", 0)
+            if r.get("correlation_id_int"):
+                correlation_id = int(correlation_id)
             request = pb_utils.InferenceRequest(
                 model_name=message.get("model"), requested_output_names=r["outputs"], inputs=tensors,
-                request_id=r["id"], correlation_id=r.get("correlation_id", 0), flags=r.get("flags", 0),
+                request_id=r["id"], correlation_id=correlation_id, flags=r.get("flags", 0),
                 parameters=r.get("parameters", "{}"))
             request._key = (x, index)
             self._open.add(request._key)

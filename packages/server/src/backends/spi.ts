@@ -52,6 +52,13 @@ export interface BackendRequest {
   /** Aborted when the client goes away or the request is cancelled. */
   readonly signal: AbortSignal;
   /**
+   * The request's `sequence_id` (protocol.md §3.12; 0n / '' when none) and sequence flags. Models
+   * under the sequence batcher also get them as their configured control inputs (§5.3).
+   */
+  readonly correlationId?: bigint | string;
+  readonly sequenceStart?: boolean;
+  readonly sequenceEnd?: boolean;
+  /**
    * Sends a response (or an error) for this request. Output tensors must be named after config
    * outputs and have the shapes the model produced (batch dimension first for batching models;
    * the server converts `reshape` back to `dims`). `final` defaults to true; a non-decoupled

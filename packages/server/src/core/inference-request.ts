@@ -27,6 +27,10 @@ export interface InferenceRequestInit {
   batchSize: number;
   priority: number;
   timeoutUs: number;
+  /** Sequence parameters (protocol.md §3.12); default: not part of a sequence. */
+  correlationId?: bigint | string;
+  sequenceStart?: boolean;
+  sequenceEnd?: boolean;
   signal: AbortSignal;
   requestTime: bigint;
   /** Streaming mode: every response goes here (see the file comment). */
@@ -49,6 +53,9 @@ export class InferenceRequest implements ScheduledRequest {
   readonly batchSize: number;
   readonly priority: number;
   readonly timeoutUs: number;
+  readonly correlationId: bigint | string;
+  readonly sequenceStart: boolean;
+  readonly sequenceEnd: boolean;
   readonly signal: AbortSignal;
   readonly times: RequestTimes;
   /**
@@ -84,6 +91,9 @@ export class InferenceRequest implements ScheduledRequest {
     this.batchSize = init.batchSize;
     this.priority = init.priority;
     this.timeoutUs = init.timeoutUs;
+    this.correlationId = init.correlationId ?? 0n;
+    this.sequenceStart = init.sequenceStart ?? false;
+    this.sequenceEnd = init.sequenceEnd ?? false;
     this.signal = init.signal;
     this.#sink = init.onResponse;
     this.#responseTimeoutMs = init.responseTimeoutMs ?? 0;

@@ -23,6 +23,7 @@ import type { PendingUpdate, Servable, VersionFactory } from '../repository/mode
 import { ModelStatistics } from '../observability/model-statistics.js';
 import { DirectScheduler } from '../scheduling/direct-scheduler.js';
 import { DynamicBatcher } from '../scheduling/dynamic-batcher.js';
+import { SequenceBatcher, resolveSequenceStates } from '../scheduling/sequence-batcher.js';
 import type { RateLimiter } from '../scheduling/rate-limiter.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
@@ -398,6 +399,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const backend = await this.#registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
       const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
       const labels = await loadLabelFiles(config, prepared.location.directory);
+      const sequenceStates = await resolveSequenceStates(config, prepared.location.directory);
       endPhase('backend_init');
 
       const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger, this.#options.models));
@@ -420,7 +422,17 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
         await runWarmup(config, await prepareWarmup(config, prepared.location.directory), runners);
         phases.warmup = secondsSince(mark);
         registerRunners(limiter, runners, name);
-        const scheduler = config.dynamic_batching
+        const scheduler = config.sequence_batching
+          ? new SequenceBatcher({
+              model: name,
+              maxBatchSize: config.max_batch_size,
+              config: config.sequence_batching,
+              states: sequenceStates,
+              runners: active,
+              observer: stats,
+              logger,
+            })
+          : config.dynamic_batching
           ? new DynamicBatcher({
               model: name,
               maxBatchSize: config.max_batch_size,

@@ -36,6 +36,12 @@ export interface ScheduledRequest extends BackendRequest {
   readonly priority: number;
   /** Requested queue timeout in microseconds; 0 = none. */
   readonly timeoutUs: number;
+  /** Correlation id (`sequence_id`); 0n / '' when the request is not part of a sequence. */
+  readonly correlationId: bigint | string;
+  /** `sequence_start`: the first request of its sequence. */
+  readonly sequenceStart: boolean;
+  /** `sequence_end`: the last request of its sequence. */
+  readonly sequenceEnd: boolean;
   /** Set once the final response (or an error) was delivered. */
   readonly completed: boolean;
   /** The error the request ended with, if it failed. */

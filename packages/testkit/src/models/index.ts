@@ -9,3 +9,5 @@ export { configTensorsFor, modelConfigText } from './config-text.js';
 export type { WriteModelOptions } from './repository.js';
 export { writeModelToRepository } from './repository.js';
 export { Prng } from './prng.js';
+export type { SequenceModelOptions } from './sequence.js';
+export { sequenceAccumulatorModel } from './sequence.js';

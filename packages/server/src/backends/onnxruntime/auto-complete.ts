@@ -166,14 +166,37 @@ export function checkConfigAgainstModel(config: ModelConfig, info: OnnxModelInfo
   const modelOutputs = new Map(info.outputs.map((v) => [v.name, v]));
   const mbs = config.max_batch_size;
 
-  const configured = new Set(config.input.map((i) => i.name));
+  // The sequence batcher supplies control and implicit-state inputs that `input` does not list.
+  const supplied = [
+    ...(config.sequence_batching?.control_input.map((c) => c.name) ?? []),
+    ...(config.sequence_batching?.state.map((s) => s.input_name) ?? []),
+  ];
+  const configured = new Set([...config.input.map((i) => i.name), ...supplied]);
   const missing = graphInputs.filter((v) => !configured.has(v.name)).map((v) => v.name);
   if (missing.length > 0) {
     throw new NereidError(
       'MODEL_LOAD_FAILED',
-      `unable to load model '${model}', configuration expects ${config.input.length} inputs, model provides ${graphInputs.length}: ` +
+      `unable to load model '${model}', configuration expects ${config.input.length + supplied.length} inputs, model provides ${graphInputs.length}: ` +
         `model input(s) ${missing.map((n) => `'${n}'`).join(', ')} are not in the configuration`,
     );
+  }
+  for (const name of supplied) {
+    if (!modelInputs.has(name)) {
+      throw new NereidError(
+        'MODEL_LOAD_FAILED',
+        `unable to load model '${model}': sequence_batching names input '${name}' (a control or state input), which is not an input of the model; ` +
+          `allowed inputs are: ${graphInputs.map((g) => g.name).join(', ')}`,
+      );
+    }
+  }
+  for (const state of config.sequence_batching?.state ?? []) {
+    if (!modelOutputs.has(state.output_name)) {
+      throw new NereidError(
+        'MODEL_LOAD_FAILED',
+        `unable to load model '${model}': sequence_batching state output '${state.output_name}' is not an output of the model; ` +
+          `allowed outputs are: ${info.outputs.map((o) => o.name).join(', ')}`,
+      );
+    }
   }
   for (const input of config.input) {
     const v = modelInputs.get(input.name);

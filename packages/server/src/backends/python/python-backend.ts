@@ -54,6 +54,21 @@ import { StubProcess, type StubMessage } from './stub-process.js';
 
 const DEFAULT_PYTHON = '/usr/bin/python3';
 const DEFAULT_RING_BYTES = 64 * 1024 * 1024;
+
+/** `pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START` / `_END`. */
+const SEQUENCE_START_FLAG = 1;
+const SEQUENCE_END_FLAG = 2;
+
+/**
+ * The correlation id for the stub's JSON frame: a string id as is, an integer as a JSON number,
+ * or, beyond 2^53, as decimal text the stub turns back into an int (`correlation_id_int`).
+ */
+function correlationJson(id: bigint | string | undefined): { correlation_id: number | string; correlation_id_int?: true } {
+  if (id === undefined) return { correlation_id: 0 };
+  if (typeof id === 'string') return { correlation_id: id };
+  return id <= BigInt(Number.MAX_SAFE_INTEGER) ? { correlation_id: Number(id) } : { correlation_id: id.toString(), correlation_id_int: true };
+}
+
 /** How long `finalize` may take at unload before the stub is killed. */
 const FINALIZE_TIMEOUT_MS = 30_000;
 
@@ -179,7 +194,10 @@ function parametersJson(parameters: Readonly<Record<string, ParameterValue>>): s
 
 /** The output of a model checked against its configuration; an error names the model and tensor. */
 function checkOutput(config: Readonly<ModelConfig>, t: WireTensor, data: Uint8Array, batchSize: number): BackendTensor | NereidError {
-  const spec = config.output.find((o) => o.name === t.name);
+  // An implicit-state output (sequence batching, §5.8) need not be listed in `output`.
+  const state = config.sequence_batching?.state.find((st) => st.output_name === t.name);
+  const spec: { data_type: string; dims: readonly number[]; reshape?: { shape: number[] } } | undefined =
+    config.output.find((o) => o.name === t.name) ?? (state === undefined ? undefined : { data_type: state.data_type, dims: state.dims });
   const model = config.name;
   if (spec === undefined) {
     return new NereidError(
@@ -308,8 +326,8 @@ class PythonInstance implements BackendInstance {
         descriptors.push(d);
         parts.push(t.data);
       }
-      // Sequence batching does not exist yet: no correlation ids or sequence flags to pass on.
-      return { id: r.id, outputs: r.requestedOutputs, parameters: parametersJson(r.parameters), correlation_id: 0, flags: 0, inputs };
+      const flags = (r.sequenceStart ? SEQUENCE_START_FLAG : 0) | (r.sequenceEnd ? SEQUENCE_END_FLAG : 0);
+      return { id: r.id, outputs: r.requestedOutputs, parameters: parametersJson(r.parameters), ...correlationJson(r.correlationId), flags, inputs };
     });
     const held: HeldExecute = { requests, final: requests.map(() => false), aborts: [], done: false };
     this.#held.set(x, held);
