@@ -30,6 +30,8 @@ export interface LoadState {
 }
 
 export interface LoadGenerator extends LoadState {
+  /** When sending began (`performance.now()` ms). */
+  readonly startedAt: number;
   /** Stops sending and resolves once every request in flight has finished. */
   stop(): Promise<void>;
 }
@@ -41,6 +43,7 @@ function requestSource(requests: readonly ClientInput[][]): () => readonly Clien
 
 abstract class Base implements LoadGenerator {
   readonly records: RequestRecord[] = [];
+  readonly startedAt = performance.now();
   sent = 0;
   delayed = 0;
   firstError?: unknown;

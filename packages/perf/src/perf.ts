@@ -10,7 +10,7 @@ import { ConcurrencyLoad, RateLoad, gapSource, type LoadGenerator } from './load
 import { diffStats, measureLevel, type MeasureSettings, type Window } from './measure.js';
 import { HelpRequested, USAGE, parsePerfArgs, type PerfOptions } from './options.js';
 import { prepareRequests, type ModelInfo } from './input-data.js';
-import { createTransport, type Sender, type Transport } from './transport.js';
+import { createTransport, type Sender, type ServerStats, type Transport } from './transport.js';
 import { csvText, finalText, headerText, levelText, summarize, type LevelSummary, type LoadMode } from './report.js';
 import type { ClientInput } from '@nereid/client';
 
@@ -128,10 +128,13 @@ class Run {
     let stable = true;
     let latencyUnstable = false;
     let merged: Window;
-    const load = this.#startLoad(value, this.loadMode === 'concurrency' ? o.requestCount : 0);
+    const counted = o.requestCount > 0 && this.loadMode === 'concurrency';
+    // A counted run is one window from before the first send: its statistics are taken first.
+    const initial = counted ? await stats() : undefined;
+    const load = this.#startLoad(value, counted ? o.requestCount : 0);
     try {
-      if (o.requestCount > 0 && this.loadMode === 'concurrency') {
-        merged = await this.#countedWindow(load, stats);
+      if (counted) {
+        merged = await this.#countedWindow(load, initial, stats);
         windows = [merged];
       } else {
         const result = await measureLevel(load, this.#settings, stats, (w, i) => this.#onWindow(value, w, i));
@@ -156,16 +159,20 @@ class Run {
     return { summary, stable };
   }
 
-  async #countedWindow(load: LoadGenerator & { finished?: Promise<void> }, stats: Transport['statistics']): Promise<Window> {
-    // The whole run is one window: statistics before the first send to after the last response.
-    const before = await stats();
-    const start = performance.now();
+  /** The whole counted run as one window: from `before` (taken before the first send) to after the last response. */
+  async #countedWindow(load: LoadGenerator & { finished?: Promise<void> }, before: ServerStats | undefined, stats: Transport['statistics']): Promise<Window> {
     const elu = performance.eventLoopUtilization();
     await load.finished;
     await load.stop();
-    const durationMs = performance.now() - start;
-    const after = await stats();
+    const durationMs = performance.now() - load.startedAt;
     const ok = load.records.filter((r) => r.ok);
+    // A server may count a request just after its response left; wait briefly for the counters
+    // to cover every request that succeeded here.
+    let after = await stats();
+    for (let waited = 0; before && after && after.success.count - before.success.count < ok.length && waited < 1000; waited += 10) {
+      await new Promise((r) => setTimeout(r, 10));
+      after = await stats();
+    }
     return {
       durationMs,
       completed: ok.length,

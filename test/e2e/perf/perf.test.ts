@@ -171,6 +171,16 @@ describe('nereid perf', () => {
     assert.ok(Math.abs(poisson.sendRate - 60) / 60 < 0.35, `send rate ${poisson.sendRate} for 60/s`);
   });
 
+  it('stops the sweep at the latency threshold; --binary-search measures the ends first', async () => {
+    // A 1 µs threshold: the first level already exceeds it.
+    const open = levels(await perf(['-m', 'simple', '-u', http, '--concurrency-range', '1:0:1', '-l', '0.001', ...QUICK, '--json']));
+    assert.deepEqual(open.map((l) => l.value), [1]);
+    const low = levels(await perf(['-m', 'simple', '-u', http, '--concurrency-range', '1:4', '--binary-search', '-l', '0.001', ...QUICK, '--json']));
+    assert.deepEqual(low.map((l) => l.value), [1], 'start breaks the threshold: done');
+    const high = levels(await perf(['-m', 'simple', '-u', http, '--concurrency-range', '1:4', '--binary-search', '-l', '100000', ...QUICK, '--json']));
+    assert.deepEqual(high.map((l) => l.value), [1, 4], 'end meets the threshold: done');
+  });
+
   it('measures over gRPC, unary and streaming, with JSON input data', async () => {
     const file = join(tmp, 'data.json');
     const row = Array.from({ length: 16 }, (_, i) => i);
