@@ -161,7 +161,9 @@ async function jsonEntries(path: string, model: ModelInfo, options: DataOptions)
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    throw dataError(`--input-data ${path}: cannot read the file (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EISDIR') throw dataError(`--input-data ${path} is a directory; data directories are not supported yet, give a JSON file`);
+    throw dataError(`--input-data ${path}: cannot read the file (${code ?? String(err)})`);
   }
   let doc: unknown;
   try {
