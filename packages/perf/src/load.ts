@@ -27,6 +27,10 @@ export interface LoadState {
   /** Requests started later than 1 ms after their scheduled slot (rate modes). */
   delayed: number;
   firstError?: unknown;
+  /** Worker loads: resolves once every request finished so far is in `records`. */
+  flush?(): Promise<void>;
+  /** Worker loads: the load generators' own busy share (0–1). */
+  busy?(): number;
 }
 
 export interface LoadGenerator extends LoadState {
@@ -118,10 +122,11 @@ export function gapSource(kind: 'constant' | 'poisson' | 'intervals', rate: numb
 export class RateLoad extends Base {
   #timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
 
-  constructor(senders: readonly Sender[], requests: readonly ClientInput[][], gap: () => number) {
+  /** `firstGapMs`: when the first send is due (default: one gap from now). */
+  constructor(senders: readonly Sender[], requests: readonly ClientInput[][], gap: () => number, firstGapMs?: number) {
     super();
     const next = requestSource(requests);
-    let due = performance.now() + gap();
+    let due = performance.now() + (firstGapMs ?? gap());
     let k = 0;
     const tick = () => {
       this.#timer = undefined;
@@ -145,4 +150,39 @@ export class RateLoad extends Base {
       clearImmediate(this.#timer as NodeJS.Immediate);
     }
   }
+}
+
+/** What a load level needs, whoever runs it (this process or a worker). */
+export interface LoadPlan {
+  mode: 'concurrency' | 'request_rate' | 'custom_intervals';
+  /** Concurrency, or requests per second. */
+  value: number;
+  /** Concurrency mode: requests to send in all (0: until stopped). */
+  limit: number;
+  streaming: boolean;
+  maxThreads?: number;
+  distribution: 'constant' | 'poisson';
+  intervalsUs: readonly number[];
+  /** Rate modes: the first send's offset as a fraction of the mean gap. */
+  phase?: number;
+}
+
+/**
+ * Starts a level's load. `senders` grows the shared pool as needed: gRPC streaming gives each
+ * concurrency slot its own stream, as perf_analyzer gives each context one; rate modes deal
+ * requests to `maxThreads` (default 4) senders.
+ */
+export function startLoad(
+  plan: LoadPlan,
+  senders: Sender[],
+  makeSender: () => Sender,
+  requests: readonly ClientInput[][],
+): LoadGenerator & { finished?: Promise<void> } {
+  const want = plan.mode === 'concurrency' ? (plan.streaming ? plan.value : 1) : (plan.maxThreads ?? 4);
+  while (senders.length < want) senders.push(makeSender());
+  const use = senders.slice(0, want);
+  if (plan.mode === 'concurrency') return new ConcurrencyLoad(use, requests, plan.value, plan.limit);
+  const gap = plan.mode === 'custom_intervals' ? gapSource('intervals', 0, plan.intervalsUs) : gapSource(plan.distribution, plan.value);
+  const first = plan.phase !== undefined && plan.mode === 'request_rate' ? ((1 + plan.phase) * 1000) / plan.value : undefined;
+  return new RateLoad(use, requests, gap, first);
 }

@@ -150,7 +150,10 @@ export async function measureWindow(
   statistics: () => Promise<ServerStats | undefined>,
 ): Promise<Window> {
   const before = await statistics();
-  const startIndex = load.records.length;
+  // Records of a local load arrive in completion order; a worker load's arrive in batches, so its
+  // windows are cut by time over everything, after a flush.
+  const remote = load.flush !== undefined;
+  const startIndex = remote ? 0 : load.records.length;
   const sentBefore = load.sent;
   const delayedBefore = load.delayed;
   const elu = performance.eventLoopUtilization();
@@ -159,12 +162,18 @@ export async function measureWindow(
     await sleep(settings.intervalMs * 1.2);
   } else {
     await sleep(1000);
-    while (load.records.length - startIndex < settings.requestCount) await sleep(1000);
+    for (;;) {
+      await load.flush?.();
+      const now = performance.now();
+      if (load.records.slice(startIndex).filter((r) => r.end >= start && r.end < now).length >= settings.requestCount) break;
+      await sleep(1000);
+    }
   }
-  const endIndex = load.records.length;
   const end = performance.now();
+  const endIndex = load.records.length;
+  await load.flush?.();
   const after = await statistics();
-  const records = load.records.slice(startIndex, endIndex);
+  const records = load.records.slice(startIndex, remote ? load.records.length : endIndex).filter((r) => r.end >= start && r.end < end);
   const ok = records.filter((r) => r.ok);
   return {
     durationMs: end - start,
@@ -175,7 +184,7 @@ export async function measureWindow(
     delayed: load.delayed - delayedBefore,
     latenciesUs: ok.map((r) => (r.end - r.start) * 1000),
     server: before && after ? diffStats(before, after) : undefined,
-    clientBusy: performance.eventLoopUtilization(elu).utilization,
+    clientBusy: load.busy?.() ?? performance.eventLoopUtilization(elu).utilization,
   };
 }
 

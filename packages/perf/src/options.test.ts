@@ -65,6 +65,6 @@ describe('parsePerfArgs', () => {
   it('refuses what is not supported yet, saying so', () => {
     refused(['-m', 'm', '--shared-memory', 'system'], /not supported yet/);
     refused(['-m', 'm', '--sequence-length', '4'], /sequence models are not supported yet/);
-    refused(['-m', 'm', '--workers', '2'], /not supported yet/);
+    refused(['-m', 'm', '--workers', '2', '--service-kind', 'in_process', '--model-repository', '.'], /--workers needs a server/);
   });
 });

@@ -56,6 +56,8 @@ export interface PerfOptions {
   verbose: boolean;
   /** Beyond perf_analyzer: print the results as one JSON object on stdout. */
   json: boolean;
+  /** Beyond perf_analyzer: processes the load is spread over (1: this one). */
+  workers: number;
   /** Beyond perf_analyzer: a progress line on stderr while measuring (default: when stderr is a TTY). */
   progress: boolean;
 }
@@ -141,7 +143,6 @@ const NOT_SUPPORTED: Record<string, string> = {
   'sequence-id-range': 'sequence models are not supported yet by nereid perf',
   'num-of-sequences': 'sequence models are not supported yet by nereid perf',
   'serial-sequences': 'sequence models are not supported yet by nereid perf',
-  workers: '--workers is not supported yet; run several nereid perf processes instead',
   'profile-export-file': '--profile-export-file is not supported yet',
   'collect-metrics': 'GPU metrics are not collected (Nereid serves on CPU); drop --collect-metrics',
   'output-shared-memory-size': 'shared memory is not supported yet by nereid perf; use --shared-memory none',
@@ -206,7 +207,7 @@ export const USAGE = `Usage: nereid perf -m MODEL [options]   (perf_analyzer's f
   -p MS  --measurement-mode time_windows|count_windows  --measurement-request-count N
   -s PCT  -r TRIALS  --percentile P  -l MS  --binary-search  --request-count N
   --warmup-request-count N  -f FILE.csv  --verbose-csv  -H 'Name: value'  -v
-  --service-kind triton|in_process --model-repository DIR   --json  --progress|--no-progress
+  --service-kind triton|in_process --model-repository DIR   --workers N  --json  --progress|--no-progress
 `;
 
 /** Thrown for `-h`/`--help`: the command prints USAGE and exits 0. */
@@ -313,6 +314,9 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
   const inputData = values.get('input-data') ?? ['random'];
   const url = one('url') ?? (protocol === 'grpc' ? 'localhost:8001' : 'localhost:8000');
   const maxThreads = one('max-threads');
+  const workers = integer('workers', one('workers') ?? '1', 1);
+  if (workers > 1 && serviceKind === 'in_process') throw optionError('--workers needs a server to reach; it does not apply to --service-kind in_process');
+  if (workers > 1 && intervals !== undefined) throw optionError('--workers does not apply to --request-intervals');
 
   return {
     model,
@@ -350,6 +354,7 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
     headers,
     verbose: flags.has('verbose'),
     json: flags.has('json'),
+    workers,
     progress: flags.has('progress') || (stderrIsTty && !flags.has('no-progress')),
   };
 }

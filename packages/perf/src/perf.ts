@@ -6,7 +6,8 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { NereidError } from '@nereid/protocol';
-import { ConcurrencyLoad, RateLoad, gapSource, type LoadGenerator } from './load.js';
+import { ConcurrencyLoad, startLoad, type LoadGenerator, type LoadPlan } from './load.js';
+import { WorkerLoad, shares } from './workers.js';
 import { diffStats, measureLevel, type MeasureSettings, type Window } from './measure.js';
 import { HelpRequested, USAGE, parsePerfArgs, type PerfOptions } from './options.js';
 import { prepareRequests, type ModelInfo } from './input-data.js';
@@ -67,10 +68,12 @@ class Run {
   readonly #senders: Sender[] = [];
   readonly #settings: MeasureSettings;
   readonly #intervals: number[];
+  readonly #argv: readonly string[];
   readonly results: LevelSummary[] = [];
 
-  constructor(o: PerfOptions, io: PerfIO, transport: Transport, model: ModelInfo, requests: ClientInput[][], intervals: number[]) {
+  constructor(o: PerfOptions, argv: readonly string[], io: PerfIO, transport: Transport, model: ModelInfo, requests: ClientInput[][], intervals: number[]) {
     this.#o = o;
+    this.#argv = argv;
     this.#io = io;
     this.#transport = transport;
     this.#model = model;
@@ -92,21 +95,23 @@ class Run {
     return this.#o.concurrency ? 'concurrency' : this.#o.requestRate ? 'request_rate' : 'custom_intervals';
   }
 
-  #sendersFor(count: number): Sender[] {
-    while (this.#senders.length < count) this.#senders.push(this.#transport.sender());
-    return this.#senders.slice(0, count);
+  #plan(value: number, limit: number): LoadPlan {
+    return {
+      mode: this.loadMode,
+      value,
+      limit,
+      streaming: this.#o.streaming,
+      maxThreads: this.#o.maxThreads,
+      distribution: this.#o.distribution,
+      intervalsUs: this.#intervals,
+    };
   }
 
-  #startLoad(value: number, limit = 0): LoadGenerator & { finished?: Promise<void> } {
-    if (this.loadMode === 'concurrency') {
-      // Streams: one per slot, as perf_analyzer opens one per context.
-      const senders = this.#sendersFor(this.#o.streaming ? value : 1);
-      return new ConcurrencyLoad(senders, this.#requests, value, limit);
+  async #startLoad(value: number, limit = 0): Promise<LoadGenerator & { finished?: Promise<void> }> {
+    if (this.#o.workers > 1 && this.loadMode !== 'custom_intervals') {
+      return WorkerLoad.start(this.#argv, shares(this.loadMode, value, this.#o.workers, limit));
     }
-    const senders = this.#sendersFor(this.#o.maxThreads ?? 4);
-    const gap =
-      this.loadMode === 'custom_intervals' ? gapSource('intervals', 0, this.#intervals) : gapSource(this.#o.distribution, value);
-    return new RateLoad(senders, this.#requests, gap);
+    return startLoad(this.#plan(value, limit), this.#senders, () => this.#transport.sender(), this.#requests);
   }
 
   #progress(text: string): void {
@@ -115,7 +120,8 @@ class Run {
 
   async warmUp(): Promise<void> {
     if (this.#o.warmupRequestCount === 0) return;
-    const load = new ConcurrencyLoad(this.#sendersFor(1), this.#requests, 1, this.#o.warmupRequestCount);
+    if (this.#senders.length === 0) this.#senders.push(this.#transport.sender());
+    const load = new ConcurrencyLoad(this.#senders.slice(0, 1), this.#requests, 1, this.#o.warmupRequestCount);
     await load.finished;
     await load.stop();
   }
@@ -131,7 +137,7 @@ class Run {
     const counted = o.requestCount > 0 && this.loadMode === 'concurrency';
     // A counted run is one window from before the first send: its statistics are taken first.
     const initial = counted ? await stats() : undefined;
-    const load = this.#startLoad(value, counted ? o.requestCount : 0);
+    const load = await this.#startLoad(value, counted ? o.requestCount : 0);
     try {
       if (counted) {
         merged = await this.#countedWindow(load, initial, stats);
@@ -164,8 +170,12 @@ class Run {
     const elu = performance.eventLoopUtilization();
     await load.finished;
     await load.stop();
-    const durationMs = performance.now() - load.startedAt;
     const ok = load.records.filter((r) => r.ok);
+    // From the first send to the last response (worker processes start sending at their own pace).
+    const durationMs =
+      load.records.length > 0
+        ? Math.max(...load.records.map((r) => r.end)) - Math.min(...load.records.map((r) => r.start))
+        : performance.now() - load.startedAt;
     // A server may count a request just after its response left; wait briefly for the counters
     // to cover every request that succeeded here.
     let after = await stats();
@@ -307,7 +317,7 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
       stringData: options.stringData,
       json: options.inputTensorFormat === 'json',
     });
-    run = new Run(options, io, transport, model, requests, intervals);
+    run = new Run(options, argv, io, transport, model, requests, intervals);
     if (!options.json) {
       io.stdout(
         headerText({

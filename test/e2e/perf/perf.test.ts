@@ -198,6 +198,17 @@ describe('nereid perf', () => {
     assert.equal(level.server?.inferenceCount, 40);
   });
 
+  it('spreads the load over --workers processes and still counts every request', async () => {
+    const counted = levels(await perf(['-m', 'simple_counts', '-u', http, '--workers', '2', '--concurrency-range', '3', '--request-count', '41', '--json']))[0];
+    assert.equal(counted.sentCount, 41);
+    assert.equal(counted.requestCount + counted.errorCount, 41);
+    assert.equal(counted.server?.successCount, 41);
+    const windows = levels(await perf(['-m', 'simple', '-u', http, '--workers', '2', '--concurrency-range', '2', ...QUICK, '--json']))[0];
+    assert.ok(windows.requestCount > 0 && windows.throughput > 0);
+    const rate = levels(await perf(['-m', 'simple', '-u', http, '--workers', '2', '--request-rate-range', '40', '-p', '1000', '-s', '10000', '--json']))[0];
+    assert.ok(Math.abs(rate.sendRate - 40) / 40 < 0.2, `send rate ${rate.sendRate} for 40/s over two workers`);
+  });
+
   it('measures the Server facade in process, with no network', async () => {
     const [level] = levels(await perf(['-m', 'simple', '--service-kind', 'in_process', '--model-repository', repo, '--request-count', '20', '--json']));
     assert.equal(level.requestCount, 20);
