@@ -17,6 +17,9 @@ export interface RequestRecord {
   responses: number;
   /** Rate modes: how late the send was against its slot (ms). */
   lag: number;
+  /** Client time building the request and reading the response (ms; 0 where not measured). */
+  sendMs: number;
+  recvMs: number;
 }
 
 /** The first failure seen, kept for the report. */
@@ -58,12 +61,12 @@ abstract class Base implements LoadGenerator {
     this.sent++;
     const start = performance.now();
     const done = sender.infer(inputs).then(
-      (responses) => {
-        this.records.push({ start, end: performance.now(), ok: true, responses, lag });
+      (sent) => {
+        this.records.push({ start, end: performance.now(), ok: true, responses: sent.responses, lag, sendMs: sent.sendMs, recvMs: sent.recvMs });
       },
       (err: unknown) => {
         this.firstError ??= err;
-        this.records.push({ start, end: performance.now(), ok: false, responses: 0, lag });
+        this.records.push({ start, end: performance.now(), ok: false, responses: 0, lag, sendMs: 0, recvMs: 0 });
       },
     );
     const tracked = done.finally(() => this.inflight.delete(tracked));

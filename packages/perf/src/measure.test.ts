@@ -15,6 +15,8 @@ function win(completed: number, latencyUs: number, durationMs = 1000): Window {
     sent: completed,
     delayed: 0,
     latenciesUs: new Array<number>(completed).fill(latencyUs),
+    sendUs: 0,
+    recvUs: 0,
     clientBusy: 0.2,
   };
 }

@@ -18,6 +18,9 @@ export interface Window {
   sent: number;
   delayed: number;
   latenciesUs: number[];
+  /** Client send and receive time summed over the successful requests (µs). */
+  sendUs: number;
+  recvUs: number;
   /** Server counters over the window (end minus start); undefined without the statistics extension. */
   server?: ServerStats;
   /** Share of the window the event loop was busy (0–1): the client's own overhead. */
@@ -122,6 +125,8 @@ export function mergeWindows(windows: readonly Window[]): Window {
     sent: windows.reduce((a, w) => a + w.sent, 0),
     delayed: windows.reduce((a, w) => a + w.delayed, 0),
     latenciesUs: windows.flatMap((w) => w.latenciesUs),
+    sendUs: windows.reduce((a, w) => a + w.sendUs, 0),
+    recvUs: windows.reduce((a, w) => a + w.recvUs, 0),
     server,
     clientBusy: duration > 0 ? windows.reduce((a, w) => a + w.clientBusy * w.durationMs, 0) / duration : 0,
   };
@@ -183,6 +188,8 @@ export async function measureWindow(
     sent: load.sent - sentBefore,
     delayed: load.delayed - delayedBefore,
     latenciesUs: ok.map((r) => (r.end - r.start) * 1000),
+    sendUs: ok.reduce((a, r) => a + r.sendMs * 1000, 0),
+    recvUs: ok.reduce((a, r) => a + r.recvMs * 1000, 0),
     server: before && after ? diffStats(before, after) : undefined,
     clientBusy: load.busy?.() ?? performance.eventLoopUtilization(elu).utilization,
   };

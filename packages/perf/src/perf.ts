@@ -191,6 +191,8 @@ class Run {
       sent: load.sent,
       delayed: 0,
       latenciesUs: ok.map((r) => (r.end - r.start) * 1000),
+      sendUs: ok.reduce((a, r) => a + r.sendMs * 1000, 0),
+      recvUs: ok.reduce((a, r) => a + r.recvMs * 1000, 0),
       server: before && after ? diffStats(before, after) : undefined,
       clientBusy: performance.eventLoopUtilization(elu).utilization,
     };

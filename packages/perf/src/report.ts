@@ -40,9 +40,9 @@ export interface LevelSummary {
   /** The latency the run stabilized on (average or `--percentile`), µs. */
   stabilizingLatencyUs: number;
   /**
-   * Client time spent outside the response wait. The clients give no split between writing the
-   * request, waiting and reading the response, so these are 0 and the response wait is the whole
-   * request time (docs/perf.md).
+   * Client time outside the response wait, averaged over successful requests: building the
+   * request, and reading and decoding the response (`InferTiming` of @nereid/client; 0 for
+   * streams and in process). The response wait is the rest of the latency (docs/perf.md).
    */
   clientSendUs: number;
   clientRecvUs: number;
@@ -101,9 +101,9 @@ export function summarize(mode: LoadMode, value: number, w: Window, batchSize: n
     stdLatencyUs: stddev(sorted),
     percentiles,
     stabilizingLatencyUs: p === undefined ? avg : percentiles[String(p)],
-    clientSendUs: 0,
-    clientRecvUs: 0,
-    responseWaitUs: avg,
+    clientSendUs: w.completed > 0 ? w.sendUs / w.completed : 0,
+    clientRecvUs: w.completed > 0 ? w.recvUs / w.completed : 0,
+    responseWaitUs: Math.max(0, avg - (w.completed > 0 ? (w.sendUs + w.recvUs) / w.completed : 0)),
     server,
     clientBusy: w.clientBusy,
   };

@@ -35,9 +35,16 @@ export interface ServerStats {
   cacheMiss: Duration;
 }
 
-/** Sends requests for one load slot. `infer` resolves with the number of responses, rejects on failure. */
+/** One request's outcome: responses received, and the client's own time (ms) around the wait. */
+export interface Sent {
+  responses: number;
+  sendMs: number;
+  recvMs: number;
+}
+
+/** Sends requests for one load slot. `infer` resolves when the request completed, rejects on failure. */
 export interface Sender {
-  infer(inputs: readonly ClientInput[]): Promise<number>;
+  infer(inputs: readonly ClientInput[]): Promise<Sent>;
   close(): void;
 }
 
@@ -171,8 +178,9 @@ class HttpTransport implements Transport {
     const outputs = this.#outputs;
     return {
       infer: async (inputs) => {
-        await this.#client.infer({ model, version: version || undefined, inputs, outputs });
-        return 1;
+        const timing = { sendMs: 0, recvMs: 0 };
+        await this.#client.infer({ model, version: version || undefined, inputs, outputs, timing });
+        return { responses: 1, ...timing };
       },
       close: () => {},
     };
@@ -222,8 +230,9 @@ class GrpcTransport implements Transport {
     if (!this.#options.streaming) {
       return {
         infer: async (inputs) => {
-          await this.#client.infer({ model, version: version || undefined, inputs, headers });
-          return 1;
+          const timing = { sendMs: 0, recvMs: 0 };
+          await this.#client.infer({ model, version: version || undefined, inputs, headers, timing });
+          return { responses: 1, ...timing };
         },
         close: () => {},
       };
@@ -246,7 +255,7 @@ class StreamSender implements Sender {
   #model: string;
   #version: string;
   #next = 0;
-  #pending = new Map<string, { responses: number; resolve: (n: number) => void; reject: (e: unknown) => void }>();
+  #pending = new Map<string, { responses: number; resolve: (s: Sent) => void; reject: (e: unknown) => void }>();
   #failure: unknown;
 
   constructor(stream: GrpcInferStream, model: string, version: string) {
@@ -267,7 +276,7 @@ class StreamSender implements Sender {
           p.reject(r.error);
         } else if (r.final) {
           this.#pending.delete(r.id);
-          p.resolve(p.responses);
+          p.resolve({ responses: p.responses, sendMs: 0, recvMs: 0 });
         }
       }
       this.#failure = new NereidError('PERF_SERVER_UNREACHABLE', 'the gRPC stream ended');
@@ -278,7 +287,7 @@ class StreamSender implements Sender {
     this.#pending.clear();
   }
 
-  infer(inputs: readonly ClientInput[]): Promise<number> {
+  infer(inputs: readonly ClientInput[]): Promise<Sent> {
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
     const id = String(++this.#next);
     return new Promise((resolve, reject) => {
@@ -358,7 +367,7 @@ class InProcessTransport implements Transport {
         infer: async (inputs) => {
           let responses = 0;
           await server.inferStream(request(inputs), { onResponse: (r) => void ((r as { response?: unknown }).response && responses++) });
-          return responses;
+          return { responses, sendMs: 0, recvMs: 0 };
         },
         close: () => {},
       };
@@ -366,7 +375,7 @@ class InProcessTransport implements Transport {
     return {
       infer: async (inputs) => {
         await server.infer(request(inputs));
-        return 1;
+        return { responses: 1, sendMs: 0, recvMs: 0 };
       },
       close: () => {},
     };

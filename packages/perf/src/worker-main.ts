@@ -57,7 +57,7 @@ process.once('message', async (m: { argv: string[]; share: WorkerShare }) => {
     reported = load.records.length;
     const records: number[] = [];
     const origin = performance.timeOrigin;
-    for (const r of fresh) records.push(origin + r.start, origin + r.end, r.ok ? 1 : 0, r.responses, r.lag);
+    for (const r of fresh) records.push(origin + r.start, origin + r.end, r.ok ? 1 : 0, r.responses, r.lag, r.sendMs, r.recvMs);
     const busy = performance.eventLoopUtilization(elu).utilization;
     elu = performance.eventLoopUtilization();
     return send({ records, sent: load.sent, delayed: load.delayed, busy, flush });

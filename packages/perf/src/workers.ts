@@ -7,7 +7,7 @@
  *
  * Protocol (IPC messages): parent → worker `{ argv, share }`, then `{ stop: true }` or
  * `{ flush: n }`; worker → parent `{ ready }`, `{ records: number[], sent, delayed, busy, flush? }`
- * (five numbers per record: start, end, ok, responses, lag), `{ done: true }` when a counted share
+ * (seven numbers per record: start, end, ok, responses, lag, sendMs, recvMs), `{ done: true }` when a counted share
  * is complete, `{ error }` on failure.
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -104,8 +104,8 @@ export class WorkerLoad implements LoadGenerator {
   #take(worker: number, m: WorkerMessage): void {
     const r = m.records!;
     const shift = performance.timeOrigin;
-    for (let k = 0; k + 4 < r.length; k += 5) {
-      this.records.push({ start: r[k] - shift, end: r[k + 1] - shift, ok: r[k + 2] === 1, responses: r[k + 3], lag: r[k + 4] });
+    for (let k = 0; k + 6 < r.length; k += 7) {
+      this.records.push({ start: r[k] - shift, end: r[k + 1] - shift, ok: r[k + 2] === 1, responses: r[k + 3], lag: r[k + 4], sendMs: r[k + 5], recvMs: r[k + 6] });
     }
     this.#sent[worker] = m.sent ?? this.#sent[worker];
     this.#delayed[worker] = m.delayed ?? this.#delayed[worker];

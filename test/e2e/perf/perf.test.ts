@@ -107,6 +107,9 @@ describe('nereid perf', () => {
     assert.equal(level.errorCount, 0);
     assert.equal(level.server?.successCount, 60);
     assert.equal(level.server?.inferenceCount, 60);
+    // The client's own time and the wait make up the latency.
+    assert.ok(level.clientSendUs > 0 && level.clientRecvUs > 0);
+    assert.ok(Math.abs(level.clientSendUs + level.clientRecvUs + level.responseWaitUs - level.avgLatencyUs) < 1e-6);
   });
 
   it('reports the server-side breakdown the statistics extension gives', async () => {
