@@ -60,6 +60,7 @@ describe('parsePerfArgs', () => {
     refused(['-m', 'm', '--service-kind', 'in_process'], /needs --model-repository/);
     refused(['-m', 'm', '--measurement-mode', 'windows'], /must be one of time_windows, count_windows/);
     refused(['-m', 'm', '-p'], /-p needs a value/);
+    refused(['-m', 'm', '--request-rate-range', '10', '--request-count', '5'], /concurrency mode only/);
   });
 
   it('refuses what is not supported yet, saying so', () => {

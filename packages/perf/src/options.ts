@@ -294,6 +294,9 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
   if (binarySearch && latencyThresholdMs === 0) throw optionError('--binary-search needs --latency-threshold MS');
   if (binarySearch && range!.end === 0) throw optionError('--binary-search needs a range end above 0');
 
+  if (one('request-count') !== undefined && Number(one('request-count')) > 0 && concurrency === undefined) {
+    throw optionError('--request-count is supported in concurrency mode only so far; use -p windows with --request-rate-range');
+  }
   const percentileArg = one('percentile');
   const percentile = percentileArg !== undefined ? decimal('percentile', percentileArg, 0) : undefined;
   if (percentile !== undefined && (percentile <= 0 || percentile >= 100)) {

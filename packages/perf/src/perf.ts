@@ -311,6 +311,9 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
     transport = createTransport(options);
     const intervals = options.requestIntervals ? await readIntervals(options.requestIntervals) : [];
     const model = await transport.modelInfo();
+    if (model.decoupled && options.serviceKind === 'triton' && !options.streaming) {
+      throw new NereidError('PERF_OPTION', `model '${options.model}' is decoupled (many responses per request); measure it with -i grpc --streaming`);
+    }
     const requests = await prepareRequests(model, {
       batchSize: options.batchSize,
       inputData: options.inputData,
