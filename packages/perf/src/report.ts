@@ -186,7 +186,8 @@ export function levelText(s: LevelSummary, transportLabel: string, decoupled: bo
       `    Avg request latency: ${usec(v.avgRequestUs)} usec (overhead ${usec(v.overheadUs)} usec + queue ${usec(v.queueUs)} usec + compute input ${usec(v.computeInputUs)} usec + compute infer ${usec(v.computeInferUs)} usec + compute output ${usec(v.computeOutputUs)} usec)`,
     );
   }
-  if (s.clientBusy > 0.5) {
+  // In process the server shares the event loop, so its busy share says nothing about the client.
+  if (s.clientBusy > 0.5 && transportLabel !== 'in-process') {
     lines.push('[WARNING] Perf Analyzer is not able to keep up with the desired load. The results may not be accurate.');
   }
   return lines.join('\n') + '\n';
