@@ -302,8 +302,17 @@ export class GrpcClient {
    * the received message.
    */
   async infer(options: GrpcInferOptions): Promise<InferResult> {
+    const began = performance.now();
     const request = encodeInferRequest(options);
-    return decodeInferResponse(await this.#unary(GRPC_INFERENCE_SERVICE.ModelInfer, request, options));
+    const built = performance.now();
+    const response = await this.#unary(GRPC_INFERENCE_SERVICE.ModelInfer, request, options);
+    const answered = performance.now();
+    const result = decodeInferResponse(response);
+    if (options.timing) {
+      options.timing.sendMs = built - began;
+      options.timing.recvMs = performance.now() - answered;
+    }
+    return result;
   }
 
   /**

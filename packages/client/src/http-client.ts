@@ -234,6 +234,7 @@ export class HttpClient {
   }
 
   async infer(options: ClientInferOptions): Promise<InferResult> {
+    const began = performance.now();
     const header: Record<string, unknown> = {};
     if (options.id) header.id = options.id;
     const parameters: Record<string, unknown> = { ...(options.parameters ?? {}) };
@@ -279,7 +280,9 @@ export class HttpClient {
 
     const init: RequestInit = { method: 'POST', headers, body: payload };
     if (options.signal) init.signal = options.signal;
+    const built = performance.now();
     const res = await fetch(`${this.url}${this.#modelPath(options.model, options.version)}/infer`, init);
+    const answered = performance.now();
     let raw = Buffer.from(await res.arrayBuffer());
     // fetch decodes Content-Encoding itself; a body still compressed is handled here.
     const encoding = res.headers.get('content-encoding');
@@ -295,7 +298,12 @@ export class HttpClient {
       throw new InferenceServerError(res.status, message);
     }
     const split = splitInferenceBody(raw, res.headers.get(INFERENCE_HEADER_CONTENT_LENGTH) ?? undefined);
-    return httpResult(parseJson(split.header) as Record<string, unknown>, split.binary);
+    const result = httpResult(parseJson(split.header) as Record<string, unknown>, split.binary);
+    if (options.timing) {
+      options.timing.sendMs = built - began;
+      options.timing.recvMs = performance.now() - answered;
+    }
+    return result;
   }
 
   #generateUrl(options: GenerateOptions, stream: boolean): string {

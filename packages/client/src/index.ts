@@ -41,5 +41,6 @@ export {
   type ClientInferOptions,
   type ClientInput,
   type ClientRequestedOutput,
+  type InferTiming,
   type TypedTensorData,
 } from './infer-options.js';

@@ -54,6 +54,22 @@ export interface BaseInferOptions {
   parameters?: Record<string, ParameterValue>;
   /** Aborting cancels the request; the call then rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * When given, `HttpClient.infer` and `GrpcClient.infer` fill it in on success with where the client's own time went, for load
+   * generators (perf_analyzer's "send/recv" and "(un)marshal" figures).
+   */
+  timing?: InferTiming;
+}
+
+/**
+ * Client time of one inference, in milliseconds. `sendMs`: building the request (HTTP: the header
+ * and body; gRPC: the message); the socket write itself happens inside `fetch`/grpc-js and is part
+ * of the wait. `recvMs`: HTTP: reading the body after the response headers arrived and decoding it;
+ * gRPC: decoding the received message (grpc-js parses it before the call completes).
+ */
+export interface InferTiming {
+  sendMs: number;
+  recvMs: number;
 }
 
 /** `HttpClient.infer` options. */

@@ -125,6 +125,13 @@ export const ERROR_CODES = {
   SHM_OUTPUT_TOO_SMALL: 'INTERNAL',
   SHM_IO: 'INTERNAL',
   CUDA_SHM_UNSUPPORTED: 'INVALID_ARG',
+  // The load generator, `nereid perf` (perf-and-analyzer.md §1)
+  /** A command-line option that is unknown, malformed or conflicting (perf_analyzer's exit code 3). */
+  PERF_OPTION: 'INVALID_ARG',
+  /** Input data or shapes that do not fit the model (`--input-data`, `--shape`). */
+  PERF_INPUT_DATA: 'INVALID_ARG',
+  /** The server to measure cannot be reached or does not serve the model. */
+  PERF_SERVER_UNREACHABLE: 'UNAVAILABLE',
 
   // Execution
   BACKEND_ERROR: 'INTERNAL',

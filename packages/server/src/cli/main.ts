@@ -1,6 +1,7 @@
 /**
  * The `nereid` command line. `nereid serve` starts the server with `tritonserver`'s option names;
- * `nereid config MODEL_DIR` prints a model's effective configuration.
+ * `nereid config MODEL_DIR` prints a model's effective configuration; `nereid perf` runs the load
+ * generator of `@nereid/perf` (perf_analyzer's flags), loaded only when asked for.
  */
 import { Command } from 'commander';
 import { toNereidError } from '@nereid/protocol';
@@ -51,10 +52,37 @@ export async function main(argv: readonly string[]): Promise<void> {
       process.exitCode = await runConfigCommand(directory, options);
     });
 
+  program
+    .command('perf')
+    .description('measure a model with a perf_analyzer-compatible load generator (nereid perf -h; docs/perf.md)')
+    .helpOption(false)
+    .allowUnknownOption(true)
+    .allowExcessArguments(true)
+    .argument('[options...]', "perf_analyzer's options, e.g. -m simple --concurrency-range 1:4 -i grpc -u localhost:8001")
+    .action(async (args: string[]) => {
+      process.exitCode = await runPerfCommand(args);
+    });
+
   try {
     await program.parseAsync(argv as string[], { from: 'user' });
   } catch (err) {
     process.stderr.write(`nereid: ${toNereidError(err).message}\n`);
     process.exitCode = 1;
   }
+}
+
+/**
+ * `@nereid/perf` is an optional companion package: the server does not depend on it, and it is
+ * imported only here, by name, when `nereid perf` runs.
+ */
+async function runPerfCommand(args: readonly string[]): Promise<number> {
+  const specifier = '@nereid/perf';
+  let perf: { runPerf(argv: readonly string[]): Promise<number> };
+  try {
+    perf = (await import(specifier)) as typeof perf;
+  } catch {
+    process.stderr.write('nereid perf needs the @nereid/perf package (npm install @nereid/perf)\n');
+    return 99;
+  }
+  return perf.runPerf(args);
 }
