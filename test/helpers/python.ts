@@ -194,3 +194,43 @@ output [ { name: "OUTPUT0" data_type: ${datatype} dims: ${dims} } ]
 ${options.extra ?? ''}
 `;
 }
+
+/**
+ * A decoupled model in Triton's repeat pattern: for IN = [a, b, c] it sends OUT = [a], [b], [c]
+ * from a thread, then a flags-only final response; a negative value ends the request with an
+ * error response instead.
+ */
+export const REPEAT_PY = String.raw`
+import threading
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            values = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            threading.Thread(target=self.repeat, args=(sender, values)).start()
+        return None
+
+    def repeat(self, sender, values):
+        for v in values:
+            time.sleep(0.002)
+            if v < 0:
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("negative value %d" % v)),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                return
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([v], dtype=np.int32))]))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+`;
+
+export const REPEAT_CONFIG = `
+name: "repeat"
+backend: "python"
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+model_transaction_policy { decoupled: true }
+`;

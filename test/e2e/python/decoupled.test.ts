@@ -11,46 +11,10 @@ import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient, type StreamResult } from '@nereid/client';
 import type { StreamResponse } from '@nereid/server';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
-import { pythonSkipReason } from '../../helpers/python.js';
+import { REPEAT_CONFIG, REPEAT_PY, pythonSkipReason } from '../../helpers/python.js';
 
 const skip = await pythonSkipReason(['numpy']);
 if (skip) console.log(`# skipping decoupled Python model tests: ${skip}`);
-
-/** For IN = [a, b, c]: OUT = [a], [b], [c] from a thread, then a flags-only final response. */
-const REPEAT_PY = String.raw`
-import threading
-import time
-
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        for request in requests:
-            sender = request.get_response_sender()
-            values = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
-            threading.Thread(target=self.repeat, args=(sender, values)).start()
-        return None
-
-    def repeat(self, sender, values):
-        for v in values:
-            time.sleep(0.002)
-            if v < 0:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("negative value %d" % v)),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-                return
-            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([v], dtype=np.int32))]))
-        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-`;
-
-const REPEAT_CONFIG = `
-name: "repeat"
-backend: "python"
-input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-model_transaction_policy { decoupled: true }
-`;
 
 /**
  * BLS into "repeat" with exec(decoupled=True) (parameter mode "sync") or async_exec (mode
