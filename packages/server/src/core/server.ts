@@ -189,6 +189,10 @@ export class Server {
         loadModel: (model, loadOptions) => this.loadModel(model, loadOptions),
         unloadModel: (model, unloadOptions) => this.unloadModel(model, unloadOptions),
       },
+      ensembleHost: {
+        infer: (request, inferOptions) => this.infer(request, inferOptions),
+        modelConfig: (model, version) => this.#resolve(model, version).config,
+      },
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
     });
     checkControlOptions(options);
@@ -449,7 +453,7 @@ export class Server {
     const { inferenceRequest, validated } = this.#prepare(mv, request, options, requestTime, undefined);
     mv.scheduler.enqueue(inferenceRequest);
     const response = await inferenceRequest.delivered;
-    return this.#toResponse(mv, validated, request.id ?? '', response, true);
+    return this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble');
   }
 
   /**
