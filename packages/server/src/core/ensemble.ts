@@ -41,6 +41,10 @@ interface PlannedStep {
   readonly batching: boolean;
   /** Per-item dims of each composing input (batch dimension excluded). */
   readonly inputDims: ReadonlyMap<string, readonly number[]>;
+  /** The ensemble tensors the step waits for: its inputs and its condition. */
+  readonly needs: readonly string[];
+  /** The step's requested outputs (its output_map keys). */
+  readonly requested: readonly { name: string }[];
   /** Composing inputs the composing model declares optional. */
   readonly optional: ReadonlySet<string>;
 }
@@ -147,6 +151,8 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
       condition,
       batching: stepBatching,
       inputDims,
+      needs: [...Object.values(step.input_map), ...(condition === undefined ? [] : [condition])],
+      requested: Object.keys(step.output_map).map((name) => ({ name })),
       optional: new Set(composing.input.filter((t) => t.optional).map((t) => t.name)),
     };
   });
@@ -222,6 +228,7 @@ export class EnsembleScheduler implements Scheduler {
   readonly #host: EnsembleHost;
   readonly #observer: SchedulerObserver;
   readonly #inflight = new Set<ScheduledRequest>();
+  readonly #needed = new Map<string, readonly PlannedStep[]>();
   #stopped = false;
   #drained: (() => void)[] = [];
 
@@ -265,122 +272,113 @@ export class EnsembleScheduler implements Scheduler {
       this.#inflight.delete(request);
       if (this.#inflight.size === 0) for (const r of this.#drained.splice(0)) r();
     });
-    void this.#run(request);
+    this.#run(request);
   }
 
-  async #run(request: ScheduledRequest): Promise<void> {
+  /** §6.3 step 2, per distinct set of requested outputs (usually one). */
+  #stepsFor(requested: readonly string[]): readonly PlannedStep[] {
+    const key = requested.join('\0');
+    let steps = this.#needed.get(key);
+    if (steps === undefined) {
+      steps = needed(this.#plan, requested);
+      if (this.#needed.size < 64) this.#needed.set(key, steps);
+    }
+    return steps;
+  }
+
+  #run(request: ScheduledRequest): void {
     const plan = this.#plan;
     const table = new Map<string, Held | null>();
     const batch = plan.batching ? request.batchSize : 0;
     for (const [name, tensor] of request.inputs) table.set(name, { tensor, batch });
+    // Created on first dispatch: aborts the steps in flight on cancellation or a step's failure.
     const abort = new AbortController();
     const onAbort = () => abort.abort(request.signal.reason);
-    if (request.signal.aborted) onAbort();
-    else request.signal.addEventListener('abort', onAbort, { once: true });
-
-    const pending = new Set(needed(plan, request.requestedOutputs));
-    const running = new Set<Promise<void>>();
+    request.signal.addEventListener('abort', onAbort, { once: true });
+    const pending = new Set(this.#stepsFor(request.requestedOutputs));
+    let running = 0;
     let failure: NereidError | undefined;
 
-    const skip = (step: PlannedStep) => {
-      for (const [, t] of step.outputs) table.set(t, null);
+    const finish = () => {
+      request.signal.removeEventListener('abort', onAbort);
+      if (failure === undefined && request.signal.aborted) {
+        failure = new NereidError('REQUEST_CANCELLED', `ensemble '${plan.name}': the request was cancelled`);
+      }
+      if (failure !== undefined) {
+        request.fail(failure);
+        return;
+      }
+      const outputs: BackendTensor[] = [];
+      for (const name of request.requestedOutputs) {
+        const held = table.get(name);
+        if (held === undefined || held === null) continue;
+        outputs.push({ ...held.tensor, shape: adapt(held, plan.batching, plan.outputDims.get(name)!) });
+      }
+      const end = process.hrtime.bigint();
+      request.times.computeOutputStart = end;
+      request.times.computeEnd = end;
+      this.#observer.onExecution([request], Math.max(1, request.batchSize));
+      request.respond({ outputs }, true);
+    };
+    const failWith = (error: NereidError) => {
+      if (failure !== undefined) return;
+      failure = error;
+      abort.abort(failure);
     };
     const dispatch = (step: PlannedStep) => {
-      const inputs = step.inputs.flatMap(([input, t]) => {
+      const inputs = [];
+      for (const [input, t] of step.inputs) {
         const held = table.get(t);
-        if (held === undefined || held === null) return [];
-        const shape = adapt(held, step.batching, step.inputDims.get(input)!);
-        return [{ name: input, datatype: held.tensor.datatype, shape, data: held.tensor.data }];
-      });
-      const job = this.#host
+        if (held === undefined || held === null) continue;
+        inputs.push({ name: input, datatype: held.tensor.datatype, shape: adapt(held, step.batching, step.inputDims.get(input)!), data: held.tensor.data });
+      }
+      running++;
+      this.#host
         .infer(
-          {
-            model: step.model,
-            version: step.version,
-            id: request.id,
-            parameters: request.parameters,
-            inputs,
-            outputs: step.outputs.map(([output]) => ({ name: output })),
-          },
+          { model: step.model, version: step.version, id: request.id, parameters: request.parameters, inputs, outputs: step.requested },
           { signal: abort.signal },
         )
-        .then((response) => {
-          const produced = new Map(response.outputs.map((o) => [o.name, o]));
-          for (const [output, t] of step.outputs) {
-            const o = produced.get(output);
-            if (o === undefined) table.set(t, null);
-            else table.set(t, { tensor: { name: t, datatype: o.datatype, shape: o.shape, data: o.data }, batch: step.batching ? (o.shape[0] ?? 0) : 0 });
-          }
-        })
-        .catch((err: unknown) => {
-          if (failure !== undefined) return;
-          const e = toNereidError(err, 'BACKEND_ERROR');
-          failure = new NereidError(e.code, `in ensemble '${plan.name}', step ${step.index} (model '${step.model}'): ${e.message}`, { cause: e });
-          abort.abort(failure);
-        })
-        .finally(() => {
-          running.delete(job);
+        .then(
+          (response) => {
+            for (const [output, t] of step.outputs) {
+              const o = response.outputs.find((x) => x.name === output);
+              if (o === undefined) table.set(t, null);
+              else table.set(t, { tensor: { name: t, datatype: o.datatype, shape: o.shape, data: o.data }, batch: step.batching ? (o.shape[0] ?? 0) : 0 });
+            }
+          },
+          (err: unknown) => {
+            const e = toNereidError(err, 'BACKEND_ERROR');
+            failWith(new NereidError(e.code, `in ensemble '${plan.name}', step ${step.index} (model '${step.model}'): ${e.message}`, { cause: e }));
+          },
+        )
+        .then(() => {
+          running--;
+          advance();
         });
-      running.add(job);
     };
-
-    try {
-      for (;;) {
+    /** Dispatches every ready step, skips those that cannot run; finishes once nothing runs. */
+    const advance = () => {
+      try {
         let progressed = true;
         while (progressed && failure === undefined && !request.signal.aborted) {
           progressed = false;
           for (const step of pending) {
-            const needs = step.inputs.map(([, t]) => t);
-            if (step.condition !== undefined) needs.push(step.condition);
-            if (!needs.every((t) => table.has(t))) continue;
+            if (!step.needs.every((t) => table.has(t))) continue;
             pending.delete(step);
             progressed = true;
-            if (step.inputs.some(([input, t]) => table.get(t) === null && !isOptional(step, input))) {
-              skip(step);
-              continue;
-            }
-            if (step.condition !== undefined) {
-              const c = table.get(step.condition);
-              if (c === null) {
-                skip(step);
-                continue;
-              }
-              if (!conditionHolds(c!, plan.name, step)) {
-                skip(step);
-                continue;
-              }
-            }
-            dispatch(step);
+            const skipped =
+              step.inputs.some(([input, t]) => table.get(t) === null && !isOptional(step, input)) ||
+              (step.condition !== undefined && !conditionHolds(table.get(step.condition) ?? null, plan.name, step));
+            if (skipped) for (const [, t] of step.outputs) table.set(t, null);
+            else dispatch(step);
           }
         }
-        if (running.size === 0) break;
-        await Promise.race(running);
+      } catch (err) {
+        failWith(toNereidError(err, 'INTERNAL'));
       }
-    } catch (err) {
-      failure ??= toNereidError(err, 'INTERNAL');
-      abort.abort(failure);
-      await Promise.allSettled(running);
-    } finally {
-      request.signal.removeEventListener('abort', onAbort);
-    }
-    if (failure === undefined && request.signal.aborted) {
-      failure = new NereidError('REQUEST_CANCELLED', `ensemble '${plan.name}': the request was cancelled`);
-    }
-    if (failure !== undefined) {
-      request.fail(failure);
-      return;
-    }
-    const outputs: BackendTensor[] = [];
-    for (const name of request.requestedOutputs) {
-      const held = table.get(name);
-      if (held === undefined || held === null) continue;
-      outputs.push({ ...held.tensor, shape: adapt(held, plan.batching, plan.outputDims.get(name)!) });
-    }
-    const end = process.hrtime.bigint();
-    request.times.computeOutputStart = end;
-    request.times.computeEnd = end;
-    this.#observer.onExecution([request], Math.max(1, request.batchSize));
-    request.respond({ outputs }, true);
+      if (running === 0) finish();
+    };
+    advance();
   }
 }
 
@@ -388,7 +386,9 @@ function isOptional(step: PlannedStep, input: string): boolean {
   return step.optional.has(input);
 }
 
-function conditionHolds(held: Held, ensemble: string, step: PlannedStep): boolean {
+/** Whether a conditional step runs: its condition was produced and is true. */
+function conditionHolds(held: Held | null, ensemble: string, step: PlannedStep): boolean {
+  if (held === null) return false;
   const t = held.tensor;
   const elements = t.shape.reduce((n, d) => n * d, 1);
   if ((t.datatype as DataType) !== fromConfigDataType('TYPE_BOOL') || elements !== 1) {
