@@ -15,12 +15,13 @@ import { NereidError, fromConfigDataType, toNereidError, type DataType } from '@
 import type { BackendTensor } from '../backends/spi.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { InstanceRunner } from '../scheduling/instance-runner.js';
-import type { FailureReason, ScheduledRequest, Scheduler, SchedulerObserver } from '../scheduling/scheduler.js';
+import type { FailureReason, RequestTimes, ScheduledRequest, Scheduler, SchedulerObserver } from '../scheduling/scheduler.js';
 import type { InferOptions, InferRequest, InferResponse } from './types.js';
 
 /** What the ensemble needs of the server: internal inference and the composing models' configs. */
 export interface EnsembleHost {
-  infer(request: InferRequest, options: InferOptions): Promise<InferResponse>;
+  /** One internal request to a composing model, with its timestamps once it completed. */
+  infer(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }>;
   /** The configuration a ready version serves with; throws the lookup error otherwise. */
   modelConfig(model: string, version?: string): ModelConfig;
 }
@@ -298,6 +299,10 @@ export class EnsembleScheduler implements Scheduler {
     const pending = new Set(this.#stepsFor(request.requestedOutputs));
     let running = 0;
     let failure: NereidError | undefined;
+    // §6.6: the ensemble's compute durations are the sums of its steps'.
+    let computeInput = 0n;
+    let computeInfer = 0n;
+    let computeOutput = 0n;
 
     const finish = () => {
       request.signal.removeEventListener('abort', onAbort);
@@ -314,9 +319,10 @@ export class EnsembleScheduler implements Scheduler {
         if (held === undefined || held === null) continue;
         outputs.push({ ...held.tensor, shape: adapt(held, plan.batching, plan.outputDims.get(name)!) });
       }
-      const end = process.hrtime.bigint();
-      request.times.computeOutputStart = end;
-      request.times.computeEnd = end;
+      const t = request.times;
+      t.computeInputEnd = t.computeStart + computeInput;
+      t.computeOutputStart = t.computeInputEnd + computeInfer;
+      t.computeEnd = t.computeOutputStart + computeOutput;
       this.#observer.onExecution([request], Math.max(1, request.batchSize));
       request.respond({ outputs }, true);
     };
@@ -339,7 +345,10 @@ export class EnsembleScheduler implements Scheduler {
           { signal: abort.signal },
         )
         .then(
-          (response) => {
+          ({ response, times }) => {
+            computeInput += times.computeInputEnd - times.computeStart;
+            computeInfer += times.computeOutputStart - times.computeInputEnd;
+            computeOutput += times.computeEnd - times.computeOutputStart;
             for (const [output, t] of step.outputs) {
               const o = response.outputs.find((x) => x.name === output);
               if (o === undefined) table.set(t, null);

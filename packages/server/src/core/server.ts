@@ -24,6 +24,7 @@ import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
 import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest, type ResponseSink } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
+import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
 import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
@@ -190,7 +191,7 @@ export class Server {
         unloadModel: (model, unloadOptions) => this.unloadModel(model, unloadOptions),
       },
       ensembleHost: {
-        infer: (request, inferOptions) => this.infer(request, inferOptions),
+        infer: (request, inferOptions) => this.#inferTimed(request, inferOptions),
         modelConfig: (model, version) => this.#resolve(model, version).config,
       },
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
@@ -454,6 +455,31 @@ export class Server {
     mv.scheduler.enqueue(inferenceRequest);
     const response = await inferenceRequest.delivered;
     return this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble');
+  }
+
+  /**
+   * `infer` for an ensemble's step (core/ensemble.ts), with the step request's timestamps, from
+   * which the ensemble's compute durations are summed (models-and-scheduling.md §6.6).
+   */
+  async #inferTimed(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }> {
+    const requestTime = process.hrtime.bigint();
+    const mv = this.#resolve(request.model, request.version);
+    if (mv.config.model_transaction_policy?.decoupled) {
+      throw new NereidError('MODEL_DECOUPLED_UNSUPPORTED', `model '${mv.name}' is decoupled; decoupled ensemble steps are not supported yet`);
+    }
+    const { inferenceRequest, validated } = this.#prepare(mv, request, options, requestTime, undefined);
+    mv.scheduler.enqueue(inferenceRequest);
+    const response = await inferenceRequest.delivered;
+    // The instance stamps the compute times once `execute` returns, which may be just after the
+    // response was delivered: wait a few turns for them (microtasks first, they cost nothing).
+    const times = inferenceRequest.times;
+    for (let turn = 0; times.computeEnd === 0n && turn < 40; turn++) {
+      await (turn < 20 ? Promise.resolve() : new Promise<void>((resolve) => setImmediate(resolve)));
+    }
+    return {
+      response: this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'),
+      times: inferenceRequest.times,
+    };
   }
 
   /**
