@@ -42,6 +42,8 @@ describe('loading ensembles', () => {
           { model: 'add1', inputs: { IN: 'X' }, outputs: { OUT: 'Y' } },
         ]),
       ),
+      cycle_a: model(ensembleConfig('cycle_a', { inputs: ['X'], outputs: ['Y'] }, [{ model: 'cycle_b', inputs: { X: 'X' }, outputs: { Y: 'Y' } }])),
+      cycle_b: model(ensembleConfig('cycle_b', { inputs: ['X'], outputs: ['Y'] }, [{ model: 'cycle_a', inputs: { X: 'X' }, outputs: { Y: 'Y' } }])),
       bad_condition: model(
         ensembleConfig('bad_condition', { inputs: ['X'], outputs: ['Y'] }, [
           { model: 'add1', inputs: { IN: 'X' }, outputs: { OUT: 't' } },
@@ -81,6 +83,7 @@ describe('loading ensembles', () => {
       assert.match(reasonOf(server, 'wrong_input'), /step 0 \(model 'add1'\): input_map key 'NOPE' \(ensemble tensor 'X'\) is not an input of model 'add1'/);
       assert.match(reasonOf(server, 'wrong_type'), /ensemble tensor 'Y': .*TYPE_FP32.*TYPE_BOOL|ensemble tensor 'Y': .*TYPE_BOOL.*TYPE_FP32/);
       assert.match(reasonOf(server, 'doubly_produced'), /ensemble tensor 'Y' can appear in an output map only once/);
+      assert.match(reasonOf(server, 'cycle_a'), /circular dependency between ensembles/);
       assert.match(reasonOf(server, 'bad_condition'), /ensemble tensor 't': the condition of step 1 \(model 'add1'\) has datatype TYPE_BOOL/);
       // The others serve.
       const res = await server.infer({ model: 'pipe', inputs: [{ name: 'X', datatype: 'FP32', shape: [1], data: Float32Array.of(0) }] });
