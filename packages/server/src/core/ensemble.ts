@@ -16,12 +16,14 @@ import type { BackendTensor } from '../backends/spi.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { FailureReason, RequestTimes, ScheduledRequest, Scheduler, SchedulerObserver } from '../scheduling/scheduler.js';
-import type { InferOptions, InferRequest, InferResponse } from './types.js';
+import type { InferOptions, InferRequest, InferResponse, StreamInferOptions } from './types.js';
 
 /** What the ensemble needs of the server: internal inference and the composing models' configs. */
 export interface EnsembleHost {
   /** One internal request to a composing model, with its timestamps once it completed. */
   infer(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }>;
+  /** One internal request to a decoupled composing model (`Server.inferStream`). */
+  inferStream(request: InferRequest, options: StreamInferOptions): Promise<void>;
   /** The configuration a ready version serves with; throws the lookup error otherwise. */
   modelConfig(model: string, version?: string): ModelConfig;
 }
@@ -40,6 +42,7 @@ interface PlannedStep {
   readonly outputs: readonly (readonly [string, string])[];
   readonly condition: string | undefined;
   readonly batching: boolean;
+  readonly decoupled: boolean;
   /** Per-item dims of each composing input (batch dimension excluded). */
   readonly inputDims: ReadonlyMap<string, readonly number[]>;
   /** The ensemble tensors the step waits for: its inputs and its condition. */
@@ -54,6 +57,8 @@ export interface EnsemblePlan {
   readonly name: string;
   readonly steps: readonly PlannedStep[];
   readonly batching: boolean;
+  /** Some step is decoupled: so is the ensemble (§6.5). */
+  readonly decoupled: boolean;
   readonly outputDims: ReadonlyMap<string, readonly number[]>;
 }
 
@@ -116,9 +121,6 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
     } catch (err) {
       return fail(`${label}: the composing model is not available: ${toNereidError(err).message}`);
     }
-    if (composing.model_transaction_policy?.decoupled) {
-      fail(`${label}: decoupled composing models are not supported in ensembles yet; use a model that is not decoupled`);
-    }
     const stepBatching = composing.max_batch_size > 0;
     if (stepBatching && batching && composing.max_batch_size < config.max_batch_size) {
       fail(`${label}: the composing model's max_batch_size ${composing.max_batch_size} is smaller than the ensemble's ${config.max_batch_size}`);
@@ -151,6 +153,7 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
       outputs: Object.entries(step.output_map),
       condition,
       batching: stepBatching,
+      decoupled: composing.model_transaction_policy?.decoupled ?? false,
       inputDims,
       needs: [...Object.values(step.input_map), ...(condition === undefined ? [] : [condition])],
       requested: Object.keys(step.output_map).map((name) => ({ name })),
@@ -200,6 +203,7 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
     name,
     steps: planned,
     batching,
+    decoupled: planned.some((s) => s.decoupled),
     outputDims: new Map(config.output.map((t) => [t.name, t.reshape?.shape ?? t.dims])),
   };
 }
@@ -289,21 +293,42 @@ export class EnsembleScheduler implements Scheduler {
 
   #run(request: ScheduledRequest): void {
     const plan = this.#plan;
-    const table = new Map<string, Held | null>();
+    const root: Iteration = { table: new Map(), pending: new Set(this.#stepsFor(request.requestedOutputs)), running: 0 };
     const batch = plan.batching ? request.batchSize : 0;
-    for (const [name, tensor] of request.inputs) table.set(name, { tensor, batch });
-    // Created on first dispatch: aborts the steps in flight on cancellation or a step's failure.
+    for (const [name, tensor] of request.inputs) root.table.set(name, { tensor, batch });
+    // Aborts the steps in flight on cancellation or a step's failure.
     const abort = new AbortController();
     const onAbort = () => abort.abort(request.signal.reason);
     request.signal.addEventListener('abort', onAbort, { once: true });
-    const pending = new Set(this.#stepsFor(request.requestedOutputs));
+    /** Steps in flight over every iteration. */
     let running = 0;
     let failure: NereidError | undefined;
     // §6.6: the ensemble's compute durations are the sums of its steps'.
     let computeInput = 0n;
     let computeInfer = 0n;
     let computeOutput = 0n;
+    const addTimes = (times: RequestTimes) => {
+      computeInput += times.computeInputEnd - times.computeStart;
+      computeInfer += times.computeOutputStart - times.computeInputEnd;
+      computeOutput += times.computeEnd - times.computeOutputStart;
+    };
 
+    const outputsOf = (it: Iteration): BackendTensor[] => {
+      const outputs: BackendTensor[] = [];
+      for (const name of request.requestedOutputs) {
+        const held = it.table.get(name);
+        if (held === undefined || held === null) continue;
+        outputs.push({ ...held.tensor, shape: adapt(held, plan.batching, plan.outputDims.get(name)!) });
+      }
+      return outputs;
+    };
+    /** An iteration with nothing in flight: a decoupled ensemble sends what it produced. */
+    const iterationDone = (it: Iteration) => {
+      if (!plan.decoupled || failure !== undefined || request.signal.aborted) return;
+      const outputs = outputsOf(it);
+      if (outputs.length === 0 || it.pending.size > 0 && !request.requestedOutputs.every((n) => it.table.has(n))) return;
+      request.respond({ outputs }, false);
+    };
     const finish = () => {
       request.signal.removeEventListener('abort', onAbort);
       if (failure === undefined && request.signal.aborted) {
@@ -313,82 +338,112 @@ export class EnsembleScheduler implements Scheduler {
         request.fail(failure);
         return;
       }
-      const outputs: BackendTensor[] = [];
-      for (const name of request.requestedOutputs) {
-        const held = table.get(name);
-        if (held === undefined || held === null) continue;
-        outputs.push({ ...held.tensor, shape: adapt(held, plan.batching, plan.outputDims.get(name)!) });
-      }
       const t = request.times;
       t.computeInputEnd = t.computeStart + computeInput;
       t.computeOutputStart = t.computeInputEnd + computeInfer;
       t.computeEnd = t.computeOutputStart + computeOutput;
       this.#observer.onExecution([request], Math.max(1, request.batchSize));
-      request.respond({ outputs }, true);
+      if (plan.decoupled) request.respond(null, true);
+      else request.respond({ outputs: outputsOf(root) }, true);
     };
     const failWith = (error: NereidError) => {
       if (failure !== undefined) return;
       failure = error;
       abort.abort(failure);
     };
-    const dispatch = (step: PlannedStep) => {
+    const stepError = (step: PlannedStep, err: unknown) => {
+      const e = toNereidError(err, 'BACKEND_ERROR');
+      failWith(new NereidError(e.code, `in ensemble '${plan.name}', step ${step.index} (model '${step.model}'): ${e.message}`, { cause: e }));
+    };
+    const store = (table: Map<string, Held | null>, step: PlannedStep, outputs: readonly InferResponse['outputs'][number][]) => {
+      for (const [output, t] of step.outputs) {
+        const o = outputs.find((x) => x.name === output);
+        if (o === undefined) table.set(t, null);
+        else table.set(t, { tensor: { name: t, datatype: o.datatype, shape: o.shape, data: o.data }, batch: step.batching ? (o.shape[0] ?? 0) : 0 });
+      }
+    };
+    const settled = (it: Iteration) => {
+      running--;
+      it.running--;
+      advance(it);
+    };
+    const dispatch = (it: Iteration, step: PlannedStep) => {
       const inputs = [];
       for (const [input, t] of step.inputs) {
-        const held = table.get(t);
+        const held = it.table.get(t);
         if (held === undefined || held === null) continue;
         inputs.push({ name: input, datatype: held.tensor.datatype, shape: adapt(held, step.batching, step.inputDims.get(input)!), data: held.tensor.data });
       }
       running++;
-      this.#host
-        .infer(
-          { model: step.model, version: step.version, id: request.id, parameters: request.parameters, inputs, outputs: step.requested },
-          { signal: abort.signal },
-        )
-        .then(
+      it.running++;
+      const stepRequest: InferRequest = { model: step.model, version: step.version, id: request.id, parameters: request.parameters, inputs, outputs: step.requested };
+      if (!step.decoupled) {
+        this.#host.infer(stepRequest, { signal: abort.signal }).then(
           ({ response, times }) => {
-            computeInput += times.computeInputEnd - times.computeStart;
-            computeInfer += times.computeOutputStart - times.computeInputEnd;
-            computeOutput += times.computeEnd - times.computeOutputStart;
-            for (const [output, t] of step.outputs) {
-              const o = response.outputs.find((x) => x.name === output);
-              if (o === undefined) table.set(t, null);
-              else table.set(t, { tensor: { name: t, datatype: o.datatype, shape: o.shape, data: o.data }, batch: step.batching ? (o.shape[0] ?? 0) : 0 });
-            }
+            addTimes(times);
+            store(it.table, step, response.outputs);
+            settled(it);
           },
           (err: unknown) => {
-            const e = toNereidError(err, 'BACKEND_ERROR');
-            failWith(new NereidError(e.code, `in ensemble '${plan.name}', step ${step.index} (model '${step.model}'): ${e.message}`, { cause: e }));
+            stepError(step, err);
+            settled(it);
           },
-        )
-        .then(() => {
-          running--;
-          advance();
-        });
+        );
+        return;
+      }
+      // §6.5: every response of a decoupled step starts an iteration of the steps after it.
+      this.#host
+        .inferStream(stepRequest, {
+          signal: abort.signal,
+          onResponse: ({ response }) => {
+            if (response === undefined || failure !== undefined) return;
+            const next: Iteration = { table: new Map(it.table), pending: new Set(it.pending), running: 0 };
+            store(next.table, step, response.outputs);
+            running++;
+            next.running++;
+            queueMicrotask(() => settled(next));
+          },
+        })
+        .then(
+          () => settled(it),
+          (err: unknown) => {
+            stepError(step, err);
+            settled(it);
+          },
+        );
     };
-    /** Dispatches every ready step, skips those that cannot run; finishes once nothing runs. */
-    const advance = () => {
+    /** Dispatches every ready step of `it`, skips those that cannot run; finishes once nothing runs. */
+    const advance = (it: Iteration) => {
       try {
         let progressed = true;
         while (progressed && failure === undefined && !request.signal.aborted) {
           progressed = false;
-          for (const step of pending) {
-            if (!step.needs.every((t) => table.has(t))) continue;
-            pending.delete(step);
+          for (const step of it.pending) {
+            if (!step.needs.every((t) => it.table.has(t))) continue;
+            it.pending.delete(step);
             progressed = true;
             const skipped =
-              step.inputs.some(([input, t]) => table.get(t) === null && !isOptional(step, input)) ||
-              (step.condition !== undefined && !conditionHolds(table.get(step.condition) ?? null, plan.name, step));
-            if (skipped) for (const [, t] of step.outputs) table.set(t, null);
-            else dispatch(step);
+              step.inputs.some(([input, t]) => it.table.get(t) === null && !isOptional(step, input)) ||
+              (step.condition !== undefined && !conditionHolds(it.table.get(step.condition) ?? null, plan.name, step));
+            if (skipped) for (const [, t] of step.outputs) it.table.set(t, null);
+            else dispatch(it, step);
           }
         }
       } catch (err) {
         failWith(toNereidError(err, 'INTERNAL'));
       }
+      if (it.running === 0) iterationDone(it);
       if (running === 0) finish();
     };
-    advance();
+    advance(root);
   }
+}
+
+/** One iteration of the dataflow (§6.5): its tensors, the steps it has yet to run, its steps in flight. */
+interface Iteration {
+  readonly table: Map<string, Held | null>;
+  readonly pending: Set<PlannedStep>;
+  running: number;
 }
 
 function isOptional(step: PlannedStep, input: string): boolean {

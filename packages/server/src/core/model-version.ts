@@ -485,13 +485,15 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     validateModelConfig(config);
     validateModelIO(config);
     const plan = planEnsemble(config, host);
+    // §6.1, §6.5: decoupled when a step is, whatever the configuration said.
+    config.model_transaction_policy = { decoupled: plan.decoupled };
     const stats = new ModelStatistics(name, version);
     const histograms = this.#options.metrics?.histogramsFor(config, stats);
     const backendModel = {
       createInstance: () => Promise.reject(new NereidError('INTERNAL', `ensemble '${name}' has no instances`)),
       unload: () => Promise.resolve(),
     };
-    const runnerContext: RunnerContext = { backendName: 'ensemble', backendModel, decoupled: false, stats, rateLimiter: undefined };
+    const runnerContext: RunnerContext = { backendName: 'ensemble', backendModel, decoupled: plan.decoupled, stats, rateLimiter: undefined };
     const loadDurationSecs = prepared.timings.read + prepared.timings.parse + secondsSince(loadStart);
     const loadPhases = Object.fromEntries(LOAD_PHASES.map((p) => [p, 0])) as Record<LoadPhase, number>;
     loadPhases.read = prepared.timings.read;

@@ -192,6 +192,7 @@ export class Server {
       },
       ensembleHost: {
         infer: (request, inferOptions) => this.#inferTimed(request, inferOptions),
+        inferStream: (request, streamOptions) => this.inferStream(request, streamOptions),
         modelConfig: (model, version) => this.#resolve(model, version).config,
       },
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
