@@ -95,6 +95,14 @@ ensemble_scheduling { step { model_name: "ident" model_version: -1 input_map { k
         { 'step_condition:add10': 'G' },
       ),
     ),
+    // At most one request of the slow step at a time, across ensemble requests.
+    limited: model(
+      ensembleConfig('limited', { inputs: ['X'], outputs: ['Y'] }, [{ model: 'slow_limited', inputs: { IN: 'X' }, outputs: { OUT: 'Y' } }]).replace(
+        'ensemble_scheduling {',
+        'ensemble_scheduling { max_inflight_requests: 1',
+      ),
+    ),
+    slow_limited: model(stepConfig('slow_limited', { delay_ms: '100' })),
     // The condition is an ensemble input.
     switched: model(
       ensembleConfig('switched', { inputs: ['X', 'RUN'], outputs: ['Y'], bools: ['RUN'] }, [
@@ -237,6 +245,14 @@ describe('ensembles', () => {
     await rejection(srv.server.infer({ model: 'bad_step', inputs: [f32([1])] }));
     assert.equal(stats('bad_step').inference_stats.fail.count - bad0.inference_stats.fail.count, 1);
     assert.equal(stats('bad_step').execution_count, bad0.execution_count);
+  });
+
+  it('keeps at most max_inflight_requests requests of a step outstanding', async () => {
+    const results = await Promise.all([1, 2, 3].map((v) => srv.server.infer({ model: 'limited', inputs: [f32([v])] })));
+    assert.deepEqual(results.map((r) => floats(r.outputs[0]!.data)), [[2], [3], [4]]);
+    const runs = steps.of('slow_limited').sort((a, b) => a.start - b.start);
+    assert.equal(runs.length, 3);
+    for (let i = 1; i < runs.length; i++) assert.ok(runs[i]!.start >= runs[i - 1]!.end, `run ${i} started after run ${i - 1} ended`);
   });
 
   it('runs a conditional step only when its BOOL condition is true', async () => {

@@ -59,6 +59,8 @@ export interface EnsemblePlan {
   readonly batching: boolean;
   /** Some step is decoupled: so is the ensemble (§6.5). */
   readonly decoupled: boolean;
+  /** `max_inflight_requests`: per step, the most internal requests outstanding at once (0: no limit). */
+  readonly maxInflight: number;
   readonly outputDims: ReadonlyMap<string, readonly number[]>;
 }
 
@@ -204,6 +206,7 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
     steps: planned,
     batching,
     decoupled: planned.some((s) => s.decoupled),
+    maxInflight: config.ensemble_scheduling!.max_inflight_requests,
     outputDims: new Map(config.output.map((t) => [t.name, t.reshape?.shape ?? t.dims])),
   };
 }
@@ -234,6 +237,9 @@ export class EnsembleScheduler implements Scheduler {
   readonly #observer: SchedulerObserver;
   readonly #inflight = new Set<ScheduledRequest>();
   readonly #needed = new Map<string, readonly PlannedStep[]>();
+  /** Per step: internal requests outstanding, and dispatches waiting for `maxInflight` (§6.5). */
+  readonly #stepInflight: number[];
+  readonly #stepWaiting: (() => void)[][];
   #stopped = false;
   #drained: (() => void)[] = [];
 
@@ -241,6 +247,26 @@ export class EnsembleScheduler implements Scheduler {
     this.#plan = plan;
     this.#host = host;
     this.#observer = observer;
+    this.#stepInflight = plan.steps.map(() => 0);
+    this.#stepWaiting = plan.steps.map(() => []);
+  }
+
+  /** Runs `send` once step `index` has fewer than `maxInflight` requests outstanding (no timeout). */
+  #admit(index: number, send: () => void): void {
+    const max = this.#plan.maxInflight;
+    if (max > 0 && this.#stepInflight[index]! >= max) {
+      this.#stepWaiting[index]!.push(send);
+      return;
+    }
+    this.#stepInflight[index]!++;
+    send();
+  }
+
+  /** A request of step `index` ended (its final response): the next waiting one goes. */
+  #release(index: number): void {
+    const next = this.#stepWaiting[index]!.shift();
+    if (next !== undefined) next();
+    else this.#stepInflight[index]!--;
   }
 
   get inflightCount(): number {
@@ -362,7 +388,8 @@ export class EnsembleScheduler implements Scheduler {
         else table.set(t, { tensor: { name: t, datatype: o.datatype, shape: o.shape, data: o.data }, batch: step.batching ? (o.shape[0] ?? 0) : 0 });
       }
     };
-    const settled = (it: Iteration) => {
+    const settled = (it: Iteration, step?: PlannedStep) => {
+      if (step !== undefined) this.#release(step.index);
       running--;
       it.running--;
       advance(it);
@@ -377,40 +404,44 @@ export class EnsembleScheduler implements Scheduler {
       running++;
       it.running++;
       const stepRequest: InferRequest = { model: step.model, version: step.version, id: request.id, parameters: request.parameters, inputs, outputs: step.requested };
-      if (!step.decoupled) {
-        this.#host.infer(stepRequest, { signal: abort.signal }).then(
-          ({ response, times }) => {
-            addTimes(times);
-            store(it.table, step, response.outputs);
-            settled(it);
-          },
-          (err: unknown) => {
-            stepError(step, err);
-            settled(it);
-          },
-        );
-        return;
-      }
-      // §6.5: every response of a decoupled step starts an iteration of the steps after it.
-      this.#host
-        .inferStream(stepRequest, {
-          signal: abort.signal,
-          onResponse: ({ response }) => {
-            if (response === undefined || failure !== undefined) return;
-            const next: Iteration = { table: new Map(it.table), pending: new Set(it.pending), running: 0 };
-            store(next.table, step, response.outputs);
-            running++;
-            next.running++;
-            queueMicrotask(() => settled(next));
-          },
-        })
-        .then(
-          () => settled(it),
-          (err: unknown) => {
-            stepError(step, err);
-            settled(it);
-          },
-        );
+      // Sent once the step's max_inflight_requests allows (§6.5).
+      const send = () => {
+        if (!step.decoupled) {
+          this.#host.infer(stepRequest, { signal: abort.signal }).then(
+            ({ response, times }) => {
+              addTimes(times);
+              store(it.table, step, response.outputs);
+              settled(it, step);
+            },
+            (err: unknown) => {
+              stepError(step, err);
+              settled(it, step);
+            },
+          );
+          return;
+        }
+        // §6.5: every response of a decoupled step starts an iteration of the steps after it.
+        this.#host
+          .inferStream(stepRequest, {
+            signal: abort.signal,
+            onResponse: ({ response }) => {
+              if (response === undefined || failure !== undefined) return;
+              const next: Iteration = { table: new Map(it.table), pending: new Set(it.pending), running: 0 };
+              store(next.table, step, response.outputs);
+              running++;
+              next.running++;
+              queueMicrotask(() => settled(next));
+            },
+          })
+          .then(
+            () => settled(it, step),
+            (err: unknown) => {
+              stepError(step, err);
+              settled(it, step);
+            },
+          );
+      };
+      this.#admit(step.index, send);
     };
     /** Dispatches every ready step of `it`, skips those that cannot run; finishes once nothing runs. */
     const advance = (it: Iteration) => {
