@@ -6,7 +6,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Server, silentLogger } from '@nereid/server';
+import { simpleModel } from '@nereid/testkit';
 import { makeRepository, removeDir } from '../../helpers/harness.js';
+import { modelFiles } from '../../helpers/models.js';
+import { DecoupledBackend, repeatConfig } from '../streaming/decoupled-backend.js';
 import { ensembleConfig, StepBackend, stepConfig } from './step-backend.js';
 
 const model = (config: string) => ({ 'config.pbtxt': config, '1/.keep': '' });
@@ -42,6 +45,22 @@ describe('loading ensembles', () => {
           { model: 'add1', inputs: { IN: 'X' }, outputs: { OUT: 'Y' } },
         ]),
       ),
+      repeat: model(repeatConfig('repeat')),
+      simple: modelFiles(simpleModel()),
+      two_decoupled: {
+        'config.pbtxt': `name: "two_decoupled"
+platform: "ensemble"
+max_batch_size: 0
+input [{ name: "X" data_type: TYPE_INT32 dims: [-1] }]
+output [{ name: "Y" data_type: TYPE_INT32 dims: [-1, 16] }]
+ensemble_scheduling {
+  step { model_name: "repeat" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "a" } }
+  step { model_name: "repeat" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "IDX" value: "b" } }
+  step { model_name: "simple" model_version: -1 input_map [{ key: "INPUT0" value: "a" }, { key: "INPUT1" value: "b" }] output_map { key: "OUTPUT0" value: "Y" } }
+}
+`,
+        '1/.keep': '',
+      },
       cycle_a: model(ensembleConfig('cycle_a', { inputs: ['X'], outputs: ['Y'] }, [{ model: 'cycle_b', inputs: { X: 'X' }, outputs: { Y: 'Y' } }])),
       cycle_b: model(ensembleConfig('cycle_b', { inputs: ['X'], outputs: ['Y'] }, [{ model: 'cycle_a', inputs: { X: 'X' }, outputs: { Y: 'Y' } }])),
       bad_condition: model(
@@ -77,12 +96,17 @@ describe('loading ensembles', () => {
   });
 
   it('refuses ensembles that do not fit their composing models, naming the step and tensor', async () => {
-    const server = await Server.start({ modelRepositories: [repo], backends: [new StepBackend().backend], logger: silentLogger() });
+    const server = await Server.start({
+      modelRepositories: [repo],
+      backends: [new StepBackend().backend, new DecoupledBackend().backend],
+      logger: silentLogger(),
+    });
     try {
       assert.match(reasonOf(server, 'unknown_step'), /nowhere/);
       assert.match(reasonOf(server, 'wrong_input'), /step 0 \(model 'add1'\): input_map key 'NOPE' \(ensemble tensor 'X'\) is not an input of model 'add1'/);
       assert.match(reasonOf(server, 'wrong_type'), /ensemble tensor 'Y': .*TYPE_FP32.*TYPE_BOOL|ensemble tensor 'Y': .*TYPE_BOOL.*TYPE_FP32/);
       assert.match(reasonOf(server, 'doubly_produced'), /ensemble tensor 'Y' can appear in an output map only once/);
+      assert.match(reasonOf(server, 'two_decoupled'), /step 2 \(model 'simple'\) consumes tensors that come from more than one decoupled step \(steps 0, 1\)/);
       assert.match(reasonOf(server, 'cycle_a'), /circular dependency between ensembles/);
       assert.match(reasonOf(server, 'bad_condition'), /ensemble tensor 't': the condition of step 1 \(model 'add1'\) has datatype TYPE_BOOL/);
       // The others serve.

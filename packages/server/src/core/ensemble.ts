@@ -163,6 +163,33 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
     };
   });
 
+  const producer = new Map<string, number>();
+  for (const s of planned) for (const [, t] of s.outputs) producer.set(t, s.index);
+  // §6.2: a step may not consume tensors that come from two different decoupled steps.
+  const origins = new Map<string, Set<number>>();
+  const originsOf = (tensor: string, depth = 0): Set<number> => {
+    let o = origins.get(tensor);
+    if (o !== undefined) return o;
+    o = new Set();
+    const p = producer.get(tensor);
+    if (p !== undefined && depth <= planned.length) {
+      const s = planned[p]!;
+      for (const t of s.needs) for (const d of originsOf(t, depth + 1)) o.add(d);
+      if (s.decoupled) o.add(s.index);
+    }
+    origins.set(tensor, o);
+    return o;
+  };
+  for (const s of planned) {
+    const from = new Set<number>();
+    for (const t of s.needs) for (const d of originsOf(t)) from.add(d);
+    if (from.size > 1) {
+      fail(
+        `${stepLabel(config, s.index)} consumes tensors that come from more than one decoupled step ` +
+          `(steps ${[...from].join(', ')}); its inputs must all come from the same decoupled step`,
+      );
+    }
+  }
   for (const [tensor, list] of uses) {
     const first = list[0]!;
     for (const other of list.slice(1)) {
@@ -177,8 +204,6 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
   }
 
   // Conditions must come from ensemble inputs or step outputs, and must not wait on their own step.
-  const producer = new Map<string, number>();
-  for (const s of planned) for (const [, t] of s.outputs) producer.set(t, s.index);
   const inputs = new Set(config.input.map((t) => t.name));
   const upstreamSteps = (index: number, seen = new Set<number>()): Set<number> => {
     const s = planned[index]!;
