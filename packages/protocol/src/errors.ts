@@ -135,6 +135,8 @@ export const ERROR_CODES = {
 
   // Execution
   BACKEND_ERROR: 'INTERNAL',
+  /** A conditional ensemble step's condition tensor is not one BOOL element (docs/ensembles.md). */
+  ENSEMBLE_CONDITION: 'INVALID_ARG',
   // A Python stub (docs/backends.md) that died, hung past its execute timeout, or could not start.
   PYTHON_STUB_FAILED: 'INTERNAL',
   // Errors a model reports with a code of its own (pb_utils.TritonError codes INVALID_ARG, UNKNOWN).

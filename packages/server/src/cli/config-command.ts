@@ -73,7 +73,11 @@ export async function effectiveConfigOf(directory: string, options: ConfigComman
     options.configOverride,
   );
   if (prepared.config.platform === 'ensemble') {
-    throw new NereidError('CONFIG_UNSUPPORTED', `model '${name}': ensembles are not supported by this version of Nereid`);
+    throw new NereidError(
+      'CONFIG_UNSUPPORTED',
+      `model '${name}' is an ensemble: 'nereid config' completes the configuration of one model, and an ensemble is checked ` +
+        `against its composing models only when a server loads it (run 'nereid serve' with the whole repository)`,
+    );
   }
   const available = await listVersions(dir, logger);
   let version: number;

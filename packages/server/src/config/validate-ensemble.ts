@@ -66,6 +66,21 @@ export function validateEnsembleScheduling(config: ModelConfig): void {
     }
   });
 
+  // A conditional step (docs/ensembles.md) also consumes its condition tensor.
+  for (const [key, value] of Object.entries(config.parameters)) {
+    if (!key.startsWith('step_condition:')) continue;
+    const target = key.slice('step_condition:'.length);
+    ensemble.step.forEach((step, index) => {
+      if (String(index) !== target && step.model_name !== target) return;
+      const condition = tensor(value.string_value);
+      for (const name of Object.values(step.output_map)) {
+        const out = tensor(name);
+        out.upstream.push(condition);
+        condition.downstream.push(out);
+      }
+    });
+  }
+
   const queue: EnsembleTensor[] = [];
   for (const input of config.input) {
     const t = tensors.get(input.name);

@@ -27,6 +27,8 @@ import { SequenceBatcher, resolveSequenceStates } from '../scheduling/sequence-b
 import type { RateLimiter } from '../scheduling/rate-limiter.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
+import { EnsembleScheduler, planEnsemble, type EnsembleHost } from './ensemble.js';
+import { validateModelConfig, validateModelIO } from '../config/index.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
 import { backendLookup, backendSettings, completeVersionConfig, modelContext } from './version-config.js';
 import { prepareWarmup, runWarmup, type WarmupSample } from './warmup.js';
@@ -359,6 +361,8 @@ export interface ModelVersionFactoryOptions {
   metrics?: ServerMetrics;
   /** The server's models, offered to backends as `ModelContext.models` (calls between models). */
   models?: ModelServices;
+  /** How ensembles call their steps and read the composing models' configurations. */
+  ensembleHost?: EnsembleHost;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -392,9 +396,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     };
     const total = () => prepared.timings.read + prepared.timings.parse + secondsSince(loadStart);
     try {
-      if (prepared.config.platform === 'ensemble') {
-        throw new NereidError('CONFIG_UNSUPPORTED', `model '${name}': ensembles are not supported by this version of Nereid`);
-      }
+      if (prepared.config.platform === 'ensemble') return this.#loadEnsemble(prepared, version, loadStart);
       const settings = backendSettings(this.#options.backendConfig, prepared.config.backend);
       const backend = await this.#registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
       const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
@@ -481,6 +483,54 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       );
       throw err;
     }
+  }
+
+  /**
+   * An ensemble version (models-and-scheduling.md §6): its steps checked against the composing
+   * models (loaded before it, §1.11), then served by an `EnsembleScheduler`; no instances.
+   */
+  #loadEnsemble(prepared: PreparedModel, version: number, loadStart: bigint): ModelVersion {
+    const host = this.#options.ensembleHost;
+    const name = prepared.location.name;
+    if (host === undefined) throw new NereidError('CONFIG_UNSUPPORTED', `model '${name}': ensembles need a server to call their steps through`);
+    const config = structuredClone(prepared.config);
+    validateModelConfig(config);
+    validateModelIO(config);
+    const plan = planEnsemble(config, host);
+    // §6.1, §6.5: decoupled when a step is, whatever the configuration said.
+    config.model_transaction_policy = { decoupled: plan.decoupled };
+    const stats = new ModelStatistics(name, version);
+    const histograms = this.#options.metrics?.histogramsFor(config, stats);
+    const backendModel = {
+      createInstance: () => Promise.reject(new NereidError('INTERNAL', `ensemble '${name}' has no instances`)),
+      unload: () => Promise.resolve(),
+    };
+    const runnerContext: RunnerContext = { backendName: 'ensemble', backendModel, decoupled: plan.decoupled, stats, rateLimiter: undefined };
+    const loadDurationSecs = prepared.timings.read + prepared.timings.parse + secondsSince(loadStart);
+    const loadPhases = Object.fromEntries(LOAD_PHASES.map((p) => [p, 0])) as Record<LoadPhase, number>;
+    loadPhases.read = prepared.timings.read;
+    loadPhases.parse = prepared.timings.parse;
+    this.#options.logger.info(`loaded ensemble '${name}' version ${version} in ${ms(loadDurationSecs)}: ${plan.steps.length} steps`);
+    const metrics = this.#options.metrics;
+    return new ModelVersion({
+      config,
+      version,
+      labels: new Map(),
+      scheduler: new EnsembleScheduler(plan, host, stats),
+      runners: [],
+      runnerContext,
+      loadDurationSecs,
+      loadPhases,
+      histograms,
+      stages: { source: prepared.source, sourceKind: prepared.sourceKind, beforeAutoComplete: config, afterAutoComplete: config, effective: config },
+      logger: this.#options.logger,
+      ...(metrics
+        ? {
+            onUnloaded: (v: ModelVersion, unload: PhaseDurations<UnloadPhase>, totalSecs: number) =>
+              metrics.recordUnload({ name: v.name, version: v.version, phases: unload, totalSecs, at: process.hrtime.bigint() }),
+          }
+        : {}),
+    });
   }
 
   /**

@@ -24,6 +24,7 @@ import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
 import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest, type ResponseSink } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
 import { NEVER_ABORTED } from '../scheduling/request-queue.js';
+import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
 import { checkBackendOutput } from './response-validation.js';
@@ -218,6 +219,11 @@ export class Server {
         isModelReady: (model, version) => this.isModelReady(model, version),
         loadModel: (model, loadOptions) => this.loadModel(model, loadOptions),
         unloadModel: (model, unloadOptions) => this.unloadModel(model, unloadOptions),
+      },
+      ensembleHost: {
+        infer: (request, inferOptions) => this.#inferTimed(request, inferOptions),
+        inferStream: (request, streamOptions) => this.inferStream(request, streamOptions),
+        modelConfig: (model, version) => this.#resolve(model, version).config,
       },
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
     });
@@ -481,10 +487,36 @@ export class Server {
       const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined);
       mv.scheduler.enqueue(inferenceRequest);
       const response = await inferenceRequest.delivered;
-      return shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, true));
+      return shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'));
     } finally {
       shm.release();
     }
+  }
+
+  /**
+   * `infer` for an ensemble's step (core/ensemble.ts), with the step request's timestamps, from
+   * which the ensemble's compute durations are summed (models-and-scheduling.md §6.6).
+   */
+  async #inferTimed(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }> {
+    const requestTime = process.hrtime.bigint();
+    const mv = this.#resolve(request.model, request.version);
+    if (mv.config.model_transaction_policy?.decoupled) {
+      throw new NereidError('MODEL_DECOUPLED_UNSUPPORTED', `model '${mv.name}' is decoupled; decoupled ensemble steps are not supported yet`);
+    }
+    // A step's inputs are tensors the ensemble holds, never shared-memory references.
+    const { inferenceRequest, validated } = this.#prepare(mv, request as ResolvedRequest, options, requestTime, undefined);
+    mv.scheduler.enqueue(inferenceRequest);
+    const response = await inferenceRequest.delivered;
+    // The instance stamps the compute times once `execute` returns, which may be just after the
+    // response was delivered: wait a few turns for them (microtasks first, they cost nothing).
+    const times = inferenceRequest.times;
+    for (let turn = 0; times.computeEnd === 0n && turn < 40; turn++) {
+      await (turn < 20 ? Promise.resolve() : new Promise<void>((resolve) => setImmediate(resolve)));
+    }
+    return {
+      response: this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'),
+      times: inferenceRequest.times,
+    };
   }
 
   /**
