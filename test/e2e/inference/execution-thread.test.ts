@@ -216,11 +216,15 @@ describe('execution_thread with a slow model', () => {
 
   const heavy = (model: string) => server.infer({ model, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [BATCH, INPUT], data: input }] });
 
-  /** Whether three event-loop turns pass while one heavy request of `model` computes. */
-  async function loopTurnsWhileComputing(model: string): Promise<boolean> {
+  /**
+   * Whether three event-loop turns pass while `count` heavy requests of `model` compute (several
+   * keep the worker busy long enough that a descheduled main thread on a loaded machine still
+   * gets its turns).
+   */
+  async function loopTurnsWhileComputing(model: string, count = 1): Promise<boolean> {
     let turns = 0;
     let done = false;
-    const result = heavy(model).then((r) => ((done = true), r));
+    const result = Promise.all(Array.from({ length: count }, () => heavy(model))).then((r) => ((done = true), r[0]!));
     const turned = new Promise<boolean>((resolve) => {
       const turn = () => {
         if (done) return resolve(false);
@@ -238,7 +242,7 @@ describe('execution_thread with a slow model', () => {
     // More runs than a measurement window: enough for auto to have decided.
     for (let i = 0; i < 70; i++) await heavy('slow_auto');
     assert.deepEqual(logger.lines.filter((l) => l.includes('slow_auto') && l.includes("event loop's thread")), []);
-    assert.equal(await loopTurnsWhileComputing('slow_auto'), true);
+    assert.equal(await loopTurnsWhileComputing('slow_auto', 8), true);
   });
 
   it('blocks the event loop when forced inline (what auto avoids)', async () => {

@@ -197,7 +197,8 @@ class Stub:
         message["call"] = call
         self._send(message, arrays)
 
-    def _call_blocking(self, message, arrays=()):
+    def _start_call(self, message, arrays):
+        """Sends a call; returns the event set once its answer arrived and the box holding it."""
         done = threading.Event()
         box = {}
 
@@ -207,6 +208,10 @@ class Stub:
             done.set()
 
         self._call(message, list(arrays), on_answer)
+        return done, box
+
+    def _call_blocking(self, message, arrays=()):
+        done, box = self._start_call(message, arrays)
         self._await(done)
         return box["answer"], box["outputs"]
 
@@ -280,15 +285,7 @@ class Stub:
         return self._bls_responses(answer, outputs)
 
     async def _bls_call_async(self, prepared):
-        done = threading.Event()
-        box = {}
-
-        def on_answer(answer, outputs):
-            box["answer"] = answer
-            box["outputs"] = outputs
-            done.set()
-
-        self._call(prepared[0], prepared[1], on_answer)
+        done, box = self._start_call(*prepared)
         # Waiting happens on a pool thread, which reads the channel if no one else does.
         await asyncio.get_running_loop().run_in_executor(None, self._await, done)
         return box["answer"], box["outputs"]
