@@ -164,6 +164,26 @@ describe('the same inference through HTTP and gRPC', () => {
   });
 });
 
+describe('the same surface', () => {
+  it('both clients have the same methods, except the differences the client README lists', () => {
+    const methods = (proto: object) => Object.getOwnPropertyNames(proto).filter((n) => n !== 'constructor').sort();
+    // gRPC only: the health service, ModelStreamInfer, the channel. HTTP only: the generate extension.
+    const grpcOnly = ['close', 'healthCheck', 'stream'];
+    const httpOnly = ['generate', 'generateStream'];
+    assert.deepEqual(
+      methods(GrpcClient.prototype).filter((n) => !grpcOnly.includes(n)),
+      methods(HttpClient.prototype).filter((n) => !httpOnly.includes(n)),
+    );
+    for (const name of [...grpcOnly, ...httpOnly]) {
+      assert.ok(name in GrpcClient.prototype !== name in HttpClient.prototype, `${name} is meant to be on one client only`);
+    }
+  });
+
+  it('statistics through both clients: the HTTP JSON is the decoded message', async () => {
+    assert.deepEqual(asJson(await grpc.modelStatistics('simple', '1')), asJson(await http.modelStatistics('simple', '1')));
+  });
+});
+
 describe('the same answers to the other calls', () => {
   it('health and readiness', async () => {
     assert.equal(await grpc.isServerLive(), await http.isServerLive());
