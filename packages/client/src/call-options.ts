@@ -35,6 +35,12 @@ export interface CallOptions {
   retry?: RetryPolicy | false;
 }
 
+/**
+ * Log settings of the logging extension (protocol.md §3.16): `log_file`, `log_info`,
+ * `log_warning`, `log_error`, `log_verbose_level`, `log_format`.
+ */
+export type LogSettings = Record<string, boolean | number | string>;
+
 /** Settings of a client, defaults for each call. */
 export interface ClientDefaults {
   /** Retry policy of idempotent calls (default: no retries). */

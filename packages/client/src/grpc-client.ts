@@ -13,7 +13,7 @@ import {
 } from '@grpc/grpc-js';
 import type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from './shared-memory.js';
 import { GRPC_HEALTH_SERVICE, GRPC_INFERENCE_SERVICE, NereidError, configPb, healthPb, type pb } from '@nereid/protocol';
-import { withRetry, type CallOptions, type RetryPolicy } from './call-options.js';
+import { withRetry, type CallOptions, type LogSettings, type RetryPolicy } from './call-options.js';
 import { grpcServerError } from './errors.js';
 import { decodeInferResponse, encodeInferRequest } from './grpc-codec.js';
 import { GrpcInferStream } from './grpc-infer-stream.js';
@@ -283,6 +283,24 @@ export class GrpcClient {
     return Object.values(r.regions).map((s) => ({ name: s.name, device_id: Number(s.device_id), byte_size: Number(s.byte_size) }));
   }
 
+  /** The server's log settings (`LogSettings` with no settings, protocol.md §4.8), in the HTTP client's form. */
+  async logSettings(options?: GrpcCallOptions): Promise<LogSettings> {
+    return settingsOf(await this.#unary(GRPC_INFERENCE_SERVICE.LogSettings, { settings: {} }, options, true));
+  }
+
+  /**
+   * Updates the settings given (`LogSettings`) and returns all of them as they now are. Numbers
+   * travel as `uint32_param`, booleans as `bool_param`, strings as `string_param`.
+   */
+  async updateLogSettings(settings: Readonly<LogSettings>, options?: GrpcCallOptions): Promise<LogSettings> {
+    const request: pb.LogSettingsRequest = { settings: {} };
+    for (const [key, value] of Object.entries(settings)) {
+      request.settings[key] =
+        typeof value === 'boolean' ? { bool_param: value } : typeof value === 'number' ? { uint32_param: value } : { string_param: value };
+    }
+    return settingsOf(await this.#unary(GRPC_INFERENCE_SERVICE.LogSettings, request, options));
+  }
+
   async healthCheck(service = '', options?: GrpcCallOptions): Promise<HealthStatus> {
     const r = await this.#unary(GRPC_HEALTH_SERVICE.Check, { service }, options, true);
     const S = healthPb.HealthCheckResponse_ServingStatus;
@@ -374,4 +392,14 @@ function metadataOf(headers: Readonly<Record<string, string>> | undefined): Meta
   const metadata = new Metadata();
   if (headers !== undefined) for (const key of Object.keys(headers)) metadata.set(key, headers[key]!);
   return metadata;
+}
+
+/** A LogSettings response as plain values. */
+function settingsOf(response: pb.LogSettingsResponse): LogSettings {
+  const out: LogSettings = {};
+  for (const [key, v] of Object.entries(response.settings)) {
+    const value = v.bool_param ?? v.uint32_param ?? v.string_param;
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
 }

@@ -11,7 +11,7 @@ import {
   type DataType,
 } from '@nereid/protocol';
 import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
-import { withRetry, type CallOptions, type ClientDefaults } from './call-options.js';
+import { withRetry, type CallOptions, type ClientDefaults, type LogSettings } from './call-options.js';
 import { InferenceServerError } from './errors.js';
 import { inputBytes, isSharedMemoryInput, sharedMemoryParameters, type ClientInferOptions } from './infer-options.js';
 import type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from './shared-memory.js';
@@ -227,6 +227,16 @@ export class HttpClient {
   async modelStatistics(model?: string, version?: string, options?: CallOptions): Promise<HttpModelStatisticsResponse> {
     const path = model === undefined ? '/v2/models/stats' : `${this.#modelPath(model, version)}/stats`;
     return (await this.#getJson(path, options)) as HttpModelStatisticsResponse;
+  }
+
+  /** The server's log settings (`GET /v2/logging`, protocol.md §3.16). */
+  async logSettings(options?: CallOptions): Promise<LogSettings> {
+    return (await this.#getJson('/v2/logging', options)) as LogSettings;
+  }
+
+  /** Updates the settings given (`POST /v2/logging`) and returns all of them as they now are. */
+  async updateLogSettings(settings: Readonly<LogSettings>, options?: CallOptions): Promise<LogSettings> {
+    return (await this.#post('/v2/logging', settings, options)) as LogSettings;
   }
 
   async #post(path: string, body: unknown, options: CallOptions = {}, idempotent = false): Promise<unknown> {

@@ -8,7 +8,7 @@ export {
   type HttpClientOptions,
   type HttpModelStatisticsResponse,
 } from './http-client.js';
-export { isRetryable, type CallOptions, type ClientDefaults, type RetryPolicy } from './call-options.js';
+export { isRetryable, type CallOptions, type ClientDefaults, type LogSettings, type RetryPolicy } from './call-options.js';
 export {
   GrpcClient,
   GRPC_MAX_MESSAGE_SIZE,

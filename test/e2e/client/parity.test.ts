@@ -179,6 +179,24 @@ describe('the same surface', () => {
     }
   });
 
+  it('log settings: the same through both; an update through one is seen through the other', async () => {
+    const before = await http.logSettings();
+    assert.deepEqual(await grpc.logSettings(), before);
+    assert.equal(typeof before.log_verbose_level, 'number');
+    try {
+      const updated = await grpc.updateLogSettings({ log_verbose_level: 3, log_info: false });
+      assert.equal(updated.log_verbose_level, 3);
+      assert.equal(updated.log_info, false);
+      assert.deepEqual(await http.logSettings(), updated);
+      assert.deepEqual(await http.updateLogSettings({ log_verbose_level: 0 }), { ...updated, log_verbose_level: 0 });
+      await assert.rejects(http.updateLogSettings({ log_verbose_level: 'loud' }), (err: unknown) => err instanceof InferenceServerError && err.status === 400);
+    } finally {
+      // log_file cannot be set over the network (protocol.md §3.16).
+      const { log_file: _file, ...restorable } = before;
+      await http.updateLogSettings(restorable);
+    }
+  });
+
   it('statistics through both clients: the HTTP JSON is the decoded message', async () => {
     assert.deepEqual(asJson(await grpc.modelStatistics('simple', '1')), asJson(await http.modelStatistics('simple', '1')));
   });
