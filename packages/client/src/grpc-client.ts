@@ -6,13 +6,14 @@ import {
   Metadata,
   credentials as grpcCredentials,
   makeGenericClientConstructor,
-  type CallOptions,
+  type CallOptions as CallOptions_,
   type ChannelCredentials,
   type Client,
   type ServiceError,
 } from '@grpc/grpc-js';
 import type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from './shared-memory.js';
 import { GRPC_HEALTH_SERVICE, GRPC_INFERENCE_SERVICE, NereidError, configPb, healthPb, type pb } from '@nereid/protocol';
+import { withRetry, type CallOptions, type LogSettings, type RetryPolicy } from './call-options.js';
 import { grpcServerError } from './errors.js';
 import { decodeInferResponse, encodeInferRequest } from './grpc-codec.js';
 import { GrpcInferStream } from './grpc-infer-stream.js';
@@ -51,19 +52,16 @@ export interface GrpcClientOptions {
   compression?: 'gzip' | 'deflate' | 'none';
   /** Largest message sent and received, in bytes; default 2 147 483 647 (protocol.md §7.4 item 4). */
   maxMessageSize?: number;
+  /** Retry policy of idempotent calls (default: none); a call's `retry` overrides it. */
+  retry?: RetryPolicy;
+  /** Default deadline of every unary call, in ms (default: none); a call's `timeout` overrides it. */
+  timeout?: number;
   /** Further grpc-js channel options; they override the ones above. */
   channelOptions?: Readonly<Record<string, string | number>>;
 }
 
-/** Per-call settings, for every method. */
-export interface GrpcCallOptions {
-  /** Aborting cancels the call; it then rejects with the signal's reason. */
-  signal?: AbortSignal;
-  /** Milliseconds until the call's deadline; past it the call fails with DEADLINE_EXCEEDED. */
-  timeout?: number;
-  /** Metadata sent with the call (e.g. `triton_grpc_error` on a stream, authorization). */
-  headers?: Readonly<Record<string, string>>;
-}
+/** Per-call settings, for every method (`headers` are gRPC metadata, `timeout` the deadline). */
+export type GrpcCallOptions = CallOptions;
 
 /**
  * `GrpcClient.infer` options: those of `HttpClient.infer` less the HTTP-only ones, plus the call
@@ -133,11 +131,15 @@ export class GrpcClient {
   /** The channel target, e.g. `localhost:8001`. */
   readonly url: string;
   readonly #client: Client;
+  readonly #retry: RetryPolicy | undefined;
+  readonly #timeout: number | undefined;
   #closed = false;
 
   /** @param url  `host:port`, e.g. `localhost:8001` (any grpc-js target). */
   constructor(url: string, options: GrpcClientOptions = {}) {
     this.url = url;
+    this.#retry = options.retry;
+    this.#timeout = options.timeout;
     const maxMessageSize = options.maxMessageSize ?? GRPC_MAX_MESSAGE_SIZE;
     const channel: Record<string, string | number> = {
       'grpc.max_send_message_length': maxMessageSize,
@@ -162,11 +164,11 @@ export class GrpcClient {
   }
 
   async isServerLive(options?: GrpcCallOptions): Promise<boolean> {
-    return (await this.#unary(GRPC_INFERENCE_SERVICE.ServerLive, {}, options)).live;
+    return (await this.#unary(GRPC_INFERENCE_SERVICE.ServerLive, {}, options, true)).live;
   }
 
   async isServerReady(options?: GrpcCallOptions): Promise<boolean> {
-    return (await this.#unary(GRPC_INFERENCE_SERVICE.ServerReady, {}, options)).ready;
+    return (await this.#unary(GRPC_INFERENCE_SERVICE.ServerReady, {}, options, true)).ready;
   }
 
   /**
@@ -175,16 +177,16 @@ export class GrpcClient {
    * serve that version answers `false`; an invalid version string is an error (INVALID_ARGUMENT).
    */
   async isModelReady(model: string, version?: string, options?: GrpcCallOptions): Promise<boolean> {
-    return (await this.#unary(GRPC_INFERENCE_SERVICE.ModelReady, { name: model, version: version ?? '' }, options)).ready;
+    return (await this.#unary(GRPC_INFERENCE_SERVICE.ModelReady, { name: model, version: version ?? '' }, options, true)).ready;
   }
 
   async serverMetadata(options?: GrpcCallOptions): Promise<ServerMetadata> {
-    const m = await this.#unary(GRPC_INFERENCE_SERVICE.ServerMetadata, {}, options);
+    const m = await this.#unary(GRPC_INFERENCE_SERVICE.ServerMetadata, {}, options, true);
     return { name: m.name, version: m.version, extensions: m.extensions };
   }
 
   async modelMetadata(model: string, version?: string, options?: GrpcCallOptions): Promise<ModelMetadata> {
-    const m = await this.#unary(GRPC_INFERENCE_SERVICE.ModelMetadata, { name: model, version: version ?? '' }, options);
+    const m = await this.#unary(GRPC_INFERENCE_SERVICE.ModelMetadata, { name: model, version: version ?? '' }, options, true);
     const tensor = (t: pb.ModelMetadataResponse_TensorMetadata): TensorMetadata => ({
       name: t.name,
       datatype: t.datatype,
@@ -195,7 +197,7 @@ export class GrpcClient {
 
   /** The model's normalized configuration (protocol.md §4.5), decoded. */
   async modelConfig(model: string, version?: string, options?: GrpcCallOptions): Promise<ModelConfig> {
-    const r = await this.#unary(GRPC_INFERENCE_SERVICE.ModelConfig, { name: model, version: version ?? '' }, options);
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.ModelConfig, { name: model, version: version ?? '' }, options, true);
     // An absent message field is its default value (proto3).
     return r.config ?? configPb.ModelConfig.decode(new Uint8Array(0));
   }
@@ -207,7 +209,7 @@ export class GrpcClient {
    * is not available"); a server without the statistics extension answers UNIMPLEMENTED.
    */
   async modelStatistics(model?: string, version?: string, options?: GrpcCallOptions): Promise<ModelStatisticsResponse> {
-    return this.#unary(GRPC_INFERENCE_SERVICE.ModelStatistics, { name: model ?? '', version: version ?? '' }, options);
+    return this.#unary(GRPC_INFERENCE_SERVICE.ModelStatistics, { name: model ?? '', version: version ?? '' }, options, true);
   }
 
   /**
@@ -215,7 +217,7 @@ export class GrpcClient {
    * repositories, one entry per version with its state and reason; empty fields are left out.
    */
   async repositoryIndex(options: RepositoryIndexOptions & GrpcCallOptions = {}): Promise<RepositoryIndexEntry[]> {
-    const r = await this.#unary(GRPC_INFERENCE_SERVICE.RepositoryIndex, { repository_name: '', ready: options.ready ?? false }, options);
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.RepositoryIndex, { repository_name: '', ready: options.ready ?? false }, options, true);
     return r.models.map((m) => ({
       name: m.name,
       ...(m.version ? { version: m.version } : {}),
@@ -259,7 +261,7 @@ export class GrpcClient {
 
   /** Status of every system region, or of the one named (unknown → NOT_FOUND), in the HTTP client's form. */
   async systemSharedMemoryStatus(name?: string, options?: GrpcCallOptions): Promise<SystemSharedMemoryStatus[]> {
-    const r = await this.#unary(GRPC_INFERENCE_SERVICE.SystemSharedMemoryStatus, { name: name ?? '' }, options);
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.SystemSharedMemoryStatus, { name: name ?? '' }, options, true);
     return Object.values(r.regions).map((s) => ({ name: s.name, key: s.key, offset: Number(s.offset), byte_size: Number(s.byte_size) }));
   }
 
@@ -277,12 +279,30 @@ export class GrpcClient {
   }
 
   async cudaSharedMemoryStatus(name?: string, options?: GrpcCallOptions): Promise<CudaSharedMemoryStatus[]> {
-    const r = await this.#unary(GRPC_INFERENCE_SERVICE.CudaSharedMemoryStatus, { name: name ?? '' }, options);
+    const r = await this.#unary(GRPC_INFERENCE_SERVICE.CudaSharedMemoryStatus, { name: name ?? '' }, options, true);
     return Object.values(r.regions).map((s) => ({ name: s.name, device_id: Number(s.device_id), byte_size: Number(s.byte_size) }));
   }
 
+  /** The server's log settings (`LogSettings` with no settings, protocol.md §4.8), in the HTTP client's form. */
+  async logSettings(options?: GrpcCallOptions): Promise<LogSettings> {
+    return settingsOf(await this.#unary(GRPC_INFERENCE_SERVICE.LogSettings, { settings: {} }, options, true));
+  }
+
+  /**
+   * Updates the settings given (`LogSettings`) and returns all of them as they now are. Numbers
+   * travel as `uint32_param`, booleans as `bool_param`, strings as `string_param`.
+   */
+  async updateLogSettings(settings: Readonly<LogSettings>, options?: GrpcCallOptions): Promise<LogSettings> {
+    const request: pb.LogSettingsRequest = { settings: {} };
+    for (const [key, value] of Object.entries(settings)) {
+      request.settings[key] =
+        typeof value === 'boolean' ? { bool_param: value } : typeof value === 'number' ? { uint32_param: value } : { string_param: value };
+    }
+    return settingsOf(await this.#unary(GRPC_INFERENCE_SERVICE.LogSettings, request, options));
+  }
+
   async healthCheck(service = '', options?: GrpcCallOptions): Promise<HealthStatus> {
-    const r = await this.#unary(GRPC_HEALTH_SERVICE.Check, { service }, options);
+    const r = await this.#unary(GRPC_HEALTH_SERVICE.Check, { service }, options, true);
     const S = healthPb.HealthCheckResponse_ServingStatus;
     switch (r.status) {
       case S.SERVING:
@@ -328,12 +348,19 @@ export class GrpcClient {
       method.requestSerialize,
       method.responseDeserialize,
       metadataOf(options.headers),
-      callOptionsOf(options),
+      options.timeout === undefined ? {} : { deadline: Date.now() + options.timeout },
     );
     return new GrpcInferStream(call, options.signal);
   }
 
-  #unary<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, options: GrpcCallOptions = {}): Promise<Res> {
+  /** One unary call; `idempotent` calls are retried per the policy (call's, else the client's). */
+  #unary<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, options: GrpcCallOptions = {}, idempotent = false): Promise<Res> {
+    const attempt = () => this.#unaryOnce(method, request, options);
+    if (!idempotent) return attempt();
+    return withRetry(options.retry ?? this.#retry, options.signal, attempt);
+  }
+
+  #unaryOnce<Req, Res>(method: UnaryMethod<Req, Res>, request: Req, options: GrpcCallOptions): Promise<Res> {
     const signal = options.signal;
     return new Promise((resolve, reject) => {
       if (signal?.aborted) {
@@ -347,7 +374,7 @@ export class GrpcClient {
         method.responseDeserialize,
         request,
         metadataOf(options.headers),
-        callOptionsOf(options),
+        this.#callOptions(options),
         (err: ServiceError | null, response?: Res) => {
           signal?.removeEventListener('abort', onAbort);
           if (signal?.aborted) reject(signal.reason);
@@ -358,6 +385,11 @@ export class GrpcClient {
       const onAbort = () => call.cancel();
       signal?.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  #callOptions(options: GrpcCallOptions): CallOptions_ {
+    const timeout = options.timeout ?? this.#timeout;
+    return timeout === undefined ? {} : { deadline: Date.now() + timeout };
   }
 
   #checkOpen(): void {
@@ -371,6 +403,12 @@ function metadataOf(headers: Readonly<Record<string, string>> | undefined): Meta
   return metadata;
 }
 
-function callOptionsOf(options: GrpcCallOptions): CallOptions {
-  return options.timeout === undefined ? {} : { deadline: Date.now() + options.timeout };
+/** A LogSettings response as plain values. */
+function settingsOf(response: pb.LogSettingsResponse): LogSettings {
+  const out: LogSettings = {};
+  for (const [key, v] of Object.entries(response.settings)) {
+    const value = v.bool_param ?? v.uint32_param ?? v.string_param;
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
 }

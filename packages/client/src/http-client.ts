@@ -11,6 +11,7 @@ import {
   type DataType,
 } from '@nereid/protocol';
 import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
+import { withRetry, type CallOptions, type ClientDefaults, type LogSettings } from './call-options.js';
 import { InferenceServerError } from './errors.js';
 import { inputBytes, isSharedMemoryInput, sharedMemoryParameters, type ClientInferOptions } from './infer-options.js';
 import type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from './shared-memory.js';
@@ -64,7 +65,10 @@ export interface GenerateOptions {
    * nested `parameters` object. E.g. `{ id: '1', text_input: 'hi', parameters: { max_tokens: 8 } }`.
    */
   body: Readonly<Record<string, unknown>>;
+  /** `generate` honours `timeout` and `headers` too; `generateStream` only the signal. */
   signal?: AbortSignal;
+  timeout?: number;
+  headers?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -109,16 +113,66 @@ async function* serverSentData(body: ReadableStream<Uint8Array>): AsyncGenerator
   if (rest !== undefined) yield rest;
 }
 
+/** `HttpClient` settings: defaults for every call. */
+export interface HttpClientOptions extends ClientDefaults {
+  /** Headers sent with every request (e.g. authorization); a call's own `headers` add to them. */
+  headers?: Readonly<Record<string, string>>;
+}
+
+/** The body of `POST /v2/models/{m}/stats`-style answers: the statistics JSON (protocol.md §3.14); integers beyond 2^53 are bigints. */
+export type HttpModelStatisticsResponse = { model_stats: Record<string, unknown>[] };
+
 export class HttpClient {
   readonly url: string;
+  readonly #defaults: HttpClientOptions;
 
   /** @param url  e.g. `http://localhost:8000` */
-  constructor(url: string) {
+  constructor(url: string, options: HttpClientOptions = {}) {
     this.url = url.replace(/\/+$/, '');
+    this.#defaults = options;
   }
 
-  async #get(path: string): Promise<Response> {
-    return fetch(`${this.url}${path}`);
+  /**
+   * One HTTP exchange under the call's signal and timeout. A connection failure becomes
+   * InferenceServerError 503 (the cause kept), a timeout InferenceServerError 504, an abort
+   * the signal's reason. Idempotent calls are retried per the policy.
+   */
+  async #fetch<T>(path: string, init: RequestInit, options: CallOptions, idempotent: boolean, read: (res: Response) => Promise<T>): Promise<T> {
+    const attempt = async (): Promise<T> => {
+      const timeout = options.timeout ?? this.#defaults.timeout;
+      const signals: AbortSignal[] = [];
+      if (options.signal) signals.push(options.signal);
+      const timer = timeout === undefined ? undefined : AbortSignal.timeout(timeout);
+      if (timer) signals.push(timer);
+      const headers = { ...this.#defaults.headers, ...(init.headers as Record<string, string> | undefined), ...options.headers };
+      const request: RequestInit = { ...init, headers };
+      if (signals.length > 0) request.signal = signals.length === 1 ? signals[0]! : AbortSignal.any(signals);
+      const what = `${init.method ?? 'GET'} ${this.url}${path}`;
+      try {
+        return await read(await fetch(`${this.url}${path}`, request));
+      } catch (err) {
+        if (options.signal?.aborted) throw options.signal.reason;
+        if (timer?.aborted) throw new InferenceServerError(504, `${what} got no complete answer within the ${timeout} ms timeout; the request was cancelled`, { cause: err });
+        if (err instanceof TypeError && !(err instanceof InferenceServerError)) {
+          const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+          throw new InferenceServerError(503, `${what} failed: cannot reach the server (${cause?.code ?? cause?.message ?? err.message})`, { cause: err });
+        }
+        throw err;
+      }
+    };
+    if (!idempotent) return attempt();
+    return withRetry(options.retry ?? this.#defaults.retry, options.signal, attempt);
+  }
+
+  async #getJson(path: string, options: CallOptions = {}): Promise<unknown> {
+    return this.#fetch(path, { method: 'GET' }, options, true, (res) => this.#json(res));
+  }
+
+  async #status(path: string, options: CallOptions = {}): Promise<boolean> {
+    return this.#fetch(path, { method: 'GET' }, options, true, async (res) => {
+      await res.arrayBuffer();
+      return res.status === 200;
+    });
   }
 
   async #json(res: Response): Promise<unknown> {
@@ -139,59 +193,83 @@ export class HttpClient {
     return `/v2/models/${encodeURIComponent(model)}${version ? `/versions/${version}` : ''}`;
   }
 
-  async isServerLive(): Promise<boolean> {
-    return (await this.#get('/v2/health/live')).status === 200;
+  /** Whether the server is live; an unreachable server rejects (503), after the retries. */
+  async isServerLive(options?: CallOptions): Promise<boolean> {
+    return this.#status('/v2/health/live', options);
   }
 
-  async isServerReady(): Promise<boolean> {
-    return (await this.#get('/v2/health/ready')).status === 200;
+  /** Whether the server is ready (any answer but 200 is `false`; only an unreachable server is retried). */
+  async isServerReady(options?: CallOptions): Promise<boolean> {
+    return this.#status('/v2/health/ready', options);
   }
 
-  async isModelReady(model: string, version?: string): Promise<boolean> {
-    return (await this.#get(`${this.#modelPath(model, version)}/ready`)).status === 200;
+  async isModelReady(model: string, version?: string, options?: CallOptions): Promise<boolean> {
+    return this.#status(`${this.#modelPath(model, version)}/ready`, options);
   }
 
-  async serverMetadata(): Promise<{ name: string; version: string; extensions: string[] }> {
-    return (await this.#json(await this.#get('/v2'))) as { name: string; version: string; extensions: string[] };
+  async serverMetadata(options?: CallOptions): Promise<{ name: string; version: string; extensions: string[] }> {
+    return (await this.#getJson('/v2', options)) as { name: string; version: string; extensions: string[] };
   }
 
-  async modelMetadata(model: string, version?: string): Promise<Record<string, unknown>> {
-    return (await this.#json(await this.#get(this.#modelPath(model, version)))) as Record<string, unknown>;
+  async modelMetadata(model: string, version?: string, options?: CallOptions): Promise<Record<string, unknown>> {
+    return (await this.#getJson(this.#modelPath(model, version), options)) as Record<string, unknown>;
   }
 
-  async modelConfig(model: string, version?: string): Promise<Record<string, unknown>> {
-    return (await this.#json(await this.#get(`${this.#modelPath(model, version)}/config`))) as Record<string, unknown>;
+  async modelConfig(model: string, version?: string, options?: CallOptions): Promise<Record<string, unknown>> {
+    return (await this.#getJson(`${this.#modelPath(model, version)}/config`, options)) as Record<string, unknown>;
   }
 
-  async #post(path: string, body: unknown): Promise<unknown> {
-    return this.#json(await fetch(`${this.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }));
+  /**
+   * Cumulative statistics (`GET …/stats`, protocol.md §3.14): of every READY version of every
+   * model (no `model`), of one model's READY versions (no `version`), or of one version; the
+   * JSON form (gRPC's `modelStatistics` gives the decoded message, with bigint counters).
+   */
+  async modelStatistics(model?: string, version?: string, options?: CallOptions): Promise<HttpModelStatisticsResponse> {
+    const path = model === undefined ? '/v2/models/stats' : `${this.#modelPath(model, version)}/stats`;
+    return (await this.#getJson(path, options)) as HttpModelStatisticsResponse;
+  }
+
+  /** The server's log settings (`GET /v2/logging`, protocol.md §3.16). */
+  async logSettings(options?: CallOptions): Promise<LogSettings> {
+    return (await this.#getJson('/v2/logging', options)) as LogSettings;
+  }
+
+  /** Updates the settings given (`POST /v2/logging`) and returns all of them as they now are. */
+  async updateLogSettings(settings: Readonly<LogSettings>, options?: CallOptions): Promise<LogSettings> {
+    return (await this.#post('/v2/logging', settings, options)) as LogSettings;
+  }
+
+  async #post(path: string, body: unknown, options: CallOptions = {}, idempotent = false): Promise<unknown> {
+    return this.#fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }, options, idempotent, (res) => this.#json(res));
   }
 
   /**
    * The repository index (`POST /v2/repository/index`, protocol.md §3.13): every model of the
    * server's repositories, one entry per version with its state and reason.
    */
-  async repositoryIndex(options: RepositoryIndexOptions = {}): Promise<RepositoryIndexEntry[]> {
-    return (await this.#post('/v2/repository/index', { ready: options.ready ?? false })) as RepositoryIndexEntry[];
+  async repositoryIndex(options: RepositoryIndexOptions & CallOptions = {}): Promise<RepositoryIndexEntry[]> {
+    return (await this.#post('/v2/repository/index', { ready: options.ready ?? false }, options, true)) as RepositoryIndexEntry[];
   }
 
   /**
    * Loads or reloads a model (`POST /v2/repository/models/{m}/load`); resolves once the server
    * serves it. Needs a server in explicit model control mode. Override files travel as base64.
    */
-  async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {
+  async loadModel(model: string, options: LoadModelOptions & CallOptions = {}): Promise<void> {
     const parameters: Record<string, string> = {};
     const config = configText(options.config);
     if (config !== undefined) parameters.config = config;
     for (const [key, bytes] of fileParameters(options.files)) parameters[key] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
-    await this.#post(`/v2/repository/models/${encodeURIComponent(model)}/load`, Object.keys(parameters).length ? { parameters } : {});
+    await this.#post(`/v2/repository/models/${encodeURIComponent(model)}/load`, Object.keys(parameters).length ? { parameters } : {}, options);
   }
 
   /** Unloads a model (`POST /v2/repository/models/{m}/unload`); needs explicit model control mode. */
-  async unloadModel(model: string, options: UnloadModelOptions = {}): Promise<void> {
-    await this.#post(`/v2/repository/models/${encodeURIComponent(model)}/unload`, {
-      parameters: { unload_dependents: options.unloadDependents ?? false },
-    });
+  async unloadModel(model: string, options: UnloadModelOptions & CallOptions = {}): Promise<void> {
+    await this.#post(
+      `/v2/repository/models/${encodeURIComponent(model)}/unload`,
+      { parameters: { unload_dependents: options.unloadDependents ?? false } },
+      options,
+    );
   }
 
   /**
@@ -199,38 +277,38 @@ export class HttpClient {
    * protocol.md §3.17.1): `byteSize` bytes at `offset` of the POSIX object `key` (see
    * `SystemSharedMemoryRegion`). The server must run with `--allow-client-shm=true`.
    */
-  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0): Promise<void> {
-    await this.#post(`/v2/systemsharedmemory/region/${encodeURIComponent(name)}/register`, { key, offset, byte_size: byteSize });
+  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0, options?: CallOptions): Promise<void> {
+    await this.#post(`/v2/systemsharedmemory/region/${encodeURIComponent(name)}/register`, { key, offset, byte_size: byteSize }, options);
   }
 
   /** Unregisters one system region, or all of them without `name`; unknown names succeed. */
-  async unregisterSystemSharedMemory(name?: string): Promise<void> {
-    await this.#postEmpty(name ? `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/unregister` : '/v2/systemsharedmemory/unregister');
+  async unregisterSystemSharedMemory(name?: string, options?: CallOptions): Promise<void> {
+    await this.#postEmpty(name ? `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/unregister` : '/v2/systemsharedmemory/unregister', options);
   }
 
   /** Status of every system region, or of the one named (unknown → InferenceServerError 404). */
-  async systemSharedMemoryStatus(name?: string): Promise<SystemSharedMemoryStatus[]> {
+  async systemSharedMemoryStatus(name?: string, options?: CallOptions): Promise<SystemSharedMemoryStatus[]> {
     const path = name ? `/v2/systemsharedmemory/region/${encodeURIComponent(name)}/status` : '/v2/systemsharedmemory/status';
-    return (await this.#json(await this.#get(path))) as SystemSharedMemoryStatus[];
+    return (await this.#getJson(path, options)) as SystemSharedMemoryStatus[];
   }
 
   /** Registers a CUDA region from its 64-byte cudaIpcMemHandle_t (protocol.md §3.17.2). */
-  async registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: number, byteSize: number): Promise<void> {
+  async registerCudaSharedMemory(name: string, rawHandle: Uint8Array, deviceId: number, byteSize: number, options?: CallOptions): Promise<void> {
     const b64 = Buffer.from(rawHandle.buffer, rawHandle.byteOffset, rawHandle.byteLength).toString('base64');
-    await this.#post(`/v2/cudasharedmemory/region/${encodeURIComponent(name)}/register`, { raw_handle: { b64 }, device_id: deviceId, byte_size: byteSize });
+    await this.#post(`/v2/cudasharedmemory/region/${encodeURIComponent(name)}/register`, { raw_handle: { b64 }, device_id: deviceId, byte_size: byteSize }, options);
   }
 
-  async unregisterCudaSharedMemory(name?: string): Promise<void> {
-    await this.#postEmpty(name ? `/v2/cudasharedmemory/region/${encodeURIComponent(name)}/unregister` : '/v2/cudasharedmemory/unregister');
+  async unregisterCudaSharedMemory(name?: string, options?: CallOptions): Promise<void> {
+    await this.#postEmpty(name ? `/v2/cudasharedmemory/region/${encodeURIComponent(name)}/unregister` : '/v2/cudasharedmemory/unregister', options);
   }
 
-  async cudaSharedMemoryStatus(name?: string): Promise<CudaSharedMemoryStatus[]> {
+  async cudaSharedMemoryStatus(name?: string, options?: CallOptions): Promise<CudaSharedMemoryStatus[]> {
     const path = name ? `/v2/cudasharedmemory/region/${encodeURIComponent(name)}/status` : '/v2/cudasharedmemory/status';
-    return (await this.#json(await this.#get(path))) as CudaSharedMemoryStatus[];
+    return (await this.#getJson(path, options)) as CudaSharedMemoryStatus[];
   }
 
-  async #postEmpty(path: string): Promise<void> {
-    await this.#json(await fetch(`${this.url}${path}`, { method: 'POST' }));
+  async #postEmpty(path: string, options: CallOptions = {}): Promise<void> {
+    await this.#fetch(path, { method: 'POST' }, options, false, (res) => this.#json(res));
   }
 
   async infer(options: ClientInferOptions): Promise<InferResult> {
@@ -278,12 +356,14 @@ export class HttpClient {
     }
     if (options.responseCompression) headers['Accept-Encoding'] = options.responseCompression;
 
-    const init: RequestInit = { method: 'POST', headers, body: payload };
-    if (options.signal) init.signal = options.signal;
+    const path = `${this.#modelPath(options.model, options.version)}/infer`;
     const built = performance.now();
-    const res = await fetch(`${this.url}${this.#modelPath(options.model, options.version)}/infer`, init);
-    const answered = performance.now();
-    let raw = Buffer.from(await res.arrayBuffer());
+    let answered = built;
+    const [res, received] = await this.#fetch(path, { method: 'POST', headers, body: payload }, options, false, async (r) => {
+      answered = performance.now();
+      return [r, await r.arrayBuffer()] as const;
+    });
+    let raw = Buffer.from(received);
     // fetch decodes Content-Encoding itself; a body still compressed is handled here.
     const encoding = res.headers.get('content-encoding');
     if (encoding && raw.length > 1 && raw[0] === 0x1f && raw[1] === 0x8b) raw = gunzipSync(raw);
@@ -315,9 +395,8 @@ export class HttpClient {
    * InferenceServerError with the server's status and message on failure.
    */
   async generate(options: GenerateOptions): Promise<GenerateResponse> {
-    const init: RequestInit = { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(options.body) };
-    if (options.signal) init.signal = options.signal;
-    return (await this.#json(await fetch(this.#generateUrl(options, false), init))) as GenerateResponse;
+    const path = `${this.#modelPath(options.model, options.version)}/generate`;
+    return (await this.#post(path, options.body, options)) as GenerateResponse;
   }
 
   /**

@@ -1,7 +1,14 @@
 /**
  * @nereid/client — TypeScript client for Nereid and Triton inference servers.
  */
-export { HttpClient, type GenerateOptions, type GenerateResponse } from './http-client.js';
+export {
+  HttpClient,
+  type GenerateOptions,
+  type GenerateResponse,
+  type HttpClientOptions,
+  type HttpModelStatisticsResponse,
+} from './http-client.js';
+export { isRetryable, type CallOptions, type ClientDefaults, type LogSettings, type RetryPolicy } from './call-options.js';
 export {
   GrpcClient,
   GRPC_MAX_MESSAGE_SIZE,

@@ -52,8 +52,15 @@ export interface BaseInferOptions {
   outputs?: readonly ClientRequestedOutput[];
   /** Request parameters (protocol.md §3.12), e.g. `sequence_id`, `priority`, `timeout`, custom keys. */
   parameters?: Record<string, ParameterValue>;
-  /** Aborting cancels the request; the call then rejects with the signal's reason. */
+  /** Aborting cancels the request on the server; the call then rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * Milliseconds the call may take (HTTP: then aborted, InferenceServerError 504; gRPC: the
+   * deadline, DEADLINE_EXCEEDED). The server-side queue timeout is `parameters.timeout` (µs).
+   */
+  timeout?: number;
+  /** Headers (gRPC: metadata) sent with the request. */
+  headers?: Readonly<Record<string, string>>;
   /**
    * When given, `HttpClient.infer` and `GrpcClient.infer` fill it in on success with where the client's own time went, for load
    * generators (perf_analyzer's "send/recv" and "(un)marshal" figures).

@@ -164,6 +164,44 @@ describe('the same inference through HTTP and gRPC', () => {
   });
 });
 
+describe('the same surface', () => {
+  it('both clients have the same methods, except the differences the client README lists', () => {
+    const methods = (proto: object) => Object.getOwnPropertyNames(proto).filter((n) => n !== 'constructor').sort();
+    // gRPC only: the health service, ModelStreamInfer, the channel. HTTP only: the generate extension.
+    const grpcOnly = ['close', 'healthCheck', 'stream'];
+    const httpOnly = ['generate', 'generateStream'];
+    assert.deepEqual(
+      methods(GrpcClient.prototype).filter((n) => !grpcOnly.includes(n)),
+      methods(HttpClient.prototype).filter((n) => !httpOnly.includes(n)),
+    );
+    for (const name of [...grpcOnly, ...httpOnly]) {
+      assert.ok(name in GrpcClient.prototype !== name in HttpClient.prototype, `${name} is meant to be on one client only`);
+    }
+  });
+
+  it('log settings: the same through both; an update through one is seen through the other', async () => {
+    const before = await http.logSettings();
+    assert.deepEqual(await grpc.logSettings(), before);
+    assert.equal(typeof before.log_verbose_level, 'number');
+    try {
+      const updated = await grpc.updateLogSettings({ log_verbose_level: 3, log_info: false });
+      assert.equal(updated.log_verbose_level, 3);
+      assert.equal(updated.log_info, false);
+      assert.deepEqual(await http.logSettings(), updated);
+      assert.deepEqual(await http.updateLogSettings({ log_verbose_level: 0 }), { ...updated, log_verbose_level: 0 });
+      await assert.rejects(http.updateLogSettings({ log_verbose_level: 'loud' }), (err: unknown) => err instanceof InferenceServerError && err.status === 400);
+    } finally {
+      // log_file cannot be set over the network (protocol.md §3.16).
+      const { log_file: _file, ...restorable } = before;
+      await http.updateLogSettings(restorable);
+    }
+  });
+
+  it('statistics through both clients: the HTTP JSON is the decoded message', async () => {
+    assert.deepEqual(asJson(await grpc.modelStatistics('simple', '1')), asJson(await http.modelStatistics('simple', '1')));
+  });
+});
+
 describe('the same answers to the other calls', () => {
   it('health and readiness', async () => {
     assert.equal(await grpc.isServerLive(), await http.isServerLive());
