@@ -100,7 +100,14 @@ export function sumStats(entries: readonly unknown[]): ServerStats {
   return total;
 }
 
-function unreachable(url: string, err: unknown): NereidError {
+/** The client's error for a connection that failed (fetch's TypeError, wrapped as 503). */
+function connectionFailure(err: unknown): TypeError | undefined {
+  const cause = err instanceof InferenceServerError ? (err as { cause?: unknown }).cause : undefined;
+  return cause instanceof TypeError ? cause : undefined;
+}
+
+function unreachable(url: string, failure: unknown): NereidError {
+  const err = connectionFailure(failure) ?? failure;
   const inner = (err as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } }).cause;
   const cause =
     (typeof inner?.code === 'string' ? inner.code : undefined) ??
@@ -110,7 +117,7 @@ function unreachable(url: string, err: unknown): NereidError {
   return new NereidError(
     'PERF_SERVER_UNREACHABLE',
     `cannot reach the server at ${url} (${cause}); start it, or give its address with -u HOST:PORT`,
-    { cause: err },
+    { cause: failure },
   );
 }
 
@@ -159,7 +166,7 @@ class HttpTransport implements Transport {
       }
       return info;
     } catch (err) {
-      if (err instanceof InferenceServerError) throw modelUnavailable(model, this.#client.url, err);
+      if (err instanceof InferenceServerError && connectionFailure(err) === undefined) throw modelUnavailable(model, this.#client.url, err);
       throw unreachable(this.#client.url, err);
     }
   }
