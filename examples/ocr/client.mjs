@@ -9,6 +9,7 @@
  * request; TEXT, CONFIDENCE and BOXES come back.
  */
 import { readFile } from 'node:fs/promises';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { HttpClient } from '@nereid/client';
 
@@ -35,7 +36,7 @@ async function main() {
   if (lines.length === 0) console.log('(no text found)');
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main().catch((err) => {
     console.error(`error: ${err.message}`);
     process.exit(1);

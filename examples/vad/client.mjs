@@ -15,6 +15,7 @@
  * Output: one line per segment, `speech <start> s – <end> s` (seconds, three decimals).
  */
 import { readFile } from 'node:fs/promises';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { GrpcClient } from '@nereid/client';
 
@@ -150,7 +151,7 @@ async function main() {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main().catch((err) => {
     console.error(`error: ${err.message}`);
     process.exit(1);
