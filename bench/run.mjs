@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const benches = ['http-overhead.js', 'grpc-overhead.js', 'dynamic-batching.js', 'instance-update.js', 'python-overhead.js', 'streaming.js', 'custom-backend.js', 'shared-memory.js', 'sequence.js', 'ensemble.js'];
+const benches = ['http-overhead.js', 'grpc-overhead.js', 'dynamic-batching.js', 'instance-update.js', 'python-overhead.js', 'streaming.js', 'custom-backend.js', 'shared-memory.js', 'sequence.js', 'ensemble.js', 'ocr-pipeline.js'];
 let failed = false;
 for (const bench of benches) {
   console.log(`# ${bench.replace(/\.js$/, '')}`);
