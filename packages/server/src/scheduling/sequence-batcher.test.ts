@@ -325,7 +325,7 @@ describe('resolveSequenceStates', () => {
       await assert.rejects(resolveSequenceStates(base({ initial_state: [{ data_type: 'TYPE_INT32', dims: [1], name: 'z' }] }), dir), /zero_data or data_file/);
       const iterative = base({});
       iterative.sequence_batching!.iterative_sequence = true;
-      await assert.rejects(resolveSequenceStates(iterative, dir), (e: NereidError) => e.code === 'CONFIG_UNSUPPORTED' && /iterative_sequence/.test(e.message));
+      assert.equal((await resolveSequenceStates(iterative, dir)).length, 1, 'iterative sequences load');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
