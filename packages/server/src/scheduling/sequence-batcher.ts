@@ -134,6 +134,96 @@ function flagControl(name: string, control: SequenceControl): FlagControl {
   return { name, datatype: 'BOOL', values: [Uint8Array.of(f ? 1 : 0), Uint8Array.of(t ? 1 : 0)] };
 }
 
+/** The control inputs a model configures (§5.3). */
+interface Controls {
+  start?: FlagControl;
+  end?: FlagControl;
+  ready?: FlagControl;
+  corrid?: { readonly name: string; readonly datatype: DataType };
+}
+
+function parseControls(sb: ModelSequenceBatching): Controls {
+  const controls: Controls = {};
+  for (const input of sb.control_input) {
+    for (const control of input.control) {
+      switch (control.kind) {
+        case 'CONTROL_SEQUENCE_START':
+          controls.start = flagControl(input.name, control);
+          break;
+        case 'CONTROL_SEQUENCE_END':
+          controls.end = flagControl(input.name, control);
+          break;
+        case 'CONTROL_SEQUENCE_READY':
+          controls.ready = flagControl(input.name, control);
+          break;
+        case 'CONTROL_SEQUENCE_CORRID':
+          controls.corrid = { name: input.name, datatype: fromConfigDataType(control.data_type)! };
+          break;
+      }
+    }
+  }
+  return controls;
+}
+
+/** A request's tensor of per-item shape `itemShape`: `[1, ...itemShape]` for batching models. */
+function requestTensor(batching: boolean, name: string, datatype: DataType, itemShape: readonly number[], data: Uint8Array): BackendTensor {
+  return { name, datatype, shape: batching ? [1, ...itemShape] : [...itemShape], data };
+}
+
+/** Sets the control tensors of one request (§5.3) in `inputs`. */
+function setControls(
+  controls: Controls,
+  batching: boolean,
+  inputs: Map<string, BackendTensor>,
+  start: boolean,
+  end: boolean,
+  ready: boolean,
+  id: bigint | string,
+): void {
+  const flag = (c: FlagControl | undefined, value: boolean) => {
+    if (c !== undefined) inputs.set(c.name, requestTensor(batching, c.name, c.datatype, [1], c.values[value ? 1 : 0]));
+  };
+  flag(controls.start, start);
+  flag(controls.end, end);
+  flag(controls.ready, ready);
+  const corrid = controls.corrid;
+  if (corrid === undefined) return;
+  let data: Uint8Array;
+  if (corrid.datatype === 'BYTES') {
+    const text = Buffer.from(typeof id === 'string' ? id : '', 'utf8');
+    data = new Uint8Array(4 + text.byteLength);
+    new DataView(data.buffer).setUint32(0, text.byteLength, true);
+    data.set(text, 4);
+  } else {
+    const n = typeof id === 'bigint' ? id : 0n;
+    const wide = corrid.datatype === 'UINT64' || corrid.datatype === 'INT64';
+    data = new Uint8Array(wide ? 8 : 4);
+    const view = new DataView(data.buffer);
+    if (wide) view.setBigUint64(0, BigInt.asUintN(64, n), true);
+    else view.setUint32(0, Number(BigInt.asUintN(32, n)), true);
+  }
+  inputs.set(corrid.name, requestTensor(batching, corrid.name, corrid.datatype, [1], data));
+}
+
+/**
+ * What a warmup request of a sequence model carries besides its sample's inputs
+ * (models-and-scheduling.md §8.3 with §5.3 and §5.8): every configured control input as for a
+ * sequence of one request (START, END and READY true; CORRID 0, or '' for TYPE_STRING, an id no
+ * client sequence can have), every state input at its initial value, and the state outputs to
+ * request. Warmup bypasses the sequence batcher, so it leaves no sequence or state behind; a
+ * sample that lists a control or state input itself overrides what is given here.
+ */
+export function sequenceWarmupInputs(config: ModelConfig, states: readonly ResolvedState[]): { inputs: Map<string, BackendTensor>; outputs: string[] } {
+  const sb = config.sequence_batching;
+  const inputs = new Map<string, BackendTensor>();
+  if (sb === undefined) return { inputs, outputs: [] };
+  const batching = config.max_batch_size > 0;
+  const controls = parseControls(sb);
+  setControls(controls, batching, inputs, true, true, true, controls.corrid?.datatype === 'BYTES' ? '' : 0n);
+  for (const s of states) inputs.set(s.inputName, requestTensor(batching, s.inputName, s.datatype, s.initialShape, s.initialData));
+  return { inputs, outputs: states.map((s) => s.outputName) };
+}
+
 /** An active sequence: its id, its implicit state, and whether a request of it is executing. */
 interface Sequence {
   readonly id: bigint | string;
@@ -357,10 +447,7 @@ export class SequenceBatcher implements Scheduler {
   readonly #stateOutputs: ReadonlySet<string>;
   readonly #observer: SchedulerObserver;
   readonly #logger: Logger | undefined;
-  readonly #start: FlagControl | undefined;
-  readonly #end: FlagControl | undefined;
-  readonly #ready: FlagControl | undefined;
-  readonly #corrid: { readonly name: string; readonly datatype: DataType } | undefined;
+  readonly #controls: Controls;
   /** The largest preferred batch size of the oldest strategy (or max_batch_size). */
   readonly #preferred: number;
   #instances: InstanceBatcher[] = [];
@@ -397,24 +484,7 @@ export class SequenceBatcher implements Scheduler {
     this.#iterative = options.config.iterative_sequence;
     const preferred = options.config.oldest?.preferred_batch_size ?? [];
     this.#preferred = Math.min(this.#maxBatchSize, preferred.length > 0 ? Math.max(...preferred) : this.#maxBatchSize);
-    for (const input of options.config.control_input) {
-      for (const control of input.control) {
-        switch (control.kind) {
-          case 'CONTROL_SEQUENCE_START':
-            this.#start = flagControl(input.name, control);
-            break;
-          case 'CONTROL_SEQUENCE_END':
-            this.#end = flagControl(input.name, control);
-            break;
-          case 'CONTROL_SEQUENCE_READY':
-            this.#ready = flagControl(input.name, control);
-            break;
-          case 'CONTROL_SEQUENCE_CORRID':
-            this.#corrid = { name: input.name, datatype: fromConfigDataType(control.data_type)! };
-            break;
-        }
-      }
-    }
+    this.#controls = parseControls(options.config);
     this.addInstances(options.runners);
   }
 
@@ -464,12 +534,12 @@ export class SequenceBatcher implements Scheduler {
         `inference request to model '${this.#model}' must specify batch-size 1 due to requirements of sequence batcher (got batch size ${request.batchSize} for sequence ${describeId(id)})`,
       );
     }
-    if (!internal && this.#corrid !== undefined && (this.#corrid.datatype === 'BYTES') !== (typeof id === 'string')) {
+    if (!internal && this.#controls.corrid !== undefined && (this.#controls.corrid.datatype === 'BYTES') !== (typeof id === 'string')) {
       throw new NereidError(
         'SEQUENCE_ID_TYPE',
-        `sequence batching control '${this.#corrid.name}' of model '${this.#model}' has data type ` +
-          `${this.#corrid.datatype === 'BYTES' ? 'TYPE_STRING' : 'an integer type'} but the request's correlation ID ${describeId(id)} is ` +
-          `${typeof id === 'string' ? 'a string' : 'an integer'}; send a ${this.#corrid.datatype === 'BYTES' ? 'string' : 'integer'} 'sequence_id'`,
+        `sequence batching control '${this.#controls.corrid.name}' of model '${this.#model}' has data type ` +
+          `${this.#controls.corrid.datatype === 'BYTES' ? 'TYPE_STRING' : 'an integer type'} but the request's correlation ID ${describeId(id)} is ` +
+          `${typeof id === 'string' ? 'a string' : 'an integer'}; send a ${this.#controls.corrid.datatype === 'BYTES' ? 'string' : 'integer'} 'sequence_id'`,
       );
     }
     let key = keyOf(id);
@@ -488,7 +558,7 @@ export class SequenceBatcher implements Scheduler {
     if (internal) {
       // Internal ids have a key space of their own: they never meet a client's sequence.
       const n = ++this.#internalIds;
-      id = this.#corrid?.datatype === 'BYTES' ? `iterative-${n}` : BigInt(n);
+      id = this.#controls.corrid?.datatype === 'BYTES' ? `iterative-${n}` : BigInt(n);
       key = `i:${n}`;
     }
     request.times.queue = process.hrtime.bigint();
@@ -978,49 +1048,19 @@ export class SequenceBatcher implements Scheduler {
     return a.inputs.size === b.inputs.size;
   }
 
-  #tensor(name: string, datatype: DataType, itemShape: readonly number[], data: Uint8Array): BackendTensor {
-    return { name, datatype, shape: this.#batching ? [1, ...itemShape] : [...itemShape], data };
-  }
-
-  #controls(inputs: Map<string, BackendTensor>, start: boolean, end: boolean, ready: boolean, id: bigint | string): void {
-    const flag = (c: FlagControl | undefined, value: boolean) => {
-      if (c !== undefined) inputs.set(c.name, this.#tensor(c.name, c.datatype, [1], c.values[value ? 1 : 0]));
-    };
-    flag(this.#start, start);
-    flag(this.#end, end);
-    flag(this.#ready, ready);
-    const corrid = this.#corrid;
-    if (corrid === undefined) return;
-    let data: Uint8Array;
-    if (corrid.datatype === 'BYTES') {
-      const text = Buffer.from(typeof id === 'string' ? id : '', 'utf8');
-      data = new Uint8Array(4 + text.byteLength);
-      new DataView(data.buffer).setUint32(0, text.byteLength, true);
-      data.set(text, 4);
-    } else {
-      const n = typeof id === 'bigint' ? id : 0n;
-      const wide = corrid.datatype === 'UINT64' || corrid.datatype === 'INT64';
-      data = new Uint8Array(wide ? 8 : 4);
-      const view = new DataView(data.buffer);
-      if (wide) view.setBigUint64(0, BigInt.asUintN(64, n), true);
-      else view.setUint32(0, Number(BigInt.asUintN(32, n)), true);
-    }
-    inputs.set(corrid.name, this.#tensor(corrid.name, corrid.datatype, [1], data));
-  }
-
   /** The request as the backend sees it: controls and current state added (§5.3, §5.8). */
   #step(entry: Entry & { kind: 'request' }, slot: Slot): SequenceStep {
     this.#take(entry);
     const { request, seq } = entry;
     const inputs = new Map(request.inputs);
-    this.#controls(inputs, entry.start, entry.end, true, seq.id);
+    setControls(this.#controls, this.#batching, inputs, entry.start, entry.end, true, seq.id);
     if (this.#states.length > 0) {
       if (entry.start || seq.state === undefined) {
         seq.state = new Map(this.#states.map((s) => [s.inputName, { shape: s.initialShape, data: s.initialData }]));
       }
       for (const s of this.#states) {
         const current = seq.state.get(s.inputName)!;
-        inputs.set(s.inputName, this.#tensor(s.inputName, s.datatype, current.shape, current.data));
+        inputs.set(s.inputName, requestTensor(this.#batching, s.inputName, s.datatype, current.shape, current.data));
       }
     }
     const byOutput = new Map(this.#states.map((s) => [s.outputName, s] as const));
@@ -1038,7 +1078,7 @@ export class SequenceBatcher implements Scheduler {
   /** A filler row (§5.4): the reference row's data with READY false and CORRID 0. */
   #filler(reference: SequenceStep): FillerRow {
     const inputs = new Map(reference.inputs);
-    this.#controls(inputs, false, false, false, this.#corrid?.datatype === 'BYTES' ? '' : 0n);
+    setControls(this.#controls, this.#batching, inputs, false, false, false, this.#controls.corrid?.datatype === 'BYTES' ? '' : 0n);
     return new FillerRow(inputs, reference.requestedOutputs);
   }
 
