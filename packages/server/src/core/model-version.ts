@@ -516,7 +516,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       config,
       version,
       labels: new Map(),
-      scheduler: new EnsembleScheduler(plan, host, stats),
+      scheduler: new EnsembleScheduler(config, plan, host, stats),
       runners: [],
       runnerContext,
       loadDurationSecs,
