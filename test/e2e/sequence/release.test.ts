@@ -2,7 +2,8 @@
  * When a sequence lets go of its slot (models-and-scheduling.md §5.6, §5.10), over real gRPC:
  * an idle sequence is released with its state, and its next request gets a clear error; a gRPC
  * stream cancelled while a request of its sequence is queued releases the slot at once; one
- * cancelled with nothing queued leaves the sequence to the idle timeout, as Triton does.
+ * cancelled with nothing queued leaves the sequence to the idle timeout, as Triton does; a
+ * decoupled request left without its final response is bounded by the response timeout.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -24,8 +25,9 @@ before(async () => {
     idle: { 'config.pbtxt': probeConfig('idle', { mode: 'echo', maxBatchSize: 1, strategy: oneSlot, idleUs: 150_000 }), '1/.keep': '' },
     slow: { 'config.pbtxt': probeConfig('slow', { mode: 'echo', maxBatchSize: 1, strategy: oneSlot, idleUs: 600_000_000, delayMs: 300 }), '1/.keep': '' },
     slow_idle: { 'config.pbtxt': probeConfig('slow_idle', { mode: 'echo', maxBatchSize: 1, strategy: oneSlot, idleUs: 300_000 }), '1/.keep': '' },
+    silent: { 'config.pbtxt': probeConfig('silent', { mode: 'nofinal', decoupled: true, state: false }), '1/.keep': '' },
   });
-  srv = await startServer({ modelRepositories: [repo], backends: [probe.backend], grpc: true });
+  srv = await startServer({ modelRepositories: [repo], backends: [probe.backend], grpc: true, decoupledResponseTimeoutMs: 200 });
   client = inferenceClient(srv.grpcTarget);
 });
 
@@ -52,6 +54,24 @@ async function value(model: string, id: number, v: number, flags: { start?: bool
 }
 
 describe('sequence release', () => {
+  it("a decoupled sequence model that never sends a request's final response is bounded by the response timeout; the sequence goes on", { timeout: 20_000 }, async () => {
+    const send = (v: number, flags: Record<string, boolean>) => {
+      const values: number[] = [];
+      return srv.server
+        .inferStream(
+          { model: 'silent', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(v) }], parameters: { sequence_id: 30, ...flags } },
+          { onResponse: ({ response }) => response && values.push(int32s(response.outputs[0]!.data)[0]!) },
+        )
+        .then(() => values);
+    };
+    const stuck = send(-1, { sequence_start: true });
+    // Under `oldest` the sequence's next request waits until the stuck one has ended.
+    const next = send(2, { sequence_end: true });
+    await assert.rejects(stuck, (e: Error & { code?: string }) => e.code === 'RESPONSE_TIMEOUT' && /decoupled-response-timeout-secs/.test(e.message));
+    assert.deepEqual(await next, [2]);
+    assert.deepEqual(probe.of('silent').flat().map((r) => [r.value, r.start, r.end]), [[-1, 1, 0], [2, 0, 1]]);
+  });
+
   it('an idle sequence is released; its next request gets a clear error and another sequence takes the slot', { timeout: 20_000 }, async () => {
     assert.equal(await value('idle', 1, 5, { start: true }), 5);
     await sleep(400);

@@ -14,6 +14,8 @@
  * - `echo`: `OUT` = `IN` (plus `STATE_OUT` = `IN` when the model has state), one final response.
  * - `reschedule`: calls `reschedule()` on every request (for models that may not).
  * - `order`: `OUT` = `IN`; answers the rows of a batch in reverse order, 5 ms apart.
+ * - `nofinal` (decoupled): `OUT` = `IN`, final; but for a negative `IN` one non-final response
+ *   and never the final one.
  *
  * `delay_ms` makes each execution wait first. Rows record -1 for a control or state input the
  * request did not carry.
@@ -105,6 +107,10 @@ export class SequenceProbeBackend {
                     } catch (err) {
                       r.respond(err as NereidError);
                     }
+                    return;
+                  }
+                  if (mode === 'nofinal') {
+                    r.respond({ outputs: [int32Tensor('OUT', row.value, batched)] }, row.value >= 0);
                     return;
                   }
                   if (mode === 'echo') {
