@@ -455,6 +455,14 @@ class Stub:
                     result = self.run_coroutine(result)
             done = {"t": "done", "x": x}
             arrays = []
+            # Iterative sequences: requests released with RESCHEDULE run again (no final response now).
+            rescheduled = [i for i, r in enumerate(requests)
+                           if r._release_flags & pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE and r._key in self._open]
+            for i in rescheduled:
+                self._open.discard(requests[i]._key)
+                self._cancelled.discard(requests[i]._key)
+            if rescheduled:
+                done["rs"] = rescheduled
             if not self.decoupled:
                 done["responses"], done["outputs"], arrays = self._respond_all(requests, result)
             done["ts"] = [str(started), str(time.monotonic_ns())]
@@ -491,6 +499,7 @@ class Stub:
                 % (len(result), len(requests)))
         for request, response in zip(requests, result):
             if request._key not in self._open:
+                # Answered through its sender, or rescheduled (its entry is None then).
                 continue
             if response is None:
                 raise pb_utils.TritonModelException(

@@ -66,6 +66,16 @@ export interface BackendRequest {
    * response (decoupled models). Calls after the final response are ignored.
    */
   respond(response: BackendResponse | NereidError | null, final?: boolean): void;
+  /**
+   * Present on requests of models with `sequence_batching { iterative_sequence: true }`
+   * (models-and-scheduling.md §5.9): releases the request back to the sequence batcher instead
+   * of ending it, so it runs again in a later batch with START and END false and the sequence's
+   * state carried on. Call it before `execute` returns, without sending the final response (a
+   * decoupled model may send non-final responses first; a non-decoupled one sends nothing for a
+   * rescheduled iteration). The sequence ends when an execution returns without it. Throws a
+   * NereidError when the model is not iterative or `execute` already returned.
+   */
+  reschedule?(): void;
 }
 
 /**

@@ -11,7 +11,7 @@
  * produces none of its outputs; a step consuming a tensor that was not produced is skipped too,
  * and ensemble outputs that were not produced are omitted from the response.
  */
-import { NereidError, fromConfigDataType, toNereidError, type DataType } from '@nereid/protocol';
+import { NereidError, fromConfigDataType, toNereidError, type DataType, type ParameterValue } from '@nereid/protocol';
 import type { BackendTensor } from '../backends/spi.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { InstanceRunner } from '../scheduling/instance-runner.js';
@@ -24,8 +24,12 @@ export interface EnsembleHost {
   infer(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }>;
   /** One internal request to a decoupled composing model (`Server.inferStream`). */
   inferStream(request: InferRequest, options: StreamInferOptions): Promise<void>;
-  /** The configuration a ready version serves with; throws the lookup error otherwise. */
-  modelConfig(model: string, version?: string): ModelConfig;
+  /**
+   * The version a request for `model` and `version` ('' or -1: the latest ready one) resolves to
+   * now, and the configuration it serves with (the same object until that version's copy or
+   * configuration changes); throws the lookup error when there is none (§1.7).
+   */
+  resolve(model: string, version: string): { readonly version: number; readonly config: ModelConfig };
 }
 
 /** Parameter key prefix of a conditional step. */
@@ -34,8 +38,10 @@ export const STEP_CONDITION_PREFIX = 'step_condition:';
 interface PlannedStep {
   readonly index: number;
   readonly model: string;
-  /** '' for the latest ready version. */
+  /** The step's `model_version`: '' for the latest ready version (-1). */
   readonly version: string;
+  /** The composing model's configuration the step was checked against. */
+  readonly composing: ModelConfig;
   /** [composing input, ensemble tensor] */
   readonly inputs: readonly (readonly [string, string])[];
   /** [composing output, ensemble tensor] */
@@ -119,9 +125,10 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
     const version = step.model_version >= 0 ? String(step.model_version) : '';
     let composing: ModelConfig;
     try {
-      composing = host.modelConfig(step.model_name, version);
+      composing = host.resolve(step.model_name, version).config;
     } catch (err) {
-      return fail(`${label}: the composing model is not available: ${toNereidError(err).message}`);
+      const wanted = version === '' ? 'no version of it is ready' : `model_version ${version} is not ready`;
+      return fail(`${label}: the composing model is not available (${wanted}): ${toNereidError(err).message}`);
     }
     const stepBatching = composing.max_batch_size > 0;
     if (stepBatching && batching && composing.max_batch_size < config.max_batch_size) {
@@ -151,6 +158,7 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
       index,
       model: step.model_name,
       version,
+      composing,
       inputs: Object.entries(step.input_map),
       outputs: Object.entries(step.output_map),
       condition,
@@ -257,7 +265,9 @@ function adapt(held: Held, batching: boolean, dims: readonly number[]): readonly
  * request with `in ensemble '<name>', step <i> (model '<m>'): …`, and aborts the steps in flight.
  */
 export class EnsembleScheduler implements Scheduler {
-  readonly #plan: EnsemblePlan;
+  /** The ensemble's own configuration, to check it again when a composing model changes. */
+  readonly #config: ModelConfig;
+  #plan: EnsemblePlan;
   readonly #host: EnsembleHost;
   readonly #observer: SchedulerObserver;
   readonly #inflight = new Set<ScheduledRequest>();
@@ -268,7 +278,12 @@ export class EnsembleScheduler implements Scheduler {
   #stopped = false;
   #drained: (() => void)[] = [];
 
-  constructor(plan: EnsemblePlan, host: EnsembleHost, observer: SchedulerObserver) {
+  /**
+   * @param config  the ensemble's configuration, `plan` made from it (`planEnsemble`) against
+   *                the composing models as they were at load
+   */
+  constructor(config: ModelConfig, plan: EnsemblePlan, host: EnsembleHost, observer: SchedulerObserver) {
+    this.#config = config;
     this.#plan = plan;
     this.#host = host;
     this.#observer = observer;
@@ -342,9 +357,72 @@ export class EnsembleScheduler implements Scheduler {
     return steps;
   }
 
+  /**
+   * §6.3 step 1: resolves every step's model and version now (`model_version` -1: the latest
+   * ready version) and returns the version each step's requests name for the whole ensemble
+   * request. When a step resolves to a configuration other than the one the plan was checked
+   * against (the composing model was reloaded, or -1 now names another version), the ensemble is
+   * checked again (§6.2) and the new plan serves from then on. Throws a NereidError naming the
+   * step when a step's model or version is not ready, or naming the rule the ensemble no longer
+   * meets.
+   */
+  #pin(): string[] {
+    const plan = this.#plan;
+    const resolveAll = (p: EnsemblePlan) =>
+      p.steps.map((step) => {
+        try {
+          return this.#host.resolve(step.model, step.version);
+        } catch (err) {
+          const e = toNereidError(err, 'UNAVAILABLE');
+          const wanted = step.version === '' ? 'the latest ready version' : `model_version ${step.version}`;
+          throw new NereidError(e.code, `in ensemble '${p.name}', step ${step.index} (model '${step.model}', ${wanted}): ${e.message}`, { cause: e });
+        }
+      });
+    let resolved = resolveAll(plan);
+    if (resolved.every((r, i) => r.config === plan.steps[i]!.composing)) return resolved.map((r) => String(r.version));
+    let next: EnsemblePlan;
+    try {
+      next = planEnsemble(this.#config, this.#host);
+    } catch (err) {
+      throw new NereidError(
+        'UNAVAILABLE',
+        `${toNereidError(err).message} (checked again because a composing model changed since the ensemble loaded); ` +
+          `fix or reload that model, or reload the ensemble`,
+        { cause: err },
+      );
+    }
+    if (next.decoupled !== plan.decoupled) {
+      throw new NereidError(
+        'UNAVAILABLE',
+        `ensemble '${plan.name}': a composing model became ${next.decoupled ? '' : 'not '}decoupled since the ensemble loaded; reload the ensemble`,
+      );
+    }
+    this.#plan = next;
+    this.#needed.clear();
+    resolved = resolveAll(next);
+    return resolved.map((r) => String(r.version));
+  }
+
   #run(request: ScheduledRequest): void {
+    let pinned: string[];
+    try {
+      pinned = this.#pin();
+    } catch (err) {
+      request.fail(toNereidError(err, 'UNAVAILABLE'));
+      return;
+    }
     const plan = this.#plan;
     const root: Iteration = { table: new Map(), pending: new Set(this.#stepsFor(request.requestedOutputs)), running: 0 };
+    // §6.3 step 4: every step request carries the ensemble request's sequence parameters,
+    // priority and timeout, so stateful composing models see the client's sequence.
+    const forwarded: Record<string, ParameterValue> = { ...request.parameters };
+    if (request.correlationId !== 0n && request.correlationId !== '') {
+      forwarded.sequence_id = request.correlationId;
+      forwarded.sequence_start = request.sequenceStart;
+      forwarded.sequence_end = request.sequenceEnd;
+    }
+    if (request.priority > 0) forwarded.priority = request.priority;
+    if (request.timeoutUs > 0) forwarded.timeout = request.timeoutUs;
     const batch = plan.batching ? request.batchSize : 0;
     for (const [name, tensor] of request.inputs) root.table.set(name, { tensor, batch });
     // Aborts the steps in flight on cancellation or a step's failure.
@@ -428,7 +506,7 @@ export class EnsembleScheduler implements Scheduler {
       }
       running++;
       it.running++;
-      const stepRequest: InferRequest = { model: step.model, version: step.version, id: request.id, parameters: request.parameters, inputs, outputs: step.requested };
+      const stepRequest: InferRequest = { model: step.model, version: pinned[step.index]!, id: request.id, parameters: forwarded, inputs, outputs: step.requested };
       // Sent once the step's max_inflight_requests allows (§6.5).
       const send = () => {
         if (!step.decoupled) {

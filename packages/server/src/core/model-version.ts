@@ -23,7 +23,7 @@ import type { PendingUpdate, Servable, VersionFactory } from '../repository/mode
 import { ModelStatistics } from '../observability/model-statistics.js';
 import { DirectScheduler } from '../scheduling/direct-scheduler.js';
 import { DynamicBatcher } from '../scheduling/dynamic-batcher.js';
-import { SequenceBatcher, resolveSequenceStates } from '../scheduling/sequence-batcher.js';
+import { SequenceBatcher, resolveSequenceStates, sequenceWarmupInputs } from '../scheduling/sequence-batcher.js';
 import type { RateLimiter } from '../scheduling/rate-limiter.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { Scheduler } from '../scheduling/scheduler.js';
@@ -421,7 +421,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
         const runners = made.map((m) => m.runner);
         const active = made.filter((m) => !m.passive).map((m) => m.runner);
         endPhase('warmup');
-        await runWarmup(config, await prepareWarmup(config, prepared.location.directory), runners);
+        await runWarmup(config, await prepareWarmup(config, prepared.location.directory, sequenceWarmupInputs(config, sequenceStates)), runners);
         phases.warmup = secondsSince(mark);
         registerRunners(limiter, runners, name);
         const scheduler = config.sequence_batching
@@ -516,7 +516,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       config,
       version,
       labels: new Map(),
-      scheduler: new EnsembleScheduler(plan, host, stats),
+      scheduler: new EnsembleScheduler(config, plan, host, stats),
       runners: [],
       runnerContext,
       loadDurationSecs,
@@ -548,6 +548,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     const settings = backendSettings(this.#options.backendConfig, backend.name);
     const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
     if (instanceCountChange(current.config, config) === undefined) return undefined;
-    return current.prepareInstanceUpdate(config, stages, await prepareWarmup(config, prepared.location.directory));
+    const extras = sequenceWarmupInputs(config, await resolveSequenceStates(config, prepared.location.directory));
+    return current.prepareInstanceUpdate(config, stages, await prepareWarmup(config, prepared.location.directory, extras));
   }
 }

@@ -223,7 +223,10 @@ export class Server {
       ensembleHost: {
         infer: (request, inferOptions) => this.#inferTimed(request, inferOptions),
         inferStream: (request, streamOptions) => this.inferStream(request, streamOptions),
-        modelConfig: (model, version) => this.#resolve(model, version).config,
+        resolve: (model, version) => {
+          const mv = this.#resolve(model, version);
+          return { version: mv.version, config: mv.config };
+        },
       },
       ...(options.rateLimit === 'execution_count' ? { rateLimiter: new RateLimiter(options.rateLimitResources) } : {}),
     });

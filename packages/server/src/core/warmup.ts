@@ -23,6 +23,14 @@ export interface WarmupSample {
   /** Executions of the sample per instance (`count`, at least 1). */
   readonly executions: number;
   readonly inputs: ReadonlyMap<string, BackendTensor>;
+  /** Outputs requested besides the configured ones (a sequence model's state outputs). */
+  readonly extraOutputs: readonly string[];
+}
+
+/** Inputs every sample carries unless it lists them itself, and outputs to request besides the configured ones. */
+export interface WarmupExtras {
+  readonly inputs: ReadonlyMap<string, BackendTensor>;
+  readonly outputs: readonly string[];
 }
 
 function sampleError(sample: string, message: string, code: 'CONFIG_INVALID' | 'MODEL_LOAD_FAILED' = 'CONFIG_INVALID'): NereidError {
@@ -36,9 +44,10 @@ const dimsText = (dims: readonly number[]) => `[${dims.join(', ')}]`;
  * from `<modelDirectory>/warmup/`. Throws a NereidError naming the sample and input for a sample
  * that cannot run: a batch size the model cannot take, a configured input missing, an input with
  * no data source, a data type or dims that differ from the model's, variable dims, a file
- * outside `warmup/`, unreadable or too short.
+ * outside `warmup/`, unreadable or too short. `extras` (a sequence model's control and state
+ * inputs, `sequenceWarmupInputs`) are added to every sample that does not list them.
  */
-export async function prepareWarmup(config: ModelConfig, modelDirectory: string): Promise<WarmupSample[]> {
+export async function prepareWarmup(config: ModelConfig, modelDirectory: string, extras?: WarmupExtras): Promise<WarmupSample[]> {
   const samples: WarmupSample[] = [];
   const batching = config.max_batch_size > 0;
   for (const warmup of config.model_warmup) {
@@ -59,7 +68,8 @@ export async function prepareWarmup(config: ModelConfig, modelDirectory: string)
     for (const [inputName, spec] of Object.entries(warmup.inputs)) {
       inputs.set(inputName, await warmupTensor(config, warmup, inputName, spec, modelDirectory));
     }
-    samples.push({ name, batchSize: warmup.batch_size, executions: Math.max(1, warmup.count), inputs });
+    for (const [inputName, tensor] of extras?.inputs ?? []) if (!inputs.has(inputName)) inputs.set(inputName, tensor);
+    samples.push({ name, batchSize: warmup.batch_size, executions: Math.max(1, warmup.count), inputs, extraOutputs: extras?.outputs ?? [] });
   }
   return samples;
 }
@@ -153,7 +163,7 @@ export async function runWarmup(
               id: '',
               model: config.name,
               inputs: sample.inputs,
-              requestedOutputs: outputs,
+              requestedOutputs: sample.extraOutputs.length === 0 ? outputs : [...new Set([...outputs, ...sample.extraOutputs])],
               parameters: {},
               batchSize: 1,
               priority: 0,

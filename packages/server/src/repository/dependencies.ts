@@ -17,7 +17,7 @@ export function dependenciesOf(config: ModelConfig): Dependency[] {
   const out: Dependency[] = [];
   for (const step of config.ensemble_scheduling?.step ?? []) {
     if (step.model_name === '') continue;
-    const version = step.model_version > 0 ? step.model_version : -1;
+    const version = step.model_version >= 0 ? step.model_version : -1;
     const key = `${step.model_name}\0${version}`;
     if (seen.has(key)) continue;
     seen.add(key);

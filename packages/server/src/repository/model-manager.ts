@@ -604,7 +604,9 @@ export class ModelManager<S extends Servable> {
     for (const d of dependencies) {
       const ready = this.readyVersions(d.model);
       if (d.version === -1 ? ready.length === 0 : !ready.includes(d.version)) {
-        unmet.push(d.version === -1 ? d.model : `${d.model} version ${d.version}`);
+        // A pinned step (model_version ≥ 0) needs that very version; say which ones serve.
+        const serving = ready.length === 0 ? 'none is ready' : `ready: ${ready.join(', ')}`;
+        unmet.push(d.version === -1 ? d.model : `${d.model} version ${d.version} (the step's model_version; ${serving})`);
       }
     }
     return unmet;

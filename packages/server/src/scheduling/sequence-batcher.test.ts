@@ -325,9 +325,97 @@ describe('resolveSequenceStates', () => {
       await assert.rejects(resolveSequenceStates(base({ initial_state: [{ data_type: 'TYPE_INT32', dims: [1], name: 'z' }] }), dir), /zero_data or data_file/);
       const iterative = base({});
       iterative.sequence_batching!.iterative_sequence = true;
-      await assert.rejects(resolveSequenceStates(iterative, dir), (e: NereidError) => e.code === 'CONFIG_UNSUPPORTED' && /iterative_sequence/.test(e.message));
+      assert.equal((await resolveSequenceStates(iterative, dir)).length, 1, 'iterative sequences load');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+/** Runs each request once per `plan` entry: true reschedules it, false answers it (final). */
+class IterativeInstance implements BackendInstance {
+  readonly rows: { id: string; corrid: bigint; start: number; end: number }[] = [];
+  readonly late: unknown[] = [];
+  #held: BackendRequest[] = [];
+
+  constructor(readonly plan: (r: BackendRequest, iteration: number) => boolean) {}
+
+  async execute(requests: readonly BackendRequest[]): Promise<void> {
+    // A turn of the event loop per execution, so iterations interleave with the test.
+    await new Promise((resolve) => setImmediate(resolve));
+    for (const r of requests) {
+      const iteration = this.rows.filter((row) => row.id === r.id).length;
+      this.rows.push({ id: r.id, corrid: uint64(r.inputs.get('CORRID'))[0]!, start: int32(r.inputs.get('START'))[0]!, end: [...new Float32Array(r.inputs.get('END')!.data.slice().buffer)][0]! });
+      if (this.plan(r, iteration)) r.reschedule!();
+      else r.respond({ outputs: [{ name: 'OUTPUT', datatype: 'INT32', shape: [1, 1], data: new Uint8Array(Int32Array.of(iteration + 1).buffer) }] });
+      this.#held.push(r);
+    }
+  }
+
+  /** Tries to reschedule every request it executed, after the fact. */
+  rescheduleLate(): void {
+    for (const r of this.#held) {
+      try {
+        r.reschedule!();
+      } catch (err) {
+        this.late.push(err);
+      }
+    }
+  }
+
+  async unload(): Promise<void> {}
+}
+
+describe('sequence batcher: iterative sequences', () => {
+  function iterative(plan: (r: BackendRequest, iteration: number) => boolean) {
+    const observer = new Recorder();
+    const inst = new IterativeInstance(plan);
+    const runner = new InstanceRunner(spec(0), inst, 'test', { observer });
+    const batcher = new SequenceBatcher({
+      model: 'm',
+      maxBatchSize: 4,
+      config: {
+        direct: { max_queue_delay_microseconds: 0, minimum_slot_utilization: 0 },
+        max_sequence_idle_microseconds: 60_000_000,
+        control_input: CONTROLS,
+        state: [],
+        iterative_sequence: true,
+      },
+      runners: [runner],
+      observer,
+    });
+    return { batcher, inst, observer, runner };
+  }
+
+  it("ignores a client's END flag, refuses reschedule() after execute returned, and frees the slot when the model stops", async () => {
+    const { batcher, inst, observer } = iterative((_r, iteration) => iteration < 2);
+    const r = req(9n, 1, { start: true, end: true });
+    batcher.enqueue(r);
+    assert.equal(await outputOf(r), 3, 'three executions');
+    assert.deepEqual(inst.rows.map((row) => [row.start, row.end]), [[1, 0.5], [0, 0.5], [0, 0.5]], 'START once, END never');
+    await tick();
+    inst.rescheduleLate();
+    assert.equal(inst.late.length, 3);
+    assert.ok(inst.late.every((e) => e instanceof NereidError && /after execute returned/.test(e.message)));
+    assert.deepEqual(batcher.activeSequences, { slots: 0, backlog: 0 });
+    assert.deepEqual(observer.completed, [{ id: r.id, reason: undefined }], 'counted once, at the end');
+    await batcher.drain();
+  });
+
+  it('gives requests without an id internal ids of their own; a removed instance ends an iterating request UNAVAILABLE', async () => {
+    const { batcher, inst, runner } = iterative(() => true);
+    const a = req(0n, 1);
+    const b = req(0n, 2);
+    batcher.enqueue(a);
+    batcher.enqueue(b);
+    for (let i = 0; i < 5; i++) await tick();
+    assert.deepEqual(batcher.activeSequences, { slots: 2, backlog: 0 });
+    const ids = new Set(inst.rows.map((row) => row.corrid));
+    assert.equal(ids.size, 2);
+    assert.ok(!ids.has(0n));
+    assert.ok(inst.rows.length > 2, 'iterating');
+    batcher.removeInstances([runner]);
+    for (const r of [a, b]) await assert.rejects(r.delivered, (e: NereidError) => e.kind === 'UNAVAILABLE');
+    await batcher.drain();
   });
 });

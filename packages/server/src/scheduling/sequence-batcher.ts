@@ -56,19 +56,12 @@ function zeros(datatype: DataType, shape: readonly number[]): Uint8Array {
 }
 
 /**
- * Refuses `iterative_sequence` (§5.9, not implemented) and validates the `state` entries of
- * `config` (§5.8 load-time rules) and reads their initial
+ * Validates the `state` entries of `config` (§5.8 load-time rules) and reads their initial
  * states (`<modelDirectory>/initial_state/<file>`). Throws CONFIG_INVALID naming the state.
  */
 export async function resolveSequenceStates(config: ModelConfig, modelDirectory: string): Promise<ResolvedState[]> {
   const sb = config.sequence_batching;
   if (sb === undefined) return [];
-  if (sb.iterative_sequence) {
-    throw new NereidError(
-      'CONFIG_UNSUPPORTED',
-      `model '${config.name}': sequence_batching.iterative_sequence is not supported by this version of Nereid; remove it (each request of a sequence then carries its own sequence_id and flags)`,
-    );
-  }
   const seen = new Set<string>();
   const states: ResolvedState[] = [];
   for (const state of sb.state) {
@@ -141,10 +134,102 @@ function flagControl(name: string, control: SequenceControl): FlagControl {
   return { name, datatype: 'BOOL', values: [Uint8Array.of(f ? 1 : 0), Uint8Array.of(t ? 1 : 0)] };
 }
 
+/** The control inputs a model configures (§5.3). */
+interface Controls {
+  start?: FlagControl;
+  end?: FlagControl;
+  ready?: FlagControl;
+  corrid?: { readonly name: string; readonly datatype: DataType };
+}
+
+function parseControls(sb: ModelSequenceBatching): Controls {
+  const controls: Controls = {};
+  for (const input of sb.control_input) {
+    for (const control of input.control) {
+      switch (control.kind) {
+        case 'CONTROL_SEQUENCE_START':
+          controls.start = flagControl(input.name, control);
+          break;
+        case 'CONTROL_SEQUENCE_END':
+          controls.end = flagControl(input.name, control);
+          break;
+        case 'CONTROL_SEQUENCE_READY':
+          controls.ready = flagControl(input.name, control);
+          break;
+        case 'CONTROL_SEQUENCE_CORRID':
+          controls.corrid = { name: input.name, datatype: fromConfigDataType(control.data_type)! };
+          break;
+      }
+    }
+  }
+  return controls;
+}
+
+/** A request's tensor of per-item shape `itemShape`: `[1, ...itemShape]` for batching models. */
+function requestTensor(batching: boolean, name: string, datatype: DataType, itemShape: readonly number[], data: Uint8Array): BackendTensor {
+  return { name, datatype, shape: batching ? [1, ...itemShape] : [...itemShape], data };
+}
+
+/** Sets the control tensors of one request (§5.3) in `inputs`. */
+function setControls(
+  controls: Controls,
+  batching: boolean,
+  inputs: Map<string, BackendTensor>,
+  start: boolean,
+  end: boolean,
+  ready: boolean,
+  id: bigint | string,
+): void {
+  const flag = (c: FlagControl | undefined, value: boolean) => {
+    if (c !== undefined) inputs.set(c.name, requestTensor(batching, c.name, c.datatype, [1], c.values[value ? 1 : 0]));
+  };
+  flag(controls.start, start);
+  flag(controls.end, end);
+  flag(controls.ready, ready);
+  const corrid = controls.corrid;
+  if (corrid === undefined) return;
+  let data: Uint8Array;
+  if (corrid.datatype === 'BYTES') {
+    const text = Buffer.from(typeof id === 'string' ? id : '', 'utf8');
+    data = new Uint8Array(4 + text.byteLength);
+    new DataView(data.buffer).setUint32(0, text.byteLength, true);
+    data.set(text, 4);
+  } else {
+    const n = typeof id === 'bigint' ? id : 0n;
+    const wide = corrid.datatype === 'UINT64' || corrid.datatype === 'INT64';
+    data = new Uint8Array(wide ? 8 : 4);
+    const view = new DataView(data.buffer);
+    if (wide) view.setBigUint64(0, BigInt.asUintN(64, n), true);
+    else view.setUint32(0, Number(BigInt.asUintN(32, n)), true);
+  }
+  inputs.set(corrid.name, requestTensor(batching, corrid.name, corrid.datatype, [1], data));
+}
+
+/**
+ * What a warmup request of a sequence model carries besides its sample's inputs
+ * (models-and-scheduling.md §8.3 with §5.3 and §5.8): every configured control input as for a
+ * sequence of one request (START, END and READY true; CORRID 0, or '' for TYPE_STRING, an id no
+ * client sequence can have), every state input at its initial value, and the state outputs to
+ * request. Warmup bypasses the sequence batcher, so it leaves no sequence or state behind; a
+ * sample that lists a control or state input itself overrides what is given here.
+ */
+export function sequenceWarmupInputs(config: ModelConfig, states: readonly ResolvedState[]): { inputs: Map<string, BackendTensor>; outputs: string[] } {
+  const sb = config.sequence_batching;
+  const inputs = new Map<string, BackendTensor>();
+  if (sb === undefined) return { inputs, outputs: [] };
+  const batching = config.max_batch_size > 0;
+  const controls = parseControls(sb);
+  setControls(controls, batching, inputs, true, true, true, controls.corrid?.datatype === 'BYTES' ? '' : 0n);
+  for (const s of states) inputs.set(s.inputName, requestTensor(batching, s.inputName, s.datatype, s.initialShape, s.initialData));
+  return { inputs, outputs: states.map((s) => s.outputName) };
+}
+
 /** An active sequence: its id, its implicit state, and whether a request of it is executing. */
 interface Sequence {
   readonly id: bigint | string;
   readonly key: string;
+  /** An iterative sequence (§5.9): one request, executed until the model stops rescheduling it. */
+  readonly iterative: boolean;
   /** Current state per state input name (shape without the batch dimension). */
   state: Map<string, { shape: readonly number[]; data: Uint8Array }> | undefined;
   /** A request of this sequence is executing (oldest: the next one waits). */
@@ -154,7 +239,16 @@ interface Sequence {
 
 /** A request waiting in a slot or backlog queue, or a force-end marker (idle timeout). */
 type Entry =
-  | { readonly kind: 'request'; readonly request: ScheduledRequest; readonly seq: Sequence; onAbort: (() => void) | undefined }
+  | {
+      readonly kind: 'request';
+      readonly request: ScheduledRequest;
+      readonly seq: Sequence;
+      /** The START and END controls of this execution (a rescheduled iteration has neither). */
+      readonly start: boolean;
+      readonly end: boolean;
+      /** Executions of the request so far (iterative sequences run it more than once). */
+      readonly iteration: number;
+    }
   | { readonly kind: 'end'; readonly seq: Sequence };
 
 interface Slot {
@@ -177,6 +271,8 @@ interface InstanceBatcher {
   readonly runner: InstanceRunner;
   readonly slots: Slot[];
   executing: boolean;
+  /** Oldest with preserve_ordering: the delivery of the request last taken for execution (§4.7). */
+  lastDelivered: Promise<unknown>;
   removed: boolean;
   timer: NodeJS.Timeout | undefined;
 }
@@ -189,25 +285,40 @@ const nowMs = (): number => performance.now();
  * What the backend sees for one request of a sequence: the client's inputs plus control and
  * state inputs, the client's requested outputs plus the state outputs. Everything else is the
  * client's request; responses pass through with the state outputs taken out.
+ *
+ * Under `iterative_sequence` (§5.9) the backend may call `reschedule()` instead of sending the
+ * final response: the step then counts as released (`completed`, and completion callbacks are
+ * dropped) and the batcher queues the request again for its next iteration.
  */
 class SequenceStep implements ScheduledRequest {
   readonly #inner: ScheduledRequest;
   readonly #stateOutputs: ReadonlySet<string>;
   readonly #onState: (outputs: BackendTensor[]) => void;
+  readonly #model: string;
   readonly inputs: ReadonlyMap<string, BackendTensor>;
   readonly requestedOutputs: readonly string[];
+  /** The queue entry executed and the slot it came from. */
+  readonly entry: Entry & { kind: 'request' };
+  readonly slot: Slot;
+  #rescheduled = false;
+  #returned = false;
 
   constructor(
-    inner: ScheduledRequest,
+    model: string,
+    entry: Entry & { kind: 'request' },
+    slot: Slot,
     inputs: ReadonlyMap<string, BackendTensor>,
     stateOutputs: ReadonlySet<string>,
     onState: (outputs: BackendTensor[]) => void,
   ) {
-    this.#inner = inner;
+    this.#model = model;
+    this.entry = entry;
+    this.slot = slot;
+    this.#inner = entry.request;
     this.inputs = inputs;
     this.#stateOutputs = stateOutputs;
     this.#onState = onState;
-    const requested = [...inner.requestedOutputs];
+    const requested = [...this.#inner.requestedOutputs];
     for (const name of stateOutputs) if (!requested.includes(name)) requested.push(name);
     this.requestedOutputs = requested;
   }
@@ -219,18 +330,50 @@ class SequenceStep implements ScheduledRequest {
   get times() { return this.#inner.times; }
   get priority(): number { return this.#inner.priority; }
   get timeoutUs(): number { return this.#inner.timeoutUs; }
-  get correlationId(): bigint | string { return this.#inner.correlationId; }
-  get sequenceStart(): boolean { return this.#inner.sequenceStart; }
-  get sequenceEnd(): boolean { return this.#inner.sequenceEnd; }
-  get completed(): boolean { return this.#inner.completed; }
+  get correlationId(): bigint | string { return this.entry.seq.id; }
+  get sequenceStart(): boolean { return this.entry.start; }
+  get sequenceEnd(): boolean { return this.entry.end; }
+  /** Completed, or handed back for another iteration. */
+  get completed(): boolean { return this.#inner.completed || this.#rescheduled; }
   get error(): NereidError | undefined { return this.#inner.error; }
   get completedAt(): bigint { return this.#inner.completedAt; }
   get responses(): readonly ResponseRecord[] { return this.#inner.responses; }
   get delivered(): Promise<unknown> { return this.#inner.delivered; }
+  /** The backend asked for another iteration (and has not completed the request). */
+  get rescheduled(): boolean { return this.#rescheduled && !this.#inner.completed; }
   executeReturned(): void { this.#inner.executeReturned(); }
   fail(error: NereidError): void { this.#inner.fail(error); }
-  onComplete(callback: () => void): void { this.#inner.onComplete(callback); }
+  /** A rescheduled step drops `callback`: the request completes in a later iteration. */
+  onComplete(callback: () => void): void {
+    if (!this.#rescheduled) this.#inner.onComplete(callback);
+  }
   deliverAfter(previous: Promise<unknown>): void { this.#inner.deliverAfter(previous); }
+
+  /**
+   * Releases the request back to the sequence batcher for another iteration (§5.9; Triton's
+   * TRITONSERVER_REQUEST_RELEASE_RESCHEDULE). Only for models with `iterative_sequence`, and
+   * only before `execute` returns; throws a NereidError otherwise.
+   */
+  reschedule(): void {
+    if (!this.entry.seq.iterative) {
+      throw new NereidError(
+        'BACKEND_ERROR',
+        `model '${this.#model}' rescheduled request '${this.id}', but only models with sequence_batching { iterative_sequence: true } may reschedule requests`,
+      );
+    }
+    if (this.#returned) {
+      throw new NereidError(
+        'BACKEND_ERROR',
+        `model '${this.#model}' rescheduled request '${this.id}' after execute returned; reschedule a request before execute returns`,
+      );
+    }
+    this.#rescheduled = true;
+  }
+
+  /** The execution that held this step ended: `reschedule` is refused from now on. */
+  markReturned(): void {
+    this.#returned = true;
+  }
 
   /** Captures the state outputs (once, from the response that carries them) and forwards the rest. */
   respond(response: BackendResponse | NereidError | null, final?: boolean): void {
@@ -296,16 +439,15 @@ export class SequenceBatcher implements Scheduler {
   readonly #maxBatchSize: number;
   readonly #config: ModelSequenceBatching;
   readonly #oldest: boolean;
+  readonly #preserveOrdering: boolean;
+  readonly #iterative: boolean;
   readonly #slotsPerInstance: number;
   readonly #idleMs: number;
   readonly #states: readonly ResolvedState[];
   readonly #stateOutputs: ReadonlySet<string>;
   readonly #observer: SchedulerObserver;
   readonly #logger: Logger | undefined;
-  readonly #start: FlagControl | undefined;
-  readonly #end: FlagControl | undefined;
-  readonly #ready: FlagControl | undefined;
-  readonly #corrid: { readonly name: string; readonly datatype: DataType } | undefined;
+  readonly #controls: Controls;
   /** The largest preferred batch size of the oldest strategy (or max_batch_size). */
   readonly #preferred: number;
   #instances: InstanceBatcher[] = [];
@@ -322,6 +464,8 @@ export class SequenceBatcher implements Scheduler {
   #drainWaiters: (() => void)[] = [];
   #reaper: NodeJS.Timeout | undefined;
   #backlogTimer: NodeJS.Timeout | undefined;
+  /** The last internal id given to an iterative request without one (§5.9). */
+  #internalIds = 0;
 
   constructor(options: SequenceBatcherOptions) {
     this.#model = options.model;
@@ -336,29 +480,11 @@ export class SequenceBatcher implements Scheduler {
     this.#stateOutputs = new Set(this.#states.map((s) => s.outputName));
     this.#observer = options.observer ?? NO_OBSERVER;
     this.#logger = options.logger;
-    if (options.config.oldest?.preserve_ordering) {
-      this.#logger?.warning(`model '${options.model}': sequence_batching.oldest.preserve_ordering is not implemented; responses are sent as batches complete`);
-    }
+    this.#preserveOrdering = options.config.oldest?.preserve_ordering ?? false;
+    this.#iterative = options.config.iterative_sequence;
     const preferred = options.config.oldest?.preferred_batch_size ?? [];
     this.#preferred = Math.min(this.#maxBatchSize, preferred.length > 0 ? Math.max(...preferred) : this.#maxBatchSize);
-    for (const input of options.config.control_input) {
-      for (const control of input.control) {
-        switch (control.kind) {
-          case 'CONTROL_SEQUENCE_START':
-            this.#start = flagControl(input.name, control);
-            break;
-          case 'CONTROL_SEQUENCE_END':
-            this.#end = flagControl(input.name, control);
-            break;
-          case 'CONTROL_SEQUENCE_READY':
-            this.#ready = flagControl(input.name, control);
-            break;
-          case 'CONTROL_SEQUENCE_CORRID':
-            this.#corrid = { name: input.name, datatype: fromConfigDataType(control.data_type)! };
-            break;
-        }
-      }
-    }
+    this.#controls = parseControls(options.config);
     this.addInstances(options.runners);
   }
 
@@ -377,15 +503,25 @@ export class SequenceBatcher implements Scheduler {
     return { slots, backlog: this.#backlogs.length };
   }
 
+  /**
+   * Accepts a request of a sequence (§5.1, §5.2). Under `iterative_sequence` (§5.9) a request
+   * without a correlation id is a whole sequence of its own under an internal id, started at
+   * once; a client's END flag is ignored there, as the sequence ends when the model releases the
+   * request without rescheduling it.
+   */
   enqueue(request: ScheduledRequest): void {
-    const id = request.correlationId;
-    if (this.#stopped && (request.sequenceStart || !this.#knows(id))) {
+    let id = request.correlationId;
+    const anonymous = id === 0n || id === '';
+    const internal = anonymous && this.#iterative;
+    const start = internal || request.sequenceStart;
+    const end = !this.#iterative && request.sequenceEnd;
+    if (this.#stopped && (start || !this.#knows(id))) {
       throw new NereidError(
         'SERVER_STOPPING',
         `Server is stopping, scheduler for model '${this.#model}' has stopped accepting new inference requests`,
       );
     }
-    if (id === 0n || id === '') {
+    if (anonymous && !internal) {
       throw new NereidError(
         'SEQUENCE_ID_MISSING',
         `inference request to model '${this.#model}' must specify a non-zero or non-empty correlation ID; ` +
@@ -398,16 +534,16 @@ export class SequenceBatcher implements Scheduler {
         `inference request to model '${this.#model}' must specify batch-size 1 due to requirements of sequence batcher (got batch size ${request.batchSize} for sequence ${describeId(id)})`,
       );
     }
-    if (this.#corrid !== undefined && (this.#corrid.datatype === 'BYTES') !== (typeof id === 'string')) {
+    if (!internal && this.#controls.corrid !== undefined && (this.#controls.corrid.datatype === 'BYTES') !== (typeof id === 'string')) {
       throw new NereidError(
         'SEQUENCE_ID_TYPE',
-        `sequence batching control '${this.#corrid.name}' of model '${this.#model}' has data type ` +
-          `${this.#corrid.datatype === 'BYTES' ? 'TYPE_STRING' : 'an integer type'} but the request's correlation ID ${describeId(id)} is ` +
-          `${typeof id === 'string' ? 'a string' : 'an integer'}; send a ${this.#corrid.datatype === 'BYTES' ? 'string' : 'integer'} 'sequence_id'`,
+        `sequence batching control '${this.#controls.corrid.name}' of model '${this.#model}' has data type ` +
+          `${this.#controls.corrid.datatype === 'BYTES' ? 'TYPE_STRING' : 'an integer type'} but the request's correlation ID ${describeId(id)} is ` +
+          `${typeof id === 'string' ? 'a string' : 'an integer'}; send a ${this.#controls.corrid.datatype === 'BYTES' ? 'string' : 'integer'} 'sequence_id'`,
       );
     }
-    const key = keyOf(id);
-    if (!request.sequenceStart && !this.#bound.has(key) && !this.#backlogBound.has(key)) {
+    let key = keyOf(id);
+    if (!start && !this.#bound.has(key) && !this.#backlogBound.has(key)) {
       throw new NereidError(
         'SEQUENCE_START_MISSING',
         `inference request for sequence ${describeId(id)} to model '${this.#model}' must specify the START flag on the first request of the sequence ` +
@@ -419,18 +555,25 @@ export class SequenceBatcher implements Scheduler {
       this.#observer.onRequestComplete(request, 'CANCELED');
       return;
     }
+    if (internal) {
+      // Internal ids have a key space of their own: they never meet a client's sequence.
+      const n = ++this.#internalIds;
+      id = this.#controls.corrid?.datatype === 'BYTES' ? `iterative-${n}` : BigInt(n);
+      key = `i:${n}`;
+    }
     request.times.queue = process.hrtime.bigint();
-    const slot = this.#bound.get(key);
-    const backlog = this.#backlogBound.get(key);
-    if (request.sequenceStart && (slot !== undefined || backlog !== undefined)) {
+    const flags = { start, end };
+    const slot = internal ? undefined : this.#bound.get(key);
+    const backlog = internal ? undefined : this.#backlogBound.get(key);
+    if (start && (slot !== undefined || backlog !== undefined)) {
       this.#logger?.warning(
         `model '${this.#model}': sequence ${describeId(id)} received a START request while active; the earlier sequence is considered ended`,
       );
     }
     if (slot !== undefined) {
-      const seq = request.sequenceStart ? this.#newSequence(id) : slot.queue.at(-1)?.seq ?? slot.seq!;
-      this.#push(slot.queue, request, seq);
-      if (request.sequenceEnd) {
+      const seq = start ? this.#newSequence(id, key) : slot.queue.at(-1)?.seq ?? slot.seq!;
+      this.#push(slot.queue, request, seq, flags);
+      if (end) {
         this.#bound.delete(key);
         this.#lastSeen.delete(key);
       } else {
@@ -440,19 +583,19 @@ export class SequenceBatcher implements Scheduler {
       return;
     }
     if (backlog !== undefined) {
-      const seq = request.sequenceStart ? this.#newSequence(id) : backlog.entries.at(-1)!.seq;
-      this.#push(backlog.entries, request, seq);
+      const seq = start ? this.#newSequence(id, key) : backlog.entries.at(-1)!.seq;
+      this.#push(backlog.entries, request, seq, flags);
       this.#backlogExpiry(backlog, request);
-      if (request.sequenceEnd) this.#backlogBound.delete(key);
+      if (end) this.#backlogBound.delete(key);
       return;
     }
     // A START request of an unknown sequence: a free slot, or a new backlog queue.
-    const seq = this.#newSequence(id);
+    const seq = this.#newSequence(id, key);
     const free = this.#freeSlot();
     if (free !== undefined) {
       free.seq = seq;
-      this.#push(free.queue, request, seq);
-      if (!request.sequenceEnd) {
+      this.#push(free.queue, request, seq, flags);
+      if (!end && !internal) {
         this.#bound.set(key, free);
         this.#lastSeen.set(key, nowMs());
         this.#armReaper();
@@ -461,16 +604,16 @@ export class SequenceBatcher implements Scheduler {
       return;
     }
     const queue: Backlog = { key, entries: [], expiry: Infinity, cancelled: false };
-    this.#push(queue.entries, request, seq);
+    this.#push(queue.entries, request, seq, flags);
     this.#backlogs.push(queue);
     this.#backlogExpiry(queue, request);
-    if (!request.sequenceEnd) this.#backlogBound.set(key, queue);
+    if (!end && !internal) this.#backlogBound.set(key, queue);
   }
 
   addInstances(runners: readonly InstanceRunner[]): void {
     for (const runner of runners) {
       if (this.#instances.some((i) => i.runner === runner)) continue;
-      const inst: InstanceBatcher = { runner, slots: [], executing: false, removed: false, timer: undefined };
+      const inst: InstanceBatcher = { runner, slots: [], executing: false, lastDelivered: Promise.resolve(), removed: false, timer: undefined };
       for (let index = 0; index < this.#slotsPerInstance; index++) inst.slots.push({ instance: inst, index, queue: [], seq: undefined });
       this.#instances.push(inst);
       for (const slot of inst.slots) this.#fillFromBacklog(slot);
@@ -523,18 +666,16 @@ export class SequenceBatcher implements Scheduler {
     return this.#bound.has(key) || this.#backlogBound.has(key);
   }
 
-  #newSequence(id: bigint | string): Sequence {
-    return { id, key: keyOf(id), state: undefined, executing: false, cancelled: false };
+  #newSequence(id: bigint | string, key: string): Sequence {
+    return { id, key, iterative: this.#iterative, state: undefined, executing: false, cancelled: false };
   }
 
-  #push(queue: Entry[], request: ScheduledRequest, seq: Sequence): void {
-    const entry: Entry = { kind: 'request', request, seq, onAbort: undefined };
-    queue.push(entry);
+  #push(queue: Entry[], request: ScheduledRequest, seq: Sequence, flags: { start: boolean; end: boolean }): void {
+    queue.push({ kind: 'request', request, seq, start: flags.start, end: flags.end, iteration: 0 });
     this.#queued++;
     if (request.signal !== NEVER_ABORTED) {
       // Listens until the request completes: cancelling an executing request also ends its sequence.
       const onAbort = () => this.#cancel(seq);
-      entry.onAbort = onAbort;
       request.signal.addEventListener('abort', onAbort, { once: true });
       request.onComplete(() => request.signal.removeEventListener('abort', onAbort));
     }
@@ -758,9 +899,42 @@ export class SequenceBatcher implements Scheduler {
     void inst.runner.run(batch).then(() => {
       inst.executing = false;
       this.#executing -= real.length;
+      for (const r of real) if (r instanceof SequenceStep && r.entry.seq.iterative) this.#iterationEnded(r);
       this.#schedule(inst);
       this.#settle();
     });
+  }
+
+  /**
+   * An execution of an iterative sequence's request returned (§5.9): a rescheduled request is
+   * queued on its slot again with neither START nor END; otherwise the model released it and the
+   * sequence ends, freeing its slot once what is queued ahead ran.
+   */
+  #iterationEnded(step: SequenceStep): void {
+    step.markReturned();
+    const { entry, slot } = step;
+    const { seq, request } = entry;
+    const holds = slot.seq === seq || slot.queue.some((e) => e.seq === seq);
+    if (step.rescheduled) {
+      if (!seq.cancelled && !request.signal.aborted && holds && !slot.instance.removed) {
+        slot.queue.push({ ...entry, start: false, end: false, iteration: entry.iteration + 1 });
+        this.#queued++;
+        seq.executing = false;
+        if (this.#bound.get(seq.key) === slot) this.#lastSeen.set(seq.key, nowMs());
+        return;
+      }
+      const error = seq.cancelled || request.signal.aborted
+        ? new NereidError('REQUEST_CANCELLED', `request '${request.id}' of iterative sequence ${describeId(seq.id)} for model '${this.#model}' was cancelled`)
+        : new NereidError('UNAVAILABLE', `iterative sequence ${describeId(seq.id)} of model '${this.#model}' lost its slot before its next iteration; send the request again`);
+      request.fail(error);
+      this.#observer.onRequestComplete(request, error.kind === 'CANCELLED' ? 'CANCELED' : 'REJECTED');
+    }
+    if (!holds) return;
+    if (this.#bound.get(seq.key) === slot) {
+      this.#bound.delete(seq.key);
+      this.#lastSeen.delete(seq.key);
+    }
+    slot.queue.push({ kind: 'end', seq });
   }
 
   /** Sleeps `ms` then schedules `inst` again. */
@@ -796,14 +970,15 @@ export class SequenceBatcher implements Scheduler {
         return this.#retryIn(inst, Math.min(delayMs - waited, IDLE_WAKE_MS));
       }
     }
-    const referenceStep = this.#step(reference);
+    const referenceSlot = inst.slots.find((s) => s.queue[0] === reference)!;
+    const referenceStep = this.#step(reference, referenceSlot);
     const rows: ScheduledRequest[] = [];
     for (const slot of inst.slots.slice(0, highest + 1)) {
       const head = slot.queue[0];
       if (head?.kind === 'request' && (head === reference || this.#compatible(head.request, reference.request))) {
         slot.queue.shift();
-        rows.push(head === reference ? referenceStep : this.#step(head));
-        if (head.request.sequenceEnd) this.#endTaken(slot);
+        rows.push(head === reference ? referenceStep : this.#step(head, slot));
+        if (head.end) this.#endTaken(slot);
       } else {
         rows.push(this.#filler(referenceStep));
       }
@@ -836,13 +1011,20 @@ export class SequenceBatcher implements Scheduler {
     for (const { slot, entry } of picked) {
       slot.queue.shift();
       entry.seq.executing = true;
-      const step = this.#step(entry);
-      entry.request.onComplete(() => {
-        entry.seq.executing = false;
-        this.#wake(inst);
-      });
+      const step = this.#step(entry, slot);
+      if (entry.iteration === 0) {
+        entry.request.onComplete(() => {
+          entry.seq.executing = false;
+          this.#wake(inst);
+        });
+        // §5.5: the internal batcher's preserve_ordering (§4.7), in the order requests are taken.
+        if (this.#preserveOrdering) {
+          entry.request.deliverAfter(inst.lastDelivered);
+          inst.lastDelivered = entry.request.delivered;
+        }
+      }
       batch.push(step);
-      if (entry.request.sequenceEnd) this.#endTaken(slot);
+      if (entry.end) this.#endTaken(slot);
     }
     return batch;
   }
@@ -866,53 +1048,23 @@ export class SequenceBatcher implements Scheduler {
     return a.inputs.size === b.inputs.size;
   }
 
-  #tensor(name: string, datatype: DataType, itemShape: readonly number[], data: Uint8Array): BackendTensor {
-    return { name, datatype, shape: this.#batching ? [1, ...itemShape] : [...itemShape], data };
-  }
-
-  #controls(inputs: Map<string, BackendTensor>, start: boolean, end: boolean, ready: boolean, id: bigint | string): void {
-    const flag = (c: FlagControl | undefined, value: boolean) => {
-      if (c !== undefined) inputs.set(c.name, this.#tensor(c.name, c.datatype, [1], c.values[value ? 1 : 0]));
-    };
-    flag(this.#start, start);
-    flag(this.#end, end);
-    flag(this.#ready, ready);
-    const corrid = this.#corrid;
-    if (corrid === undefined) return;
-    let data: Uint8Array;
-    if (corrid.datatype === 'BYTES') {
-      const text = Buffer.from(typeof id === 'string' ? id : '', 'utf8');
-      data = new Uint8Array(4 + text.byteLength);
-      new DataView(data.buffer).setUint32(0, text.byteLength, true);
-      data.set(text, 4);
-    } else {
-      const n = typeof id === 'bigint' ? id : 0n;
-      const wide = corrid.datatype === 'UINT64' || corrid.datatype === 'INT64';
-      data = new Uint8Array(wide ? 8 : 4);
-      const view = new DataView(data.buffer);
-      if (wide) view.setBigUint64(0, BigInt.asUintN(64, n), true);
-      else view.setUint32(0, Number(BigInt.asUintN(32, n)), true);
-    }
-    inputs.set(corrid.name, this.#tensor(corrid.name, corrid.datatype, [1], data));
-  }
-
   /** The request as the backend sees it: controls and current state added (§5.3, §5.8). */
-  #step(entry: Entry & { kind: 'request' }): SequenceStep {
+  #step(entry: Entry & { kind: 'request' }, slot: Slot): SequenceStep {
     this.#take(entry);
     const { request, seq } = entry;
     const inputs = new Map(request.inputs);
-    this.#controls(inputs, request.sequenceStart, request.sequenceEnd, true, seq.id);
+    setControls(this.#controls, this.#batching, inputs, entry.start, entry.end, true, seq.id);
     if (this.#states.length > 0) {
-      if (request.sequenceStart || seq.state === undefined) {
+      if (entry.start || seq.state === undefined) {
         seq.state = new Map(this.#states.map((s) => [s.inputName, { shape: s.initialShape, data: s.initialData }]));
       }
       for (const s of this.#states) {
         const current = seq.state.get(s.inputName)!;
-        inputs.set(s.inputName, this.#tensor(s.inputName, s.datatype, current.shape, current.data));
+        inputs.set(s.inputName, requestTensor(this.#batching, s.inputName, s.datatype, current.shape, current.data));
       }
     }
     const byOutput = new Map(this.#states.map((s) => [s.outputName, s] as const));
-    return new SequenceStep(request, inputs, this.#stateOutputs, (outputs) => {
+    return new SequenceStep(this.#model, entry, slot, inputs, this.#stateOutputs, (outputs) => {
       if (seq.cancelled) return;
       const state = (seq.state ??= new Map());
       for (const t of outputs) {
@@ -926,7 +1078,7 @@ export class SequenceBatcher implements Scheduler {
   /** A filler row (§5.4): the reference row's data with READY false and CORRID 0. */
   #filler(reference: SequenceStep): FillerRow {
     const inputs = new Map(reference.inputs);
-    this.#controls(inputs, false, false, false, this.#corrid?.datatype === 'BYTES' ? '' : 0n);
+    setControls(this.#controls, this.#batching, inputs, false, false, false, this.#controls.corrid?.datatype === 'BYTES' ? '' : 0n);
     return new FillerRow(inputs, reference.requestedOutputs);
   }
 

@@ -27,6 +27,7 @@ import { isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
 import {
   NereidError,
+  toNereidError,
   elementSize,
   fromConfigDataType,
   type DataType,
@@ -428,6 +429,25 @@ class PythonInstance implements BackendInstance {
       held.settle?.reject(new NereidError('BACKEND_ERROR', `${this.#what}: execute failed: ${m['error']}`));
       this.#release(x, held);
       return;
+    }
+    // Requests released with RESCHEDULE (iterative sequences, models-and-scheduling.md §5.9):
+    // handed back to the sequence batcher before execute returns.
+    for (const index of (m['rs'] as number[] | undefined) ?? []) {
+      const request = held.requests[index];
+      if (request === undefined || held.final[index]) continue;
+      held.final[index] = true;
+      try {
+        if (request.reschedule === undefined) {
+          throw new NereidError(
+            'BACKEND_ERROR',
+            `${this.#what}: execute released request '${request.id}' with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, ` +
+              `but only models with sequence_batching { iterative_sequence: true } may reschedule requests`,
+          );
+        }
+        request.reschedule();
+      } catch (err) {
+        request.respond(toNereidError(err, 'BACKEND_ERROR'), true);
+      }
     }
     const responses = (m['responses'] as Record<string, unknown>[] | undefined) ?? [];
     const wire = (m['outputs'] as WireTensor[] | undefined) ?? [];
