@@ -23,6 +23,8 @@
  * Usage: node dist/bench/grpc-overhead.js [--seconds N] [--json out.json] [--clients N]
  *          [--transport http2|grpc-js] [--rounds N] [--cpu-prof DIR]
  *   --cpu-prof DIR: run the Nereid child with `node --cpu-prof` (profile written to DIR on exit).
+ * Nereid's own statistics are read around each of its windows: `*_compute_infer_per_request_*` is
+ * the part of its server CPU per request that ONNX Runtime's run takes (compute_infer).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -98,6 +100,7 @@ const streamResponse = await new Promise<Buffer>((done, fail) => {
   call.write(request);
 });
 probe.close();
+const statsClient = new Client(`127.0.0.1:${nereid.port}`, credentials.createInsecure());
 {
   const check = (r: pb.ModelInferResponse | undefined, what: string) => {
     const out0 = r && new Int32Array(new Uint8Array(r.raw_output_contents[0] ?? []).buffer);
@@ -132,11 +135,29 @@ const unary = (total: number, processes: number): (Load | undefined)[] =>
 const stream = (inflight: number, streams = 1): (Load | undefined)[] =>
   Array.from({ length: pool.size }, (_, i) => (i < streams ? { mode: 'stream', inflight, streams: 1 } : undefined));
 
-function measure(server: ChildServer, load: (Load | undefined)[], windowSeconds = seconds): Promise<DistributedLoadResult> {
+/** Nereid's `simple` statistics: successful requests and the summed compute_infer time (ns). */
+function computeInfer(): Promise<{ count: number; ns: number }> {
+  const method = GRPC_INFERENCE_SERVICE.ModelStatistics;
+  return new Promise((done, fail) =>
+    statsClient.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, { name: 'simple', version: '' }, (err, r) => {
+      const s = r?.model_stats[0]?.inference_stats;
+      if (err || !s) return fail(err ?? new Error('no statistics for simple'));
+      done({ count: Number(s.success?.count ?? 0n), ns: Number(s.compute_infer?.ns ?? 0n) });
+    }),
+  );
+}
+
+type Measured = DistributedLoadResult & { computeInferUsPerRequest: number };
+
+async function measure(server: ChildServer, load: (Load | undefined)[], windowSeconds = seconds): Promise<Measured> {
   const options = load.map((l): GrpcLoadOptions | undefined =>
     l && { port: server.port, transport, ...l, expectedLength: l.mode === 'unary' ? unaryResponse.byteLength : streamResponse.byteLength },
   );
-  return pool.run(options, windowSeconds, 0.5, server.process.pid);
+  const before = server === nereid ? await computeInfer() : undefined;
+  const result = await pool.run(options, windowSeconds, 0.5, server.process.pid);
+  const after = before && (await computeInfer());
+  const computeInferUsPerRequest = before && after ? (after.ns - before.ns) / 1000 / Math.max(1, after.count - before.count) : 0;
+  return { ...result, computeInferUsPerRequest };
 }
 
 /** Nereid and the bare server under `load`, alternating windows; medians. */
@@ -161,6 +182,7 @@ const measured = await (async () => {
     const [stream1, stream2] = await alternate([1, 2], rounds, (streams) => measure(bare, stream(16 / streams, streams)));
     return { c1, c16, s16, checkN: medianOf(checkN!), check2N: medianOf(check2N!), stream1: medianOf(stream1!), stream2: medianOf(stream2!) };
   } finally {
+    statsClient.close();
     await pool.close();
     await nereid.stop();
     await bare.stop();
@@ -182,6 +204,10 @@ const figures: Figure[] = [
   vsBare('grpc_stream_latency_16', 'us', s16.nereid.meanLatencyUs, s16.bare.meanLatencyUs),
   vsBare('grpc_stream_p99_latency_16', 'us', s16.nereid.p99Us, s16.bare.p99Us),
   vsBare('grpc_stream_server_cpu_per_request_16', 'us', s16.nereid.serverCpuUsPerRequest, s16.bare.serverCpuUsPerRequest),
+  vsBare('grpc_stream_server_main_thread_per_request_16', 'us', s16.nereid.serverMainThreadCpuUsPerRequest, s16.bare.serverMainThreadCpuUsPerRequest),
+  // The part of Nereid's CPU per request that is ONNX Runtime's run itself (compute_infer).
+  { name: 'grpc_infer_compute_infer_per_request_c16', value: c16.nereid.computeInferUsPerRequest, unit: 'us' },
+  { name: 'grpc_stream_compute_infer_per_request_16', value: s16.nereid.computeInferUsPerRequest, unit: 'us' },
   { name: `grpc_client_processes_${transport.replace('-', '_')}`, value: clients, unit: 'processes' },
   { name: 'grpc_client_cpu_per_request_c16', value: c16.bare.clientCpuUsPerRequest, unit: 'us' },
   { name: 'grpc_client_loop_utilization_c16', value: c16.bare.maxClientLoopUtilization, unit: '' },

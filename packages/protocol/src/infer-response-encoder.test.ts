@@ -55,3 +55,19 @@ test('refuses typed output contents', () => {
   m.outputs[0]!.contents = { bool_contents: [], int_contents: [1], int64_contents: [], uint_contents: [], uint64_contents: [], fp32_contents: [], fp64_contents: [], bytes_contents: [] };
   assert.throws(() => encodeModelInferResponse(m), /typed output contents/);
 });
+
+test('dimensions at the edges of the small-number path, and repeated names, encode like the generated encoder every time', () => {
+  const dims = [0n, 127n, 128n, 16_383n, 16_384n, 2n ** 31n - 1n, 2n ** 31n, 2n ** 53n, -1n];
+  const m = response({
+    model_name: 'módel',
+    parameters: { [`k${'e'.repeat(70)}`]: { int64_param: 2n ** 31n - 1n }, neg: { int64_param: -5n } },
+    outputs: [
+      { name: 'OUT_Ω', datatype: 'INT32', shape: dims, parameters: {}, contents: undefined },
+      { name: 'x'.repeat(65), datatype: 'INT32', shape: [1n], parameters: {}, contents: undefined },
+    ],
+    raw_output_contents: [new Uint8Array(3), new Uint8Array(4)],
+  });
+  const want = Buffer.from(pb.ModelInferResponse.encode(m).finish());
+  for (let i = 0; i < 3; i++) assert.deepEqual(encodeModelInferResponse(m), want);
+  assert.deepEqual(pb.ModelInferResponse.decode(encodeModelInferResponse(m)).outputs[0]!.shape, dims);
+});

@@ -31,6 +31,8 @@ const U64 = (1n << 64n) - 1n;
 
 /** Size of a 64-bit varint (negative int64 values take 10 bytes, two's complement). */
 function bigVarintSize(v: bigint): number {
+  // Dimensions and most parameters: plain numbers, no BigInt arithmetic.
+  if (v >= 0n && v <= 0x7fffffffn) return varintSize(Number(v));
   let u = v & U64;
   let size = 1;
   while (u >= 0x80n) {
@@ -40,8 +42,31 @@ function bigVarintSize(v: bigint): number {
   return size;
 }
 
+/**
+ * UTF-8 bytes of the short strings every response repeats (model, version, output names,
+ * datatypes, parameter keys), so that each is measured and encoded once. Bounded: once full,
+ * other strings are encoded each time.
+ */
+const encodedStrings = new Map<string, Buffer>();
+const MAX_CACHED_STRINGS = 4096;
+const MAX_CACHED_LENGTH = 64;
+
+function utf8(s: string): Buffer | undefined {
+  let bytes = encodedStrings.get(s);
+  if (bytes === undefined && s.length <= MAX_CACHED_LENGTH && encodedStrings.size < MAX_CACHED_STRINGS) {
+    bytes = Buffer.from(s, 'utf8');
+    encodedStrings.set(s, bytes);
+  }
+  return bytes;
+}
+
 function stringSize(s: string): number {
   return Buffer.byteLength(s, 'utf8');
+}
+
+/** `stringSize` of a repeated string (see `encodedStrings`). */
+function nameSize(s: string): number {
+  return utf8(s)?.byteLength ?? Buffer.byteLength(s, 'utf8');
 }
 
 /** Length-delimited field: tag + length varint + payload. */
@@ -63,7 +88,7 @@ function parametersSize(params: Readonly<Record<string, pb.InferParameter>>, siz
   let size = 0;
   for (const key in params) {
     const value = parameterSize(params[key]!);
-    const entry = (key === '' ? 0 : fieldSize(stringSize(key))) + fieldSize(value);
+    const entry = (key === '' ? 0 : fieldSize(nameSize(key))) + fieldSize(value);
     sizes.push(value, entry);
     size += fieldSize(entry);
   }
@@ -87,6 +112,7 @@ class Out {
     this.buf[this.pos++] = n;
   }
   bigVarint(v: bigint): void {
+    if (v >= 0n && v <= 0x7fffffffn) return this.varint(Number(v));
     let u = v & U64;
     while (u >= 0x80n) {
       this.buf[this.pos++] = Number(u & 0x7fn) | 0x80;
@@ -95,10 +121,18 @@ class Out {
     this.buf[this.pos++] = Number(u);
   }
   string(tag: number, s: string): void {
-    const len = stringSize(s);
     this.byte(tag);
-    this.varint(len);
+    this.varint(Buffer.byteLength(s, 'utf8'));
     this.pos += this.buf.write(s, this.pos, 'utf8');
+  }
+  /** `string` for a repeated string (see `encodedStrings`). */
+  name(tag: number, s: string): void {
+    const bytes = utf8(s);
+    if (bytes === undefined) return this.string(tag, s);
+    this.byte(tag);
+    this.varint(bytes.byteLength);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.byteLength;
   }
   bytes(tag: number, b: Uint8Array): void {
     this.byte(tag);
@@ -115,7 +149,7 @@ function writeParameters(out: Out, tag: number, params: Readonly<Record<string, 
     const entry = sizes[at.i++]!;
     out.byte(tag);
     out.varint(entry);
-    if (key !== '') out.string(TAG_STRING_1, key);
+    if (key !== '') out.name(TAG_STRING_1, key);
     out.byte(TAG_STRING_2);
     out.varint(value);
     if (p.bool_param !== undefined) {
@@ -142,8 +176,8 @@ function writeParameters(out: Out, tag: number, params: Readonly<Record<string, 
 /** Sizes of one response: the message, and the nested lengths in write order. */
 function responseSizes(m: pb.ModelInferResponse, sizes: number[]): number {
   let size = 0;
-  if (m.model_name !== '') size += fieldSize(stringSize(m.model_name));
-  if (m.model_version !== '') size += fieldSize(stringSize(m.model_version));
+  if (m.model_name !== '') size += fieldSize(nameSize(m.model_name));
+  if (m.model_version !== '') size += fieldSize(nameSize(m.model_version));
   if (m.id !== '') size += fieldSize(stringSize(m.id));
   size += parametersSize(m.parameters, sizes);
   for (const o of m.outputs) {
@@ -152,8 +186,8 @@ function responseSizes(m: pb.ModelInferResponse, sizes: number[]): number {
     const at = sizes.length;
     sizes.push(shape, 0);
     let tensor = 0;
-    if (o.name !== '') tensor += fieldSize(stringSize(o.name));
-    if (o.datatype !== '') tensor += fieldSize(stringSize(o.datatype));
+    if (o.name !== '') tensor += fieldSize(nameSize(o.name));
+    if (o.datatype !== '') tensor += fieldSize(nameSize(o.datatype));
     if (o.shape.length > 0) tensor += fieldSize(shape);
     tensor += parametersSize(o.parameters, sizes);
     if (o.contents !== undefined) {
@@ -167,8 +201,8 @@ function responseSizes(m: pb.ModelInferResponse, sizes: number[]): number {
 }
 
 function writeResponse(out: Out, m: pb.ModelInferResponse, sizes: number[], at: { i: number }): void {
-  if (m.model_name !== '') out.string(TAG_STRING_1, m.model_name);
-  if (m.model_version !== '') out.string(TAG_STRING_2, m.model_version);
+  if (m.model_name !== '') out.name(TAG_STRING_1, m.model_name);
+  if (m.model_version !== '') out.name(TAG_STRING_2, m.model_version);
   if (m.id !== '') out.string(TAG_STRING_3, m.id);
   writeParameters(out, TAG_LEN_4, m.parameters, sizes, at);
   for (const o of m.outputs) {
@@ -176,8 +210,8 @@ function writeResponse(out: Out, m: pb.ModelInferResponse, sizes: number[], at: 
     const tensor = sizes[at.i++]!;
     out.byte(TAG_LEN_5);
     out.varint(tensor);
-    if (o.name !== '') out.string(TAG_STRING_1, o.name);
-    if (o.datatype !== '') out.string(TAG_STRING_2, o.datatype);
+    if (o.name !== '') out.name(TAG_STRING_1, o.name);
+    if (o.datatype !== '') out.name(TAG_STRING_2, o.datatype);
     if (o.shape.length > 0) {
       out.byte(TAG_STRING_3);
       out.varint(shape);

@@ -62,6 +62,25 @@ type ResolvedRequest = InferRequest & { inputs: readonly InferInput[] };
 function isSharedMemoryInput(input: InferInput | SharedMemoryInput): input is SharedMemoryInput {
   return (input as Partial<SharedMemoryInput>).sharedMemory !== undefined;
 }
+
+/** Whether any input or requested output of `request` refers to a shared-memory region. */
+function usesSharedMemory(request: InferRequest): boolean {
+  for (const input of request.inputs) if (isSharedMemoryInput(input)) return true;
+  if (request.outputs !== undefined) for (const out of request.outputs) if (out.sharedMemory !== undefined) return true;
+  return false;
+}
+
+/** A request bound to its shared-memory regions (`Server#bindSharedMemory`). */
+interface BoundRequest {
+  request: ResolvedRequest;
+  /** Writes the outputs with references into their regions; the response then carries none of their bytes. */
+  deliver(response: InferResponse): InferResponse;
+  /** Releases the regions' leases (once the request has settled). */
+  release(): void;
+}
+
+const unchanged = (response: InferResponse): InferResponse => response;
+const nothing = (): void => undefined;
 export { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS };
 
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
@@ -528,11 +547,8 @@ export class Server {
    * `deliver`. The regions stay acquired until `release`, so unregistering one meanwhile cannot
    * pull it from under the request. Synchronous, so a stream's requests keep their order.
    */
-  #bindSharedMemory(request: InferRequest): {
-    request: ResolvedRequest;
-    deliver(response: InferResponse): InferResponse;
-    release(): void;
-  } {
+  #bindSharedMemory(request: InferRequest): BoundRequest {
+    if (!usesSharedMemory(request)) return { request: request as ResolvedRequest, deliver: unchanged, release: nothing };
     const leases = new Map<string, SharedMemoryLease>();
     const release = (): void => {
       for (const lease of leases.values()) lease.release();
@@ -602,29 +618,29 @@ export class Server {
     const id = request.id ?? '';
     const shm = this.#bindSharedMemory(request);
     try {
-      await this.#inferStream(mv, shm.request, options, requestTime, decoupled, id, shm.deliver);
+      if (decoupled) {
+        await this.#inferDecoupled(mv, shm.request, options, requestTime, id, shm.deliver);
+      } else {
+        const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined);
+        mv.scheduler.enqueue(inferenceRequest);
+        options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
+        const response = await inferenceRequest.delivered;
+        options.onResponse({ response: shm.deliver(this.#toResponse(mv, validated, id, response, true)), final: true });
+      }
     } finally {
       shm.release();
     }
   }
 
-  async #inferStream(
+  /** `inferStream` for a decoupled model: every response goes to `options.onResponse` as it comes. */
+  async #inferDecoupled(
     mv: ModelVersion,
     request: ResolvedRequest,
     options: StreamInferOptions,
     requestTime: bigint,
-    decoupled: boolean,
     id: string,
     deliver: (response: InferResponse) => InferResponse,
   ): Promise<void> {
-    if (!decoupled) {
-      const { inferenceRequest, validated } = this.#prepare(mv, request, options, requestTime, undefined);
-      mv.scheduler.enqueue(inferenceRequest);
-      options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
-      const response = await inferenceRequest.delivered;
-      options.onResponse({ response: deliver(this.#toResponse(mv, validated, id, response, true)), final: true });
-      return;
-    }
     let failure: NereidError | undefined;
     let inferenceRequest!: InferenceRequest;
     const sink: ResponseSink = (data, final) => {
@@ -640,7 +656,7 @@ export class Server {
     const prepared = this.#prepare(mv, request, options, requestTime, sink);
     inferenceRequest = prepared.inferenceRequest;
     mv.scheduler.enqueue(inferenceRequest);
-    options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
+    options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled: true });
     await inferenceRequest.delivered;
     if (failure !== undefined) throw failure;
   }

@@ -11,6 +11,11 @@
  * `triton_final_response`; a decoupled model's flags-only final response is written only when the
  * request set `triton_enable_empty_final_response`. Cancelling the stream aborts the signal of
  * every request in flight.
+ *
+ * Backpressure: while the call's write buffer is full (the client reads slower than the server
+ * answers), no further request is taken off the stream; HTTP/2 flow control then holds the
+ * client's writes. Requests already taken are served and their responses buffered, so none is
+ * lost, and reading resumes once the buffer has drained.
  */
 import { setMaxListeners } from 'node:events';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
@@ -51,6 +56,8 @@ export class InferStream {
   /** The server is shutting down: end the stream once every request so far is answered. */
   #serverDone = false;
   #closed = false;
+  /** Reading paused until the call's write buffer drains. */
+  #paused = false;
   readonly #onClosed: (() => void) | undefined;
 
   /** @param onClosed called once, when the stream is over (ended, cancelled or failed) */
@@ -167,11 +174,15 @@ export class InferStream {
     this.#flush();
   }
 
-  /** Writes one message now; false once the stream is over. */
+  /** Writes one message now (reading pauses while the write buffer is full); false once the stream is over. */
   #write(message: pb.ModelStreamInferResponse): boolean {
     if (this.#closed) return false;
     try {
-      this.#call.write(message);
+      if (!this.#call.write(message) && !this.#paused) {
+        this.#paused = true;
+        this.#call.pause();
+        this.#call.once('drain', this.#onDrain);
+      }
       return true;
     } catch (err) {
       this.#logger.error(`ModelStreamInfer: could not write a response: ${toNereidError(err).message}`);
@@ -179,6 +190,11 @@ export class InferStream {
       return false;
     }
   }
+
+  readonly #onDrain = (): void => {
+    this.#paused = false;
+    if (!this.#closed) this.#call.resume();
+  };
 
   /** An in-band error, or in strict mode the end of the stream with the error's status. */
   #writeError(message: pb.ModelStreamInferResponse, error: NereidError): boolean {
