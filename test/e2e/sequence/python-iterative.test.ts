@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Server, silentLogger } from '@nereid/server';
 import { makeRepository, removeDir } from '../../helpers/harness.js';
+import { waitFor } from '../../helpers/lifecycle.js';
 import { pythonSkipReason } from '../../helpers/python.js';
 
 const skip = await pythonSkipReason(['numpy']);
@@ -120,6 +121,9 @@ describe('iterative sequences with Python models', { skip }, () => {
     const [a, b] = await Promise.all([run(3), run(2)]);
     assert.deepEqual(a, { values: [3, 2, 1], finals: 1 });
     assert.deepEqual(b, { values: [2, 1], finals: 1 });
+    // A request's statistics are recorded when it completes, which may come just after
+    // its final response reached the stream.
+    await waitFor('both requests counted', () => server.modelStatistics('py_countdown')[0]!.inference_stats.success.count >= 2);
     const stats = server.modelStatistics('py_countdown')[0]!;
     assert.equal(stats.inference_stats.success.count, 2);
     assert.equal(stats.execution_count, 3, 'the iterations of both requests ran together');
