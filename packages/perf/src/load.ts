@@ -290,6 +290,7 @@ export class RateLoad extends Base {
       this.#timer = undefined;
       if (this.stopped) return;
       const now = performance.now();
+      let blocked = false;
       while (due <= now) {
         const lag = now - due;
         if (sequences === undefined) {
@@ -297,7 +298,10 @@ export class RateLoad extends Base {
           void this.send(senders[k++ % senders.length], next(), lag);
         } else {
           const at = this.#freeSequence(turn);
-          if (at < 0) break;
+          if (at < 0) {
+            blocked = true;
+            break;
+          }
           turn = at + 1;
           if (lag > 1) this.delayed++;
           const open = this.#sequence(at);
@@ -312,9 +316,9 @@ export class RateLoad extends Base {
         }
         due += gap();
       }
+      // A send still due (every sequence waiting for an answer) is tried again in 1 ms.
       const wait = due - performance.now();
-      // A send still due (serial sequences all busy) is tried again in 1 ms.
-      this.#timer = wait > 2 ? setTimeout(tick, wait - 1.5) : wait > 0 ? setImmediate(tick) : setTimeout(tick, 1);
+      this.#timer = blocked ? setTimeout(tick, 1) : wait > 2 ? setTimeout(tick, wait - 1.5) : setImmediate(tick);
     };
     tick();
   }
