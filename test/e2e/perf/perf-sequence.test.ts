@@ -102,6 +102,16 @@ describe('nereid perf with a sequence model', () => {
     });
   }
 
+  it('runs sequences in process too, through the Server facade', async () => {
+    const out = await perf([
+      '-m', 'seq', '--service-kind', 'in_process', '--model-repository', repo, '--concurrency-range', '1', '--request-count', '20',
+      '--sequence-length', '5', '--sequence-length-variation', '0', '--json',
+    ]);
+    assert.equal(out.code, 0, out.stderr);
+    const [level] = (JSON.parse(out.stdout) as { levels: LevelSummary[] }).levels;
+    assert.deepEqual([level.requestCount, level.errorCount, level.sequenceCount], [20, 0, 4]);
+  });
+
   it('prints the sequence count and rate', async () => {
     const out = await perf([
       '-m', 'seq', '-u', `127.0.0.1:${running.port}`, '--concurrency-range', '1', '--request-count', '12',
