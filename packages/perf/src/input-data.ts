@@ -1,10 +1,11 @@
 /**
  * The requests `nereid perf` sends: input shapes from the model's metadata and `--shape`, and data
- * that is random, zero, or read from JSON files in perf_analyzer's format (perf-and-analyzer.md
- * §1.4). Everything is prepared before the first request; problems are NereidError
+ * that is random, zero, read from a data directory or from JSON files in perf_analyzer's format
+ * (perf-and-analyzer.md §1.4). Everything is prepared before the first request; problems are NereidError
  * PERF_INPUT_DATA naming the model, the input and the fix.
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import {
   NereidError,
@@ -25,6 +26,18 @@ export interface ModelInfo {
   /** 0: the model does not batch, and its metadata shapes have no batch dimension. */
   maxBatchSize: number;
   decoupled: boolean;
+  /** The model has a sequence batcher: requests need correlation ids and start/end flags. */
+  sequence: boolean;
+  /** Outputs from the metadata (shapes as there, -1 for variable dimensions). */
+  outputs: { name: string; datatype: DataType; shape: number[] }[];
+  /** An ensemble's composing models (its steps' `model_name`s, each once, in step order). */
+  composing: string[];
+}
+
+/** The requests to send, used round-robin, and a sequence model's JSON streams (one sequence each, §1.4). */
+export interface PreparedData {
+  requests: ClientInput[][];
+  streams?: ClientInput[][][];
 }
 
 export interface DataOptions {
@@ -156,13 +169,74 @@ function jsonSample(model: ModelInfo, input: ModelInfo['inputs'][number], value:
   }
 }
 
-async function jsonEntries(path: string, model: ModelInfo, options: DataOptions): Promise<Map<string, Sample>[]> {
+/**
+ * A data directory (§1.4): one file per input named after it, batch-1 sized; raw little-endian
+ * row-major bytes, or for BYTES inputs text with one element per line.
+ */
+async function directoryEntry(dir: string, model: ModelInfo, options: DataOptions): Promise<Map<string, Sample>> {
+  const samples = new Map<string, Sample>();
+  for (const input of model.inputs) {
+    const where = ` (file ${join(dir, input.name)})`;
+    const shape = sampleShape(model, input, options.shapes.get(input.name), where);
+    let bytes: Buffer;
+    try {
+      bytes = await readFile(join(dir, input.name));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw dataError(
+        `--input-data ${dir}: no readable file '${input.name}' for input '${input.name}' of model '${model.name}' (${code ?? String(err)}); ` +
+          `a data directory holds one file per input, named after it`,
+      );
+    }
+    if (input.datatype === 'BYTES') {
+      const lines = bytes.toString('utf8').split('\n');
+      if (lines[lines.length - 1] === '') lines.pop();
+      const count = elementCount(shape);
+      if (lines.length !== count) {
+        throw dataError(`input '${input.name}'${where} has ${lines.length} lines; BYTES shape [${shape.join(',')}] needs ${count}, one element per line`);
+      }
+      samples.set(input.name, { shape, bytes: encodeBytesElements(lines) });
+      continue;
+    }
+    const expected = fixedByteSize(input.datatype, shape)!;
+    if (bytes.length !== expected) {
+      throw dataError(
+        `input '${input.name}'${where} holds ${bytes.length} bytes; ${input.datatype} shape [${shape.join(',')}] needs ${expected} ` +
+          `(raw little-endian row-major data for one batch-1 sample; --shape sets variable dimensions)`,
+      );
+    }
+    samples.set(input.name, { shape, bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) });
+  }
+  return samples;
+}
+
+/** One JSON entry `{input: tensor}` of every input; `where` names it in errors. */
+function jsonEntry(entry: unknown, path: string, label: string, model: ModelInfo, options: DataOptions): Map<string, Sample> {
+  const where = ` in ${label} of ${path}`;
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) throw dataError(`--input-data ${path}: ${label} must be an object of input name → tensor`);
+  const obj = entry as Record<string, unknown>;
+  for (const key of Object.keys(obj)) {
+    if (!model.inputs.some((i) => i.name === key)) {
+      throw dataError(`--input-data ${path}: ${label} names '${key}', which is not an input of model '${model.name}' (its inputs: ${model.inputs.map((i) => i.name).join(', ')})`);
+    }
+  }
+  const samples = new Map<string, Sample>();
+  for (const input of model.inputs) {
+    if (!(input.name in obj)) {
+      throw dataError(`--input-data ${path}: ${label} has no data for input '${input.name}' of model '${model.name}'`);
+    }
+    samples.set(input.name, jsonSample(model, input, obj[input.name], options, where));
+  }
+  return samples;
+}
+
+/** A JSON file's entries: plain entries, or (sequence models) streams, arrays of entries. */
+async function jsonEntries(path: string, model: ModelInfo, options: DataOptions): Promise<{ entries: Map<string, Sample>[]; streams: Map<string, Sample>[][] }> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EISDIR') throw dataError(`--input-data ${path} is a directory; data directories are not supported yet, give a JSON file`);
     throw dataError(`--input-data ${path}: cannot read the file (${code ?? String(err)})`);
   }
   let doc: unknown;
@@ -175,35 +249,34 @@ async function jsonEntries(path: string, model: ModelInfo, options: DataOptions)
   if (!Array.isArray(data) || data.length === 0) {
     throw dataError(`--input-data ${path} needs a non-empty "data" array of entries, one per sample: {"data": [{"${model.inputs[0]?.name ?? 'INPUT'}": [...]}]}`);
   }
-  return data.map((entry, index) => {
-    const where = ` in entry ${index} of ${path}`;
-    if (Array.isArray(entry)) {
-      throw dataError(`--input-data ${path}: entry ${index} is a stream (an array of steps), which only sequence models use; sequences are not supported yet`);
-    }
-    if (entry === null || typeof entry !== 'object') throw dataError(`--input-data ${path}: entry ${index} must be an object of input name → tensor`);
-    const obj = entry as Record<string, unknown>;
-    for (const key of Object.keys(obj)) {
-      if (!model.inputs.some((i) => i.name === key)) {
-        throw dataError(`--input-data ${path}: entry ${index} names '${key}', which is not an input of model '${model.name}' (its inputs: ${model.inputs.map((i) => i.name).join(', ')})`);
-      }
-    }
-    const samples = new Map<string, Sample>();
-    for (const input of model.inputs) {
-      if (!(input.name in obj)) {
-        throw dataError(`--input-data ${path}: entry ${index} has no data for input '${input.name}' of model '${model.name}'`);
-      }
-      samples.set(input.name, jsonSample(model, input, obj[input.name], options, where));
-    }
-    return samples;
-  });
+  const streams = data.filter((e) => Array.isArray(e)).length;
+  if (streams > 0 && streams < data.length) {
+    throw dataError(`--input-data ${path}: "data" mixes streams (arrays of steps) and single entries; use one form`);
+  }
+  if (streams === 0) return { entries: data.map((entry, index) => jsonEntry(entry, path, `entry ${index}`, model, options)), streams: [] };
+  if (!model.sequence) {
+    throw dataError(`--input-data ${path}: "data" holds streams (arrays of steps), which only sequence models use; model '${model.name}' has no sequence_batching: give one object per entry`);
+  }
+  return {
+    entries: [],
+    streams: (data as unknown[][]).map((stream, index) => {
+      if (stream.length === 0) throw dataError(`--input-data ${path}: stream ${index} is empty; a stream needs at least one step`);
+      return stream.map((entry, step) => jsonEntry(entry, path, `step ${step} of stream ${index}`, model, options));
+    }),
+  };
 }
 
 /**
- * The requests to send, used round-robin: one for synthetic data, one per JSON entry otherwise
- * (request k of batch B takes samples k, k+1, … k+B−1, wrapping). Each input's data is a byte view
- * sent as it is; the requests are shared by every sender and never modified.
+ * The requests to send, used round-robin: one per synthetic source or data directory, one per JSON
+ * entry (request k of batch B takes samples k, k+1, … k+B−1, wrapping). JSON streams (sequence
+ * models) also come back as `streams`, each replayed on one sequence; `requests` then holds their
+ * steps in order. Each input's data is a byte view sent as it is; the requests are shared by every
+ * sender and never modified.
  */
-export async function prepareRequests(model: ModelInfo, options: DataOptions): Promise<ClientInput[][]> {
+export async function prepareRequests(model: ModelInfo, options: DataOptions): Promise<PreparedData> {
+  if (model.sequence && options.batchSize > 1) {
+    throw dataError(`model '${model.name}' is a sequence model, whose requests carry one sample each (batch size 1); drop -b ${options.batchSize}`);
+  }
   if (options.batchSize > 1 && model.maxBatchSize === 0) {
     throw dataError(`model '${model.name}' does not batch (max_batch_size 0); -b must be 1`);
   }
@@ -216,6 +289,7 @@ export async function prepareRequests(model: ModelInfo, options: DataOptions): P
     }
   }
   const entries: Map<string, Sample>[] = [];
+  const streams: Map<string, Sample>[][] = [];
   for (const source of options.inputData) {
     if (source === 'random' || source === 'zero') {
       const samples = new Map<string, Sample>();
@@ -224,15 +298,19 @@ export async function prepareRequests(model: ModelInfo, options: DataOptions): P
         samples.set(input.name, { shape, bytes: syntheticSample(source, input.datatype, shape, options) });
       }
       entries.push(samples);
+    } else if ((await stat(source).catch(() => undefined))?.isDirectory()) {
+      entries.push(await directoryEntry(source, model, options));
     } else {
-      entries.push(...(await jsonEntries(source, model, options)));
+      const read = await jsonEntries(source, model, options);
+      entries.push(...read.entries);
+      streams.push(...read.streams);
     }
   }
   const batch = options.batchSize;
-  return entries.map((_, k) =>
+  const request = (samples: (k: number) => Map<string, Sample>, k: number): ClientInput[] =>
     model.inputs.map((input) => {
       const parts: Sample[] = [];
-      for (let b = 0; b < batch; b++) parts.push(entries[(k + b) % entries.length].get(input.name)!);
+      for (let b = 0; b < batch; b++) parts.push(samples(k + b).get(input.name)!);
       const shape = parts[0].shape;
       if (parts.some((p) => p.shape.join() !== shape.join())) {
         throw dataError(`-b ${batch} puts samples of input '${input.name}' with different shapes into one request; use one shape per input when batching`);
@@ -240,6 +318,10 @@ export async function prepareRequests(model: ModelInfo, options: DataOptions): P
       const bytes = batch === 1 ? parts[0].bytes : Buffer.concat(parts.map((p) => p.bytes));
       const fullShape = model.maxBatchSize > 0 ? [batch, ...shape] : shape;
       return { name: input.name, datatype: input.datatype, shape: fullShape, data: bytes, json: options.json || undefined };
-    }),
-  );
+    });
+  const flat = streams.length > 0 && entries.length === 0 ? streams.flat() : entries;
+  return {
+    requests: flat.map((_, k) => request((i) => flat[i % flat.length], k)),
+    streams: streams.length > 0 ? streams.map((stream) => stream.map((_, k) => request((i) => stream[i], k))) : undefined,
+  };
 }

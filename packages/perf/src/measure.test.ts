@@ -18,6 +18,7 @@ function win(completed: number, latencyUs: number, durationMs = 1000): Window {
     sendUs: 0,
     recvUs: 0,
     clientBusy: 0.2,
+    sequences: 0,
   };
 }
 

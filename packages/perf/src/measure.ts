@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { LoadState } from './load.js';
+import type { MetricsSample } from './metrics.js';
 import type { ServerStats, Duration } from './transport.js';
 
 /** What one window (or a merge of windows) measured. Latencies in microseconds. */
@@ -25,6 +26,10 @@ export interface Window {
   server?: ServerStats;
   /** Share of the window the event loop was busy (0–1): the client's own overhead. */
   clientBusy: number;
+  /** Sequences whose last request completed in the window (sequence models). */
+  sequences: number;
+  /** `--collect-metrics`: the scrapes that arrived in the window. */
+  metrics?: MetricsSample[];
 }
 
 export interface MeasureSettings {
@@ -36,6 +41,8 @@ export interface MeasureSettings {
   percentile?: number;
   async: boolean;
   batchSize: number;
+  /** `--collect-metrics`: hands out the scrapes of each window. */
+  metrics?: { between(start: number, end: number): MetricsSample[] };
 }
 
 export interface LevelResult {
@@ -55,8 +62,19 @@ function diff(a: Duration, b: Duration): Duration {
   return { count: b.count - a.count, ns: b.ns - a.ns };
 }
 
+/** `b − a`, composing models included (a composing model missing from `a` counts from zero). */
 export function diffStats(a: ServerStats, b: ServerStats): ServerStats {
+  let composing: Record<string, ServerStats> | undefined;
+  if (b.composing !== undefined) {
+    composing = {};
+    for (const [name, later] of Object.entries(b.composing)) {
+      const earlier = a.composing?.[name];
+      composing[name] = earlier === undefined ? later : diffStats(earlier, later);
+    }
+  }
   return {
+    composing,
+    versions: b.versions,
     inferenceCount: b.inferenceCount - a.inferenceCount,
     executionCount: b.executionCount - a.executionCount,
     success: diff(a.success, b.success),
@@ -72,19 +90,20 @@ export function diffStats(a: ServerStats, b: ServerStats): ServerStats {
 
 function addStats(a: ServerStats, b: ServerStats): ServerStats {
   const neg = (d: Duration): Duration => ({ count: -d.count, ns: -d.ns });
-  const negated: ServerStats = {
-    inferenceCount: -b.inferenceCount,
-    executionCount: -b.executionCount,
-    success: neg(b.success),
-    fail: neg(b.fail),
-    queue: neg(b.queue),
-    computeInput: neg(b.computeInput),
-    computeInfer: neg(b.computeInfer),
-    computeOutput: neg(b.computeOutput),
-    cacheHit: neg(b.cacheHit),
-    cacheMiss: neg(b.cacheMiss),
-  };
-  return diffStats(negated, a);
+  const negate = (x: ServerStats): ServerStats => ({
+    inferenceCount: -x.inferenceCount,
+    executionCount: -x.executionCount,
+    success: neg(x.success),
+    fail: neg(x.fail),
+    queue: neg(x.queue),
+    computeInput: neg(x.computeInput),
+    computeInfer: neg(x.computeInfer),
+    computeOutput: neg(x.computeOutput),
+    cacheHit: neg(x.cacheHit),
+    cacheMiss: neg(x.cacheMiss),
+    composing: x.composing === undefined ? undefined : Object.fromEntries(Object.entries(x.composing).map(([n, c]) => [n, negate(c)])),
+  });
+  return diffStats(negate(b), a);
 }
 
 /** Nearest rank on sorted values: index round(p/100 × (n−1)) (§1.2.5). */
@@ -129,6 +148,8 @@ export function mergeWindows(windows: readonly Window[]): Window {
     recvUs: windows.reduce((a, w) => a + w.recvUs, 0),
     server,
     clientBusy: duration > 0 ? windows.reduce((a, w) => a + w.clientBusy * w.durationMs, 0) / duration : 0,
+    sequences: windows.reduce((a, w) => a + w.sequences, 0),
+    metrics: windows.some((w) => w.metrics !== undefined) ? windows.flatMap((w) => w.metrics ?? []) : undefined,
   };
 }
 
@@ -192,6 +213,8 @@ export async function measureWindow(
     recvUs: ok.reduce((a, r) => a + r.recvMs * 1000, 0),
     server: before && after ? diffStats(before, after) : undefined,
     clientBusy: load.busy?.() ?? performance.eventLoopUtilization(elu).utilization,
+    sequences: ok.filter((r) => r.sequenceEnd === true).length,
+    metrics: settings.metrics?.between(start, end),
   };
 }
 

@@ -63,9 +63,39 @@ describe('parsePerfArgs', () => {
     refused(['-m', 'm', '--request-rate-range', '10', '--request-count', '5'], /concurrency mode only/);
   });
 
-  it('refuses what is not supported yet, saying so', () => {
-    refused(['-m', 'm', '--shared-memory', 'system'], /not supported yet/);
-    refused(['-m', 'm', '--sequence-length', '4'], /sequence models are not supported yet/);
+  it('refuses what is not supported, and misused sequence, shared-memory and metrics flags, saying why', () => {
+    refused(['-m', 'm', '--shared-memory', 'cuda'], /needs CUDA devices.*use --shared-memory system or none/);
+    refused(['-m', 'm', '--shared-memory', 'posix'], /--shared-memory must be one of none, system, cuda/);
+    refused(['-m', 'm', '--output-shared-memory-size', '64'], /applies only with --shared-memory system/);
+    refused(['-m', 'm', '--shared-memory', 'system', '--output-shared-memory-size', '0'], /--output-shared-memory-size needs an integer of at least 1/);
+    refused(['-m', 'm', '--shared-memory', 'system', '--service-kind', 'in_process', '--model-repository', '.'], /needs a server to register regions/);
+    refused(['-m', 'm', '--sequence-id-range', '5:2'], /end 2 is below the start 5/);
+    refused(['-m', 'm', '--sequence-id-range', '0:9'], /--sequence-id-range needs an integer of at least 1/);
+    refused(['-m', 'm', '--sequence-id-range', '1:2:3'], /takes start\[:end\]/);
+    refused(['-m', 'm', '--sequence-length', '0'], /--sequence-length needs an integer of at least 1/);
+    refused(['-m', 'm', '--sequence-length-variation', '-5'], /--sequence-length-variation needs a number of at least 0/);
+    refused(['-m', 'm', '--num-of-sequences', '2'], /--num-of-sequences applies to --request-rate-range/);
+    refused(['-m', 'm', '--metrics-url', 'localhost:8002/metrics'], /Must specify --collect-metrics when using the --metrics-url option/);
+    refused(['-m', 'm', '--metrics-interval', '100'], /Must specify --collect-metrics when using the --metrics-interval option/);
+    refused(['-m', 'm', '--collect-metrics', '--metrics-interval', '0'], /--metrics-interval needs an integer of at least 1/);
+    refused(['-m', 'm', '--collect-metrics', '--service-kind', 'in_process', '--model-repository', '.'], /does not apply to --service-kind in_process/);
     refused(['-m', 'm', '--workers', '2', '--service-kind', 'in_process', '--model-repository', '.'], /--workers needs a server/);
+  });
+
+  it('reads the sequence, shared-memory and metrics flags with perf_analyzer defaults', () => {
+    const d = parsePerfArgs(['-m', 'm']);
+    assert.equal(d.sequenceLength, undefined);
+    assert.equal(d.sequenceLengthVariation, 20);
+    assert.deepEqual([d.sequenceIdStart, d.sequenceIdEnd, d.numOfSequences, d.serialSequences], [1, 0, 4, false]);
+    assert.deepEqual([d.sharedMemory, d.outputSharedMemorySize], ['none', 102400]);
+    assert.deepEqual([d.collectMetrics, d.metricsUrl, d.metricsIntervalMs], [false, 'localhost:8002/metrics', 1000]);
+    const o = parsePerfArgs([
+      '-m', 'm', '--request-rate-range', '10', '--sequence-length', '7', '--sequence-length-variation', '0', '--sequence-id-range', '100:199',
+      '--num-of-sequences', '8', '--serial-sequences', '--shared-memory=system', '--output-shared-memory-size', '4096',
+      '--collect-metrics', '--metrics-url', 'h:9/m', '--metrics-interval', '250',
+    ]);
+    assert.deepEqual([o.sequenceLength, o.sequenceLengthVariation, o.sequenceIdStart, o.sequenceIdEnd, o.numOfSequences, o.serialSequences], [7, 0, 100, 199, 8, true]);
+    assert.deepEqual([o.sharedMemory, o.outputSharedMemorySize], ['system', 4096]);
+    assert.deepEqual([o.collectMetrics, o.metricsUrl, o.metricsIntervalMs], [true, 'h:9/m', 250]);
   });
 });

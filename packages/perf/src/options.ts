@@ -60,6 +60,24 @@ export interface PerfOptions {
   workers: number;
   /** Beyond perf_analyzer: a progress line on stderr while measuring (default: when stderr is a TTY). */
   progress: boolean;
+  /** Sequence models: `--sequence-length` (undefined: a JSON stream's length, else 20), `--sequence-length-variation` (20 %). */
+  sequenceLength?: number;
+  sequenceLengthVariation: number;
+  /** `--sequence-id-range start[:end]`: correlation ids dealt from start, wrapping after end (0: no end). */
+  sequenceIdStart: number;
+  sequenceIdEnd: number;
+  /** Rate modes: sequences open at once (`--num-of-sequences`, 4). */
+  numOfSequences: number;
+  /** `--serial-sequences`: rate modes keep at most one request of a sequence outstanding (concurrency mode always does). */
+  serialSequences: boolean;
+  /** `--shared-memory`: `system` passes tensors through registered /dev/shm regions. */
+  sharedMemory: 'none' | 'system';
+  /** `--output-shared-memory-size`: bytes per output region for outputs without a fixed size (102400). */
+  outputSharedMemorySize: number;
+  /** `--collect-metrics`: scrape `metricsUrl` every `metricsIntervalMs` during each window. */
+  collectMetrics: boolean;
+  metricsUrl: string;
+  metricsIntervalMs: number;
 }
 
 function optionError(message: string): NereidError {
@@ -114,6 +132,8 @@ const VALUE_FLAGS: Record<string, string> = {
   '--sequence-id-range': 'sequence-id-range',
   '--num-of-sequences': 'num-of-sequences',
   '--workers': 'workers',
+  '--metrics-url': 'metrics-url',
+  '--metrics-interval': 'metrics-interval',
   '--profile-export-file': 'profile-export-file',
   '--grpc-compression-algorithm': 'grpc-compression-algorithm',
 };
@@ -138,14 +158,7 @@ const BOOLEAN_FLAGS: Record<string, string> = {
 
 /** Flags perf_analyzer has that this tool refuses, with the reason shown to the user. */
 const NOT_SUPPORTED: Record<string, string> = {
-  'sequence-length': 'sequence models are not supported yet by nereid perf',
-  'sequence-length-variation': 'sequence models are not supported yet by nereid perf',
-  'sequence-id-range': 'sequence models are not supported yet by nereid perf',
-  'num-of-sequences': 'sequence models are not supported yet by nereid perf',
-  'serial-sequences': 'sequence models are not supported yet by nereid perf',
   'profile-export-file': '--profile-export-file is not supported yet',
-  'collect-metrics': 'GPU metrics are not collected (Nereid serves on CPU); drop --collect-metrics',
-  'output-shared-memory-size': 'shared memory is not supported yet by nereid perf; use --shared-memory none',
   'grpc-compression-algorithm': '--grpc-compression-algorithm is not supported yet',
 };
 
@@ -203,7 +216,10 @@ export const USAGE = `Usage: nereid perf -m MODEL [options]   (perf_analyzer's f
   -m MODEL  -x VERSION  -b BATCH  -u URL  -i http|grpc  --streaming  -a|--async|--sync
   --concurrency-range S:E:ST | --request-rate-range S:E:ST [--request-distribution constant|poisson]
   | --request-intervals FILE
-  --input-data random|zero|FILE.json  --shape NAME:d1,d2  --string-length N  --string-data S
+  --input-data random|zero|DIR|FILE.json  --shape NAME:d1,d2  --string-length N  --string-data S
+  --shared-memory none|system  --output-shared-memory-size BYTES
+  --sequence-length N  --sequence-length-variation PCT  --sequence-id-range S[:E]  --num-of-sequences N
+  --serial-sequences  --collect-metrics [--metrics-url HOST:PORT/PATH  --metrics-interval MS]
   -p MS  --measurement-mode time_windows|count_windows  --measurement-request-count N
   -s PCT  -r TRIALS  --percentile P  -l MS  --binary-search  --request-count N
   --warmup-request-count N  -f FILE.csv  --verbose-csv  -H 'Name: value'  -v
@@ -245,7 +261,7 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
   const one = (name: string): string | undefined => {
     const list = values.get(name);
     if (list === undefined) return undefined;
-    if (list.length > 1 && name !== 'input-data') throw optionError(`--${name} given ${list.length} times; give it once`);
+    if (list.length > 1 && name !== 'input-data' && name !== 'shape' && name !== 'header') throw optionError(`--${name} given ${list.length} times; give it once`);
     return list[list.length - 1];
   };
   const choice = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
@@ -258,9 +274,24 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
   const model = one('model-name');
   if (model === undefined || model === '') throw optionError('-m MODEL is required: the name of the model to measure');
 
-  const sharedMemory = choice('shared-memory', ['none', 'system', 'cuda'], 'none');
-  if (sharedMemory !== 'none') {
-    throw optionError(`--shared-memory ${sharedMemory} is not supported yet by nereid perf; use --shared-memory none`);
+  const sharedMemory = choice('shared-memory', ['none', 'system', 'cuda'], 'none') as 'none' | 'system' | 'cuda';
+  if (sharedMemory === 'cuda') {
+    throw optionError('--shared-memory cuda needs CUDA devices, and Nereid serves on CPU only; use --shared-memory system or none');
+  }
+  const outputShmArg = one('output-shared-memory-size');
+  if (outputShmArg !== undefined && sharedMemory === 'none') {
+    throw optionError('--output-shared-memory-size applies only with --shared-memory system');
+  }
+  const idRange = one('sequence-id-range');
+  let sequenceIdStart = 1;
+  let sequenceIdEnd = 0;
+  if (idRange !== undefined) {
+    const parts = idRange.split(':');
+    if (parts.length > 2 || parts.some((p) => p === '')) throw optionError(`--sequence-id-range takes start[:end] (e.g. 1:1000), got '${idRange}'`);
+    sequenceIdStart = integer('sequence-id-range', parts[0], 1);
+    sequenceIdEnd = parts.length > 1 ? integer('sequence-id-range', parts[1], 1) : 0;
+    if (sequenceIdEnd !== 0 && sequenceIdEnd < sequenceIdStart) throw optionError(`--sequence-id-range: the end ${sequenceIdEnd} is below the start ${sequenceIdStart}`);
+    if (Math.max(sequenceIdStart, sequenceIdEnd) > Number.MAX_SAFE_INTEGER) throw optionError(`--sequence-id-range: ids above ${Number.MAX_SAFE_INTEGER} are not supported`);
   }
 
   const protocol = choice<Protocol>('protocol', ['http', 'grpc'], 'http');
@@ -320,6 +351,24 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
   const workers = integer('workers', one('workers') ?? '1', 1);
   if (workers > 1 && serviceKind === 'in_process') throw optionError('--workers needs a server to reach; it does not apply to --service-kind in_process');
   if (workers > 1 && intervals !== undefined) throw optionError('--workers does not apply to --request-intervals');
+  if (sharedMemory === 'system' && serviceKind === 'in_process') {
+    throw optionError('--shared-memory system needs a server to register regions with; in process tensors are never copied over a wire: use --shared-memory none');
+  }
+  if (sharedMemory === 'system' && workers > 1) throw optionError('--shared-memory system does not apply with --workers; drop one of them');
+  if (one('num-of-sequences') !== undefined && concurrency !== undefined) {
+    throw optionError('--num-of-sequences applies to --request-rate-range and --request-intervals; in concurrency mode each of the N slots runs one sequence at a time');
+  }
+  const collectMetrics = flags.has('collect-metrics');
+  const metricsUrlArg = one('metrics-url');
+  const metricsIntervalArg = one('metrics-interval');
+  if (!collectMetrics && metricsUrlArg !== undefined) throw optionError('Must specify --collect-metrics when using the --metrics-url option.');
+  if (!collectMetrics && metricsIntervalArg !== undefined) throw optionError('Must specify --collect-metrics when using the --metrics-interval option.');
+  if (collectMetrics && serviceKind === 'in_process') {
+    throw optionError('--collect-metrics scrapes a server\'s metrics endpoint; it does not apply to --service-kind in_process');
+  }
+  if (metricsUrlArg !== undefined && !/^(https?:\/\/)?[^\s/:]+(:\d+)?(\/\S*)?$/.test(metricsUrlArg)) {
+    throw optionError(`--metrics-url takes HOST:PORT/PATH (e.g. localhost:8002/metrics), got '${metricsUrlArg}'`);
+  }
 
   return {
     model,
@@ -359,5 +408,16 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
     json: flags.has('json'),
     workers,
     progress: flags.has('progress') || (stderrIsTty && !flags.has('no-progress')),
+    sequenceLength: one('sequence-length') === undefined ? undefined : integer('sequence-length', one('sequence-length')!, 1),
+    sequenceLengthVariation: decimal('sequence-length-variation', one('sequence-length-variation') ?? '20', 0),
+    sequenceIdStart,
+    sequenceIdEnd,
+    numOfSequences: integer('num-of-sequences', one('num-of-sequences') ?? '4', 1),
+    serialSequences: flags.has('serial-sequences'),
+    sharedMemory,
+    outputSharedMemorySize: outputShmArg === undefined ? 102400 : integer('output-shared-memory-size', outputShmArg, 1),
+    collectMetrics,
+    metricsUrl: metricsUrlArg ?? 'localhost:8002/metrics',
+    metricsIntervalMs: metricsIntervalArg === undefined ? 1000 : integer('metrics-interval', metricsIntervalArg, 1),
   };
 }

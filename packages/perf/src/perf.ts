@@ -6,14 +6,15 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { NereidError } from '@nereid/protocol';
-import { ConcurrencyLoad, startLoad, type LoadGenerator, type LoadPlan } from './load.js';
+import { ConcurrencyLoad, SequenceIds, startLoad, type LoadGenerator, type LoadPlan } from './load.js';
 import { WorkerLoad, shares } from './workers.js';
 import { diffStats, measureLevel, type MeasureSettings, type Window } from './measure.js';
 import { HelpRequested, USAGE, parsePerfArgs, type PerfOptions } from './options.js';
 import { prepareRequests, type ModelInfo } from './input-data.js';
-import { createTransport, type Sender, type ServerStats, type Transport } from './transport.js';
-import { csvText, finalText, headerText, levelText, summarize, type LevelSummary, type LoadMode } from './report.js';
-import type { ClientInput } from '@nereid/client';
+import { createTransport, type PerfInput, type Sender, type ServerStats, type Transport } from './transport.js';
+import { MetricsCollector } from './metrics.js';
+import { setUpSharedMemory, type SharedMemoryRun } from './shared-memory.js';
+import { composingCsvFiles, csvText, finalText, headerText, levelText, summarize, type LevelSummary, type LoadMode } from './report.js';
 
 export const EXIT_SUCCESS = 0;
 export const EXIT_UNSTABLE = 2;
@@ -64,20 +65,33 @@ class Run {
   readonly #io: PerfIO;
   readonly #transport: Transport;
   readonly #model: ModelInfo;
-  readonly #requests: ClientInput[][];
+  readonly #requests: PerfInput[][];
+  readonly #streams: PerfInput[][][] | undefined;
+  readonly #metrics: MetricsCollector | undefined;
   readonly #senders: Sender[] = [];
   readonly #settings: MeasureSettings;
   readonly #intervals: number[];
   readonly #argv: readonly string[];
   readonly results: LevelSummary[] = [];
 
-  constructor(o: PerfOptions, argv: readonly string[], io: PerfIO, transport: Transport, model: ModelInfo, requests: ClientInput[][], intervals: number[]) {
+  constructor(
+    o: PerfOptions,
+    argv: readonly string[],
+    io: PerfIO,
+    transport: Transport,
+    model: ModelInfo,
+    data: { requests: PerfInput[][]; streams?: PerfInput[][][] },
+    intervals: number[],
+    metrics: MetricsCollector | undefined,
+  ) {
     this.#o = o;
     this.#argv = argv;
     this.#io = io;
     this.#transport = transport;
     this.#model = model;
-    this.#requests = requests;
+    this.#requests = data.requests;
+    this.#streams = data.streams;
+    this.#metrics = metrics;
     this.#intervals = intervals;
     this.#settings = {
       mode: o.measurementMode,
@@ -88,6 +102,7 @@ class Run {
       percentile: o.percentile,
       async: o.async,
       batchSize: o.batchSize,
+      metrics,
     };
   }
 
@@ -104,14 +119,24 @@ class Run {
       maxThreads: this.#o.maxThreads,
       distribution: this.#o.distribution,
       intervalsUs: this.#intervals,
+      sequence: this.#model.sequence
+        ? {
+            length: this.#o.sequenceLength,
+            variation: this.#o.sequenceLengthVariation,
+            idStart: this.#o.sequenceIdStart,
+            idEnd: this.#o.sequenceIdEnd,
+            count: this.#o.numOfSequences,
+            serial: this.#o.serialSequences,
+          }
+        : undefined,
     };
   }
 
   async #startLoad(value: number, limit = 0): Promise<LoadGenerator & { finished?: Promise<void> }> {
-    if (this.#o.workers > 1 && this.loadMode !== 'custom_intervals') {
+    if (this.#o.workers > 1 && this.loadMode !== 'custom_intervals' && !this.#model.sequence) {
       return WorkerLoad.start(this.#argv, shares(this.loadMode, value, this.#o.workers, limit));
     }
-    return startLoad(this.#plan(value, limit), this.#senders, () => this.#transport.sender(), this.#requests);
+    return startLoad(this.#plan(value, limit), this.#senders, () => this.#transport.sender(), this.#requests, this.#streams);
   }
 
   #progress(text: string): void {
@@ -121,7 +146,9 @@ class Run {
   async warmUp(): Promise<void> {
     if (this.#o.warmupRequestCount === 0) return;
     if (this.#senders.length === 0) this.#senders.push(this.#transport.sender());
-    const load = new ConcurrencyLoad(this.#senders.slice(0, 1), this.#requests, 1, this.#o.warmupRequestCount);
+    const sequence = this.#plan(1, 0).sequence;
+    const ids = sequence !== undefined ? new SequenceIds(sequence, this.#streams) : undefined;
+    const load = new ConcurrencyLoad(this.#senders.slice(0, 1), this.#requests, 1, this.#o.warmupRequestCount, ids);
     await load.finished;
     await load.stop();
   }
@@ -138,6 +165,8 @@ class Run {
     // A counted run is one window from before the first send: its statistics are taken first.
     const initial = counted ? await stats() : undefined;
     const load = await this.#startLoad(value, counted ? o.requestCount : 0);
+    const metricsFrom = performance.now();
+    this.#metrics?.start();
     try {
       if (counted) {
         merged = await this.#countedWindow(load, initial, stats);
@@ -148,8 +177,10 @@ class Run {
       }
     } finally {
       await load.stop();
+      await this.#metrics?.stop();
       this.#progress('');
     }
+    if (counted && this.#metrics) merged.metrics = this.#metrics.between(metricsFrom, performance.now());
     const last = windows[windows.length - 1];
     if (last.completed === 0 && last.errors > 0) {
       throw new NereidError(
@@ -158,7 +189,7 @@ class Run {
         { cause: load.firstError },
       );
     }
-    const summary = summarize(this.loadMode, value, merged, o.batchSize, o.percentile, stable, latencyUnstable);
+    const summary = summarize(this.loadMode, value, merged, o.batchSize, o.percentile, stable, latencyUnstable, this.#model.sequence);
     if (summary.errorCount > 0 && load.firstError !== undefined) {
       this.#io.stderr(`[WARNING] ${summary.errorCount} requests failed; the first: ${errorMessage(load.firstError)}\n`);
     }
@@ -195,6 +226,7 @@ class Run {
       recvUs: ok.reduce((a, r) => a + r.recvMs * 1000, 0),
       server: before && after ? diffStats(before, after) : undefined,
       clientBusy: performance.eventLoopUtilization(elu).utilization,
+      sequences: ok.filter((r) => r.sequenceEnd === true).length,
     };
   }
 
@@ -273,6 +305,26 @@ async function sweep(run: Run, o: PerfOptions, io: PerfIO): Promise<number> {
   return EXIT_SUCCESS;
 }
 
+/** Sequence options against the model (perf_analyzer's exit code 3 for each misuse). */
+function checkSequenceOptions(o: PerfOptions, model: ModelInfo): void {
+  const given = ['sequenceLength', 'sequenceIdEnd', 'serialSequences'] as const;
+  if (!model.sequence) {
+    if (given.some((k) => o[k] !== undefined && o[k] !== false && o[k] !== 0) || o.sequenceIdStart !== 1) {
+      throw new NereidError('PERF_OPTION', `model '${o.model}' has no sequence_batching, so the sequence options (--sequence-length, --sequence-id-range, --serial-sequences) do not apply; drop them`);
+    }
+    return;
+  }
+  if (o.sequenceIdEnd === 0) return;
+  const ids = o.sequenceIdEnd - o.sequenceIdStart + 1;
+  const open = o.concurrency ? Math.max(o.concurrency.start, o.concurrency.end) : o.numOfSequences;
+  if (ids < open) {
+    throw new NereidError(
+      'PERF_OPTION',
+      `--sequence-id-range ${o.sequenceIdStart}:${o.sequenceIdEnd} holds ${ids} correlation ids, fewer than the ${open} sequences open at once; widen the range`,
+    );
+  }
+}
+
 function jsonResult(o: PerfOptions, model: ModelInfo, transport: Transport, results: readonly LevelSummary[], code: number): string {
   return (
     JSON.stringify(
@@ -283,6 +335,9 @@ function jsonResult(o: PerfOptions, model: ModelInfo, transport: Transport, resu
         service_kind: o.serviceKind,
         protocol: transport.label,
         decoupled: model.decoupled,
+        sequence_model: model.sequence,
+        composing_models: model.composing,
+        shared_memory: o.sharedMemory,
         exit_code: code,
         levels: results,
       },
@@ -307,6 +362,7 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
   }
   let transport: Transport | undefined;
   let run: Run | undefined;
+  let shm: SharedMemoryRun | undefined;
   try {
     transport = createTransport(options);
     const intervals = options.requestIntervals ? await readIntervals(options.requestIntervals) : [];
@@ -314,7 +370,11 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
     if (model.decoupled && options.serviceKind === 'triton' && !options.streaming) {
       throw new NereidError('PERF_OPTION', `model '${options.model}' is decoupled (many responses per request); measure it with -i grpc --streaming`);
     }
-    const requests = await prepareRequests(model, {
+    if (model.sequence && options.workers > 1) {
+      throw new NereidError('PERF_OPTION', `model '${options.model}' is a sequence model; --workers would deal the same correlation ids from every process: drop --workers`);
+    }
+    checkSequenceOptions(options, model);
+    const prepared = await prepareRequests(model, {
       batchSize: options.batchSize,
       inputData: options.inputData,
       shapes: options.shapes,
@@ -322,7 +382,17 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
       stringData: options.stringData,
       json: options.inputTensorFormat === 'json',
     });
-    run = new Run(options, argv, io, transport, model, requests, intervals);
+    let data: { requests: PerfInput[][]; streams?: PerfInput[][][] } = prepared;
+    if (options.sharedMemory === 'system') {
+      shm = await setUpSharedMemory(transport, model, prepared, options);
+      data = shm.data;
+    }
+    let metrics: MetricsCollector | undefined;
+    if (options.collectMetrics) {
+      metrics = new MetricsCollector(options.metricsUrl, options.metricsIntervalMs, options.model, (line) => io.stderr(line));
+      await metrics.check();
+    }
+    run = new Run(options, argv, io, transport, model, data, intervals, metrics);
     if (!options.json) {
       io.stdout(
         headerText({
@@ -350,6 +420,7 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
       else io.stdout(finalText(run.results, options.percentile));
       if (options.csvFile) {
         await writeFile(options.csvFile, csvText(run.results, options.percentile, model.decoupled, options.verboseCsv));
+        for (const f of composingCsvFiles(run.results, options.csvFile)) await writeFile(f.path, f.text);
       }
     }
     return code;
@@ -358,6 +429,7 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
     return err instanceof NereidError && err.code === 'PERF_OPTION' ? EXIT_OPTION_ERROR : EXIT_GENERIC_ERROR;
   } finally {
     await run?.close();
+    await shm?.release();
     await transport?.close();
   }
 }

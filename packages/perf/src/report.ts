@@ -4,6 +4,8 @@
  * (beyond perf_analyzer) one JSON object.
  */
 import { mean, percentile, stddev, throughput, type Window } from './measure.js';
+import { summarizeMetrics, type MetricsSummary } from './metrics.js';
+import type { ServerStats } from './transport.js';
 
 export type LoadMode = 'concurrency' | 'request_rate' | 'custom_intervals';
 
@@ -18,6 +20,18 @@ export interface ServerBreakdown {
   computeInputUs: number;
   computeInferUs: number;
   computeOutputUs: number;
+  /**
+   * An ensemble's composing models (statistics extension), each with its own breakdown, in step
+   * order; nested ensembles have their own. For the ensemble itself, queue and compute are then
+   * the sums over its composing models, as perf_analyzer reports them.
+   */
+  composing?: ComposingBreakdown[];
+}
+
+export interface ComposingBreakdown extends ServerBreakdown {
+  model: string;
+  /** The versions the statistics came from (comma-separated when several served). */
+  version: string;
 }
 
 export interface LevelSummary {
@@ -50,6 +64,11 @@ export interface LevelSummary {
   server?: ServerBreakdown;
   /** Share of the measured time the client's event loop was busy (0–1). */
   clientBusy: number;
+  /** Sequence models: sequences completed in the merged windows, and per second. */
+  sequenceCount?: number;
+  sequenceThroughput?: number;
+  /** `--collect-metrics`: the scrapes of the merged windows, aggregated. */
+  metrics?: MetricsSummary;
 }
 
 /** p50, p90, p95, p99 and `--percentile`, ascending, without repeats. */
@@ -59,31 +78,44 @@ function percentileList(p: number | undefined): number[] {
 
 const us = (ns: number, count: number): number => (count > 0 ? ns / count / 1000 : 0);
 
-export function summarize(mode: LoadMode, value: number, w: Window, batchSize: number, p: number | undefined, stable: boolean, latencyUnstable: boolean): LevelSummary {
+/** Average microseconds per request from one model's differenced statistics (composing models recursively). */
+function breakdown(s: ServerStats): ServerBreakdown {
+  const total = us(s.success.ns, s.success.count);
+  const composing = s.composing === undefined ? undefined : Object.entries(s.composing).map(([model, c]) => ({ model, version: c.versions ?? '', ...breakdown(c) }));
+  let queue: number;
+  let input = 0;
+  let infer = 0;
+  let output = 0;
+  if (composing === undefined) {
+    queue = us(s.queue.ns, s.queue.count);
+    input = us(s.computeInput.ns, s.computeInput.count);
+    infer = us(s.computeInfer.ns, s.computeInfer.count);
+    output = us(s.computeOutput.ns, s.computeOutput.count);
+  } else {
+    // perf_analyzer's ensemble totals: the composing models' queue and compute times added up.
+    queue = composing.reduce((a, c) => a + c.queueUs, 0);
+    infer = composing.reduce((a, c) => a + c.computeInputUs + c.computeInferUs + c.computeOutputUs, 0);
+  }
+  return {
+    inferenceCount: s.inferenceCount,
+    executionCount: s.executionCount,
+    successCount: s.success.count,
+    avgRequestUs: total,
+    overheadUs: Math.max(0, total - queue - input - infer - output),
+    queueUs: queue,
+    computeInputUs: input,
+    computeInferUs: infer,
+    computeOutputUs: output,
+    composing,
+  };
+}
+
+export function summarize(mode: LoadMode, value: number, w: Window, batchSize: number, p: number | undefined, stable: boolean, latencyUnstable: boolean, sequenceModel = false): LevelSummary {
   const sorted = [...w.latenciesUs].sort((a, b) => a - b);
   const percentiles: Record<string, number> = {};
   for (const q of percentileList(p)) percentiles[String(q)] = percentile(sorted, q);
   const avg = mean(sorted);
-  let server: ServerBreakdown | undefined;
-  if (w.server) {
-    const s = w.server;
-    const total = us(s.success.ns, s.success.count);
-    const queue = us(s.queue.ns, s.queue.count);
-    const input = us(s.computeInput.ns, s.computeInput.count);
-    const infer = us(s.computeInfer.ns, s.computeInfer.count);
-    const output = us(s.computeOutput.ns, s.computeOutput.count);
-    server = {
-      inferenceCount: s.inferenceCount,
-      executionCount: s.executionCount,
-      successCount: s.success.count,
-      avgRequestUs: total,
-      overheadUs: Math.max(0, total - queue - input - infer - output),
-      queueUs: queue,
-      computeInputUs: input,
-      computeInferUs: infer,
-      computeOutputUs: output,
-    };
-  }
+  const server = w.server ? breakdown(w.server) : undefined;
   const seconds = w.durationMs / 1000;
   return {
     mode,
@@ -106,6 +138,9 @@ export function summarize(mode: LoadMode, value: number, w: Window, batchSize: n
     responseWaitUs: Math.max(0, avg - (w.completed > 0 ? (w.sendUs + w.recvUs) / w.completed : 0)),
     server,
     clientBusy: w.clientBusy,
+    sequenceCount: sequenceModel ? w.sequences : undefined,
+    sequenceThroughput: sequenceModel ? (seconds > 0 ? w.sequences / seconds : 0) : undefined,
+    metrics: w.metrics !== undefined ? summarizeMetrics(w.metrics) : undefined,
   };
 }
 
@@ -165,6 +200,7 @@ export function levelText(s: LevelSummary, transportLabel: string, decoupled: bo
       );
     }
   }
+  if (s.sequenceCount !== undefined) lines.push(`    Sequence count: ${s.sequenceCount} (${rate(s.sequenceThroughput ?? 0)} seq/sec)`);
   lines.push(`    Throughput: ${rate(s.throughput)} infer/sec`);
   if (decoupled) lines.push(`    Response Throughput: ${rate(s.responseThroughput)} infer/sec`);
   const pKeys = percentileList(p).map(String);
@@ -176,21 +212,58 @@ export function levelText(s: LevelSummary, transportLabel: string, decoupled: bo
     lines.push(`    Avg gRPC time: ${usec(s.avgLatencyUs)} usec ((un)marshal request/response ${usec(s.clientSendUs + s.clientRecvUs)} usec + response wait ${usec(s.responseWaitUs)} usec)`);
   }
   if (verbose) lines.push(`    Avg client overhead: ${(s.clientBusy * 100).toFixed(2)}%`);
-  if (s.server) {
-    const v = s.server;
-    lines.push(
-      '  Server: ',
-      `    Inference count: ${v.inferenceCount}`,
-      `    Execution count: ${v.executionCount}`,
-      `    Successful request count: ${v.successCount}`,
-      `    Avg request latency: ${usec(v.avgRequestUs)} usec (overhead ${usec(v.overheadUs)} usec + queue ${usec(v.queueUs)} usec + compute input ${usec(v.computeInputUs)} usec + compute infer ${usec(v.computeInferUs)} usec + compute output ${usec(v.computeOutputUs)} usec)`,
-    );
-  }
+  if (s.server) lines.push('  Server: ', ...serverLines(s.server, 1));
+  if (s.metrics) lines.push(...metricsLines(s.metrics));
   // In process the server shares the event loop, so its busy share says nothing about the client.
   if (s.clientBusy > 0.5 && transportLabel !== 'in-process') {
     lines.push('[WARNING] Perf Analyzer is not able to keep up with the desired load. The results may not be accurate.');
   }
   return lines.join('\n') + '\n';
+}
+
+/** perf_analyzer's server block; an ensemble's composing models follow it, indented by level. */
+function serverLines(v: ServerBreakdown, level: number): string[] {
+  const ident = ' '.repeat(2 * level);
+  const parts =
+    v.composing === undefined
+      ? `overhead ${usec(v.overheadUs)} usec + queue ${usec(v.queueUs)} usec + compute input ${usec(v.computeInputUs)} usec + compute infer ${usec(v.computeInferUs)} usec + compute output ${usec(v.computeOutputUs)} usec`
+      : `overhead ${usec(v.overheadUs)} usec + queue ${usec(v.queueUs)} usec + compute ${usec(v.computeInputUs + v.computeInferUs + v.computeOutputUs)} usec`;
+  const lines = [
+    `${ident}  Inference count: ${v.inferenceCount}`,
+    `${ident}  Execution count: ${v.executionCount}`,
+    `${ident}  Successful request count: ${v.successCount}`,
+    `${ident}  Avg request latency: ${usec(v.avgRequestUs)} usec (${parts})`,
+    '',
+  ];
+  if (v.composing !== undefined) {
+    lines.push(`${ident}Composing models: `);
+    for (const c of v.composing) lines.push(`${ident}${c.model}, version: ${c.version}`, ...serverLines(c, level + 1));
+  }
+  return lines;
+}
+
+/**
+ * perf_analyzer's "Server Prometheus Metrics" block (per GPU), then what a CPU server reports
+ * (beyond perf_analyzer: CPU utilization and memory, the model's pending requests).
+ */
+function metricsLines(m: MetricsSummary): string[] {
+  const perGpu = (values: Record<string, number>, unit: (v: number) => string) => Object.entries(values).map(([uuid, v]) => `      ${uuid} : ${unit(v)}`);
+  const lines = [
+    '  Server Prometheus Metrics: ',
+    '    Avg GPU Utilization:',
+    ...perGpu(m.gpuUtilization, (v) => `${Number((v * 100).toPrecision(6))}%`),
+    '    Avg GPU Power Usage:',
+    ...perGpu(m.gpuPowerUsage, (v) => `${Number(v.toPrecision(6))} watts`),
+    '    Max GPU Memory Usage:',
+    ...perGpu(m.gpuMemoryUsed, (v) => `${Math.trunc(v)} bytes`),
+    '    Total GPU Memory:',
+    ...perGpu(m.gpuMemoryTotal, (v) => `${Math.trunc(v)} bytes`),
+  ];
+  if (m.cpuUtilization !== undefined) lines.push(`    Avg CPU Utilization: ${Number((m.cpuUtilization * 100).toPrecision(4))}%`);
+  if (m.cpuMemoryUsed !== undefined) lines.push(`    Max CPU Memory Usage: ${Math.trunc(m.cpuMemoryUsed)} bytes`);
+  if (m.avgPendingRequests !== undefined) lines.push(`    Avg pending requests: ${Number(m.avgPendingRequests.toPrecision(4))} (max ${m.maxPendingRequests})`);
+  lines.push(`    Samples: ${m.samples}`);
+  return lines;
 }
 
 export function finalText(levels: readonly LevelSummary[], p: number | undefined): string {
@@ -216,6 +289,9 @@ export function csvText(levels: readonly LevelSummary[], p: number | undefined, 
     if (p === undefined) header.push('Avg latency');
     header.push('request/response', 'response wait');
   }
+  const withMetrics = verbose && levels.some((l) => l.metrics !== undefined);
+  if (withMetrics) header.push('Avg GPU Utilization', 'Avg GPU Power Usage', 'Max GPU Memory Usage', 'Total GPU Memory');
+  const gpuCell = (values: Record<string, number> | undefined) => Object.entries(values ?? {}).map(([uuid, v]) => `${uuid}:${v};`).join('');
   const rows = [...levels].sort((a, b) => a.throughput - b.throughput).map((s) => {
     const row = [s.mode === 'concurrency' ? String(s.value) : rate(s.value), rate(s.throughput)];
     if (decoupled) row.push(rate(s.responseThroughput));
@@ -236,7 +312,53 @@ export function csvText(levels: readonly LevelSummary[], p: number | undefined, 
       if (p === undefined) row.push(usec(s.avgLatencyUs));
       row.push(usec(s.clientSendUs + s.clientRecvUs), usec(s.avgLatencyUs - s.clientSendUs - s.clientRecvUs));
     }
+    if (withMetrics) {
+      const m = s.metrics;
+      row.push(gpuCell(m?.gpuUtilization), gpuCell(m?.gpuPowerUsage), gpuCell(m?.gpuMemoryUsed), gpuCell(m?.gpuMemoryTotal));
+    }
     return row.join(',');
   });
   return [header.join(','), ...rows].join('\n') + '\n';
+}
+
+/**
+ * An ensemble's extra CSV files (§1.6): one per composing model (nested ones included), named
+ * `<model>_v<version>.<csv name>` beside the main file. Throughput is the level's scaled by the
+ * member's share of the ensemble's successful requests; "Network+Server Send/Recv" holds the
+ * member's server overhead; client send and receive are 0.
+ */
+export function composingCsvFiles(levels: readonly LevelSummary[], csvPath: string): { path: string; text: string }[] {
+  const slash = csvPath.lastIndexOf('/');
+  const dir = csvPath.slice(0, slash + 1);
+  const base = csvPath.slice(slash + 1);
+  const first = levels[0]?.mode === 'concurrency' ? 'Concurrency' : 'Request Rate';
+  const files = new Map<string, string[]>();
+  const sorted = [...levels].sort((a, b) => a.throughput - b.throughput);
+  const visit = (level: LevelSummary, parent: ServerBreakdown) => {
+    for (const c of parent.composing ?? []) {
+      const name = `${dir}${c.model}_v${c.version}.${base}`;
+      const rows = files.get(name) ?? [
+        [first, 'Inferences/Second', 'Client Send', 'Network+Server Send/Recv', 'Server Queue', 'Server Compute Input', 'Server Compute Infer', 'Server Compute Output', 'Client Recv'].join(','),
+      ];
+      const top = level.server!;
+      const share = top.successCount > 0 ? c.successCount / top.successCount : 0;
+      rows.push(
+        [
+          level.mode === 'concurrency' ? String(level.value) : rate(level.value),
+          rate(level.throughput * share),
+          '0',
+          usec(c.overheadUs),
+          usec(c.queueUs),
+          usec(c.computeInputUs),
+          usec(c.computeInferUs),
+          usec(c.computeOutputUs),
+          '0',
+        ].join(','),
+      );
+      files.set(name, rows);
+      visit(level, c);
+    }
+  };
+  for (const level of sorted) if (level.server) visit(level, level.server);
+  return [...files].map(([path, rows]) => ({ path, text: rows.join('\n') + '\n' }));
 }

@@ -3,13 +3,14 @@
  * `ModelStreamInfer` stream per sender) or in process (the `Server` facade, no network). Only the
  * public protocol is used outside the in-process kind, so the same code measures Triton.
  */
-import { NereidError, parseJson, type DataType } from '@nereid/protocol';
+import { NereidError, parseJson, type DataType, type ParameterValue } from '@nereid/protocol';
 import {
   GrpcClient,
   HttpClient,
   InferenceServerError,
   type ClientInput,
   type ClientRequestedOutput,
+  type ClientSharedMemoryInput,
   type GrpcInferStream,
 } from '@nereid/client';
 import type { ModelInfo } from './input-data.js';
@@ -33,7 +34,14 @@ export interface ServerStats {
   computeOutput: Duration;
   cacheHit: Duration;
   cacheMiss: Duration;
+  /** An ensemble's composing models by name, each with its own composing models (perf_analyzer's breakdown). */
+  composing?: Record<string, ServerStats>;
+  /** The versions the entries came from, comma-separated. */
+  versions?: string;
 }
+
+/** An input as sent: bytes on the wire, or a place in a registered shared-memory region. */
+export type PerfInput = ClientInput | ClientSharedMemoryInput;
 
 /** One request's outcome: responses received, and the client's own time (ms) around the wait. */
 export interface Sent {
@@ -42,9 +50,12 @@ export interface Sent {
   recvMs: number;
 }
 
-/** Sends requests for one load slot. `infer` resolves when the request completed, rejects on failure. */
+/**
+ * Sends requests for one load slot. `infer` resolves when the request completed, rejects on
+ * failure; `parameters` are request parameters (sequence_id, sequence_start, sequence_end).
+ */
 export interface Sender {
-  infer(inputs: readonly ClientInput[]): Promise<Sent>;
+  infer(inputs: readonly PerfInput[], parameters?: Record<string, ParameterValue>): Promise<Sent>;
   close(): void;
 }
 
@@ -52,8 +63,16 @@ export interface Transport {
   /** The word perf_analyzer prints: 'HTTP', 'gRPC' or 'in-process'. */
   readonly label: string;
   modelInfo(): Promise<ModelInfo>;
-  /** Undefined when the server has no statistics extension. */
+  /**
+   * Undefined when the server has no statistics extension. For an ensemble, `composing` holds the
+   * composing models' statistics too (all of them read in the same call).
+   */
   statistics(): Promise<ServerStats | undefined>;
+  /** Every request asks for these outputs from now on (shared-memory outputs). Not in process. */
+  requestOutputs(outputs: readonly ClientRequestedOutput[]): void;
+  /** The system shared-memory extension (protocol.md §3.17). Not in process. */
+  registerSystemSharedMemory(name: string, key: string, byteSize: number): Promise<void>;
+  unregisterSystemSharedMemory(name: string): Promise<void>;
   sender(): Sender;
   close(): Promise<void>;
 }
@@ -83,8 +102,10 @@ export function sumStats(entries: readonly unknown[]): ServerStats {
     cacheHit: ZERO,
     cacheMiss: ZERO,
   };
+  const versions: string[] = [];
   for (const entry of entries) {
     const e = entry as Record<string, unknown>;
+    if (e.version !== undefined) versions.push(String(e.version));
     const s = (e.inference_stats ?? {}) as Record<string, unknown>;
     total.inferenceCount += Number(e.inference_count ?? 0);
     total.executionCount += Number(e.execution_count ?? 0);
@@ -97,6 +118,7 @@ export function sumStats(entries: readonly unknown[]): ServerStats {
     total.cacheHit = add(total.cacheHit, duration(s.cache_hit));
     total.cacheMiss = add(total.cacheMiss, duration(s.cache_miss));
   }
+  if (versions.length > 0) total.versions = versions.join(',');
   return total;
 }
 
@@ -129,14 +151,63 @@ function modelUnavailable(model: string, url: string, err: InferenceServerError)
   );
 }
 
-function modelInfoOf(model: string, metadata: { inputs: { name: string; datatype: string; shape: readonly (number | bigint)[] }[] }, config: { max_batch_size?: unknown; model_transaction_policy?: unknown }): ModelInfo {
+type ConfigView = {
+  max_batch_size?: unknown;
+  model_transaction_policy?: unknown;
+  sequence_batching?: unknown;
+  ensemble_scheduling?: unknown;
+};
+type MetadataView = {
+  inputs: { name: string; datatype: string; shape: readonly (number | bigint)[] }[];
+  outputs?: { name: string; datatype: string; shape: readonly (number | bigint)[] }[];
+};
+
+/** An ensemble's steps' model names, each once, in step order (none for other models). */
+function composingOf(config: ConfigView): string[] {
+  const steps = (config.ensemble_scheduling as { step?: { model_name?: unknown }[] } | undefined)?.step ?? [];
+  return [...new Set(steps.map((s) => String(s.model_name ?? '')).filter((n) => n !== ''))];
+}
+
+function modelInfoOf(model: string, metadata: MetadataView, config: ConfigView): ModelInfo {
   const policy = config.model_transaction_policy as { decoupled?: unknown } | undefined;
+  const tensor = (t: { name: string; datatype: string; shape: readonly (number | bigint)[] }) => ({ name: t.name, datatype: t.datatype as DataType, shape: t.shape.map(Number) });
   return {
     name: model,
-    inputs: metadata.inputs.map((i) => ({ name: i.name, datatype: i.datatype as DataType, shape: i.shape.map(Number) })),
+    inputs: metadata.inputs.map(tensor),
+    outputs: (metadata.outputs ?? []).map(tensor),
     maxBatchSize: Number(config.max_batch_size ?? 0),
     decoupled: policy?.decoupled === true,
+    sequence: config.sequence_batching !== undefined && config.sequence_batching !== null,
+    composing: composingOf(config),
   };
+}
+
+/**
+ * The composing models below `model`, by name: model → its composing models, recursively (an
+ * ensemble step may itself be an ensemble). `config` reads a model's configuration.
+ */
+async function composingTree(top: readonly string[], config: (model: string) => Promise<ConfigView>): Promise<Map<string, string[]>> {
+  const tree = new Map<string, string[]>();
+  const visit = async (name: string): Promise<void> => {
+    if (tree.has(name)) return;
+    tree.set(name, []);
+    const below = composingOf(await config(name));
+    tree.set(name, below);
+    for (const b of below) await visit(b);
+  };
+  for (const name of top) await visit(name);
+  return tree;
+}
+
+/** Attaches the composing models' statistics (from one all-model statistics reply) to `stats`. */
+function withComposing(stats: ServerStats, names: readonly string[], tree: ReadonlyMap<string, string[]>, all: readonly unknown[]): ServerStats {
+  if (names.length === 0) return stats;
+  const composing: Record<string, ServerStats> = {};
+  for (const name of names) {
+    const own = sumStats(all.filter((e) => (e as { name?: unknown }).name === name));
+    composing[name] = withComposing(own, tree.get(name) ?? [], tree, all);
+  }
+  return { ...stats, composing };
 }
 
 class HttpTransport implements Transport {
@@ -144,6 +215,8 @@ class HttpTransport implements Transport {
   #client: HttpClient;
   #options: PerfOptions;
   #outputs: ClientRequestedOutput[] | undefined;
+  #composing: string[] = [];
+  #tree = new Map<string, string[]>();
 
   constructor(options: PerfOptions) {
     if (Object.keys(options.headers).length > 0) {
@@ -157,12 +230,13 @@ class HttpTransport implements Transport {
   async modelInfo(): Promise<ModelInfo> {
     const { model, version } = this.#options;
     try {
-      const metadata = (await this.#client.modelMetadata(model, version || undefined)) as Parameters<typeof modelInfoOf>[1];
+      const metadata = (await this.#client.modelMetadata(model, version || undefined)) as MetadataView;
       const config = await this.#client.modelConfig(model, version || undefined);
       const info = modelInfoOf(model, metadata, config);
+      this.#tree = await composingTree(info.composing, (m) => this.#client.modelConfig(m));
+      this.#composing = info.composing;
       if (this.#options.outputTensorFormat === 'json') {
-        const outputs = (metadata as unknown as { outputs: { name: string }[] }).outputs;
-        this.#outputs = outputs.map((o) => ({ name: o.name, binary: false }));
+        this.#outputs = info.outputs.map((o) => ({ name: o.name, binary: false }));
       }
       return info;
     } catch (err) {
@@ -174,19 +248,37 @@ class HttpTransport implements Transport {
   async statistics(): Promise<ServerStats | undefined> {
     const { model, version } = this.#options;
     const path = `/v2/models/${encodeURIComponent(model)}${version ? `/versions/${version}` : ''}/stats`;
+    const [own, all] = await Promise.all([this.#stats(path), this.#composing.length > 0 ? this.#stats('/v2/models/stats') : []]);
+    if (own === undefined) return undefined;
+    return withComposing(sumStats(own), this.#composing, this.#tree, all ?? []);
+  }
+
+  async #stats(path: string): Promise<unknown[] | undefined> {
     const res = await fetch(`${this.#client.url}${path}`);
     const text = await res.text();
     if (!res.ok) return undefined;
-    return sumStats(((parseJson(text) as { model_stats?: unknown[] }).model_stats ?? []) as unknown[]);
+    return ((parseJson(text) as { model_stats?: unknown[] }).model_stats ?? []) as unknown[];
+  }
+
+  requestOutputs(outputs: readonly ClientRequestedOutput[]): void {
+    this.#outputs = [...outputs];
+  }
+
+  registerSystemSharedMemory(name: string, key: string, byteSize: number): Promise<void> {
+    return this.#client.registerSystemSharedMemory(name, key, byteSize);
+  }
+
+  unregisterSystemSharedMemory(name: string): Promise<void> {
+    return this.#client.unregisterSystemSharedMemory(name);
   }
 
   sender(): Sender {
     const { model, version } = this.#options;
     const outputs = this.#outputs;
     return {
-      infer: async (inputs) => {
+      infer: async (inputs, parameters) => {
         const timing = { sendMs: 0, recvMs: 0 };
-        await this.#client.infer({ model, version: version || undefined, inputs, outputs, timing });
+        await this.#client.infer({ model, version: version || undefined, inputs, outputs, parameters, timing });
         return { responses: 1, ...timing };
       },
       close: () => {},
@@ -201,6 +293,9 @@ class GrpcTransport implements Transport {
   #client: GrpcClient;
   #options: PerfOptions;
   #url: string;
+  #outputs: ClientRequestedOutput[] | undefined;
+  #composing: string[] = [];
+  #tree = new Map<string, string[]>();
 
   constructor(options: PerfOptions) {
     this.#url = options.url.replace(/^grpcs?:\/\//, '');
@@ -214,7 +309,10 @@ class GrpcTransport implements Transport {
     try {
       const metadata = await this.#client.modelMetadata(model, version || undefined, call);
       const config = await this.#client.modelConfig(model, version || undefined, call);
-      return modelInfoOf(model, metadata, config as unknown as Parameters<typeof modelInfoOf>[2]);
+      const info = modelInfoOf(model, metadata, config as unknown as ConfigView);
+      this.#tree = await composingTree(info.composing, async (m) => (await this.#client.modelConfig(m, undefined, call)) as unknown as ConfigView);
+      this.#composing = info.composing;
+      return info;
     } catch (err) {
       const code = (err as { grpcCode?: number }).grpcCode;
       if (err instanceof InferenceServerError && code !== 14 && code !== 4) throw modelUnavailable(model, this.#url, err);
@@ -224,27 +322,44 @@ class GrpcTransport implements Transport {
 
   async statistics(): Promise<ServerStats | undefined> {
     const { model, version } = this.#options;
+    const call = { headers: this.#options.headers };
     try {
-      const r = await this.#client.modelStatistics(model, version || undefined, { headers: this.#options.headers });
-      return sumStats(r.model_stats);
+      const [own, all] = await Promise.all([
+        this.#client.modelStatistics(model, version || undefined, call),
+        this.#composing.length > 0 ? this.#client.modelStatistics(undefined, undefined, call) : undefined,
+      ]);
+      return withComposing(sumStats(own.model_stats), this.#composing, this.#tree, all?.model_stats ?? []);
     } catch {
       return undefined;
     }
   }
 
+  requestOutputs(outputs: readonly ClientRequestedOutput[]): void {
+    this.#outputs = [...outputs];
+  }
+
+  registerSystemSharedMemory(name: string, key: string, byteSize: number): Promise<void> {
+    return this.#client.registerSystemSharedMemory(name, key, byteSize, 0, { headers: this.#options.headers });
+  }
+
+  unregisterSystemSharedMemory(name: string): Promise<void> {
+    return this.#client.unregisterSystemSharedMemory(name, { headers: this.#options.headers });
+  }
+
   sender(): Sender {
     const { model, version, headers } = this.#options;
+    const outputs = this.#outputs;
     if (!this.#options.streaming) {
       return {
-        infer: async (inputs) => {
+        infer: async (inputs, parameters) => {
           const timing = { sendMs: 0, recvMs: 0 };
-          await this.#client.infer({ model, version: version || undefined, inputs, headers, timing });
+          await this.#client.infer({ model, version: version || undefined, inputs, outputs, headers, parameters, timing });
           return { responses: 1, ...timing };
         },
         close: () => {},
       };
     }
-    return new StreamSender(this.#client.stream({ headers }), model, version);
+    return new StreamSender(this.#client.stream({ headers }), model, version, outputs);
   }
 
   async close(): Promise<void> {
@@ -264,11 +379,13 @@ class StreamSender implements Sender {
   #next = 0;
   #pending = new Map<string, { responses: number; resolve: (s: Sent) => void; reject: (e: unknown) => void }>();
   #failure: unknown;
+  #outputs: readonly ClientRequestedOutput[] | undefined;
 
-  constructor(stream: GrpcInferStream, model: string, version: string) {
+  constructor(stream: GrpcInferStream, model: string, version: string, outputs?: readonly ClientRequestedOutput[]) {
     this.#stream = stream;
     this.#model = model;
     this.#version = version;
+    this.#outputs = outputs;
     void this.#read();
   }
 
@@ -294,13 +411,13 @@ class StreamSender implements Sender {
     this.#pending.clear();
   }
 
-  infer(inputs: readonly ClientInput[]): Promise<Sent> {
+  infer(inputs: readonly PerfInput[], parameters?: Record<string, ParameterValue>): Promise<Sent> {
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
     const id = String(++this.#next);
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { responses: 0, resolve, reject });
       try {
-        this.#stream.send({ model: this.#model, version: this.#version || undefined, id, inputs });
+        this.#stream.send({ model: this.#model, version: this.#version || undefined, id, inputs, outputs: this.#outputs, parameters });
       } catch (err) {
         this.#pending.delete(id);
         reject(err);
@@ -317,12 +434,12 @@ class StreamSender implements Sender {
 interface FacadeServer {
   load(): Promise<unknown>;
   stop(): Promise<void>;
-  modelMetadata(model: string, version?: string): { inputs: { name: string; datatype: string; shape: number[] }[] };
+  modelMetadata(model: string, version?: string): MetadataView;
   modelConfigJson(model: string, version?: string): Record<string, unknown>;
   modelStatistics(model?: string, version?: string): unknown[];
-  infer(request: { model: string; version?: string; inputs: readonly ClientInput[] }): Promise<unknown>;
+  infer(request: { model: string; version?: string; inputs: readonly PerfInput[]; parameters?: Record<string, ParameterValue> }): Promise<unknown>;
   inferStream(
-    request: { model: string; version?: string; inputs: readonly ClientInput[] },
+    request: { model: string; version?: string; inputs: readonly PerfInput[]; parameters?: Record<string, ParameterValue> },
     options: { onResponse: (r: unknown) => void },
   ): Promise<unknown>;
 }
@@ -332,6 +449,8 @@ class InProcessTransport implements Transport {
   #server: FacadeServer | undefined;
   #options: PerfOptions;
   #decoupled = false;
+  #composing: string[] = [];
+  #tree = new Map<string, string[]>();
 
   constructor(options: PerfOptions) {
     this.#options = options;
@@ -350,6 +469,8 @@ class InProcessTransport implements Transport {
     try {
       const info = modelInfoOf(model, server.modelMetadata(model, version || undefined), server.modelConfigJson(model, version || undefined));
       this.#decoupled = info.decoupled;
+      this.#tree = await composingTree(info.composing, async (m) => server.modelConfigJson(m));
+      this.#composing = info.composing;
       return info;
     } catch (err) {
       throw new NereidError(
@@ -362,26 +483,37 @@ class InProcessTransport implements Transport {
 
   async statistics(): Promise<ServerStats | undefined> {
     const { model, version } = this.#options;
-    return sumStats(this.#server!.modelStatistics(model, version || undefined));
+    const own = sumStats(this.#server!.modelStatistics(model, version || undefined));
+    return withComposing(own, this.#composing, this.#tree, this.#composing.length > 0 ? this.#server!.modelStatistics() : []);
   }
+
+  requestOutputs(): void {
+    throw new NereidError('PERF_OPTION', 'shared-memory outputs do not apply in process');
+  }
+
+  async registerSystemSharedMemory(): Promise<void> {
+    throw new NereidError('PERF_OPTION', '--shared-memory system does not apply to --service-kind in_process');
+  }
+
+  async unregisterSystemSharedMemory(): Promise<void> {}
 
   sender(): Sender {
     const server = this.#server!;
     const { model, version } = this.#options;
-    const request = (inputs: readonly ClientInput[]) => ({ model, version: version || undefined, inputs });
+    const request = (inputs: readonly PerfInput[], parameters?: Record<string, ParameterValue>) => ({ model, version: version || undefined, inputs, parameters });
     if (this.#decoupled) {
       return {
-        infer: async (inputs) => {
+        infer: async (inputs, parameters) => {
           let responses = 0;
-          await server.inferStream(request(inputs), { onResponse: (r) => void ((r as { response?: unknown }).response && responses++) });
+          await server.inferStream(request(inputs, parameters), { onResponse: (r) => void ((r as { response?: unknown }).response && responses++) });
           return { responses, sendMs: 0, recvMs: 0 };
         },
         close: () => {},
       };
     }
     return {
-      infer: async (inputs) => {
-        await server.infer(request(inputs));
+      infer: async (inputs, parameters) => {
+        await server.infer(request(inputs, parameters));
         return { responses: 1, sendMs: 0, recvMs: 0 };
       },
       close: () => {},

@@ -23,7 +23,7 @@ process.once('message', async (m: { argv: string[]; share: WorkerShare }) => {
   const transport = createTransport(options);
   try {
     const model = await transport.modelInfo();
-    const requests = await prepareRequests(model, {
+    const { requests } = await prepareRequests(model, {
       batchSize: options.batchSize,
       inputData: options.inputData,
       shapes: options.shapes,

@@ -253,7 +253,7 @@ describe('nereid perf', () => {
     });
 
     it('option errors → 3, through the nereid command', async () => {
-      for (const args of [['-m', 'simple', '--bogus'], ['--concurrency-range', '1:2'], ['-m', 'simple', '--concurrency-range', '4:2'], ['-m', 'simple', '--sequence-length', '8']]) {
+      for (const args of [['-m', 'simple', '--bogus'], ['--concurrency-range', '1:2'], ['-m', 'simple', '--concurrency-range', '4:2'], ['-m', 'simple', '--shared-memory', 'cuda']]) {
         const p = new NereidProcess(['perf', ...args]);
         const exit = await p.waitForExit();
         assert.equal(exit.code, 3, `${args.join(' ')}\n${p.output}`);
