@@ -1,6 +1,8 @@
 /**
- * An HTTP/REST client for KServe v2 / Triton servers (Nereid or Triton), on Node's `fetch`.
- * Tensors go binary both ways by default, like Triton's Python client (protocol.md §7.1).
+ * An HTTP/REST client for KServe v2 / Triton servers (Nereid or Triton). Inference goes through
+ * `node:http` on keep-alive connections (the request body written as its parts, no joined copy);
+ * the other calls use Node's `fetch`. Tensors go binary both ways by default, like Triton's Python
+ * client (protocol.md §7.1).
  */
 import {
   INFERENCE_HEADER_CONTENT_LENGTH,
@@ -10,6 +12,8 @@ import {
   tensorDataToJson,
   type DataType,
 } from '@nereid/protocol';
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { gunzipSync, inflateSync, gzipSync, deflateSync } from 'node:zlib';
 import { withRetry, type CallOptions, type ClientDefaults, type LogSettings } from './call-options.js';
 import { InferenceServerError } from './errors.js';
@@ -122,14 +126,96 @@ export interface HttpClientOptions extends ClientDefaults {
 /** The body of `POST /v2/models/{m}/stats`-style answers: the statistics JSON (protocol.md §3.14); integers beyond 2^53 are bigints. */
 export type HttpModelStatisticsResponse = { model_stats: Record<string, unknown>[] };
 
+/** One answer read whole by {@link HttpClient}'s `node:http` path. */
+interface RawAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
 export class HttpClient {
   readonly url: string;
   readonly #defaults: HttpClientOptions;
+  readonly #target: URL;
+  /** Keep-alive connections of the inference path; idle ones do not keep the process alive. */
+  readonly #agent: HttpAgent;
 
   /** @param url  e.g. `http://localhost:8000` */
   constructor(url: string, options: HttpClientOptions = {}) {
     this.url = url.replace(/\/+$/, '');
     this.#defaults = options;
+    this.#target = new URL(this.url);
+    this.#agent = this.#target.protocol === 'https:' ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  }
+
+  /** Closes the idle keep-alive connections of the inference path (in-flight calls finish). */
+  close(): void {
+    this.#agent.destroy();
+  }
+
+  /**
+   * One request on the inference path under the call's signal and timeout, with #fetch's error
+   * contract: a connection failure is InferenceServerError 503 (the cause kept), a timeout 504
+   * (the connection is closed, which cancels the request on the server), an abort rejects with the
+   * signal's reason (likewise closing the connection). `parts` are written in order, uncopied.
+   * Resolves once the whole body has arrived; `answered` is called when the response starts.
+   */
+  #exchange(path: string, headers: OutgoingHttpHeaders, parts: readonly Uint8Array[], options: CallOptions, answered: () => void): Promise<RawAnswer> {
+    const what = `POST ${this.url}${path}`;
+    const timeout = options.timeout ?? this.#defaults.timeout;
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise<RawAnswer>((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (err: unknown, answer?: RawAnswer) => {
+        if (settled) return;
+        settled = true;
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve(answer!);
+        else reject(err);
+      };
+      const send = this.#target.protocol === 'https:' ? httpsRequest : httpRequest;
+      const req = send({
+        protocol: this.#target.protocol,
+        hostname: this.#target.hostname.replace(/^\[(.*)\]$/, '$1'),
+        port: this.#target.port,
+        path: `${this.#target.pathname.replace(/\/+$/, '')}${path}`,
+        method: 'POST',
+        agent: this.#agent,
+        headers,
+      });
+      const onAbort = () => {
+        finish(signal!.reason);
+        req.destroy();
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timeout !== undefined) {
+        timer = setTimeout(() => {
+          finish(new InferenceServerError(504, `${what} got no complete answer within the ${timeout} ms timeout; the request was cancelled`));
+          req.destroy();
+        }, timeout);
+      }
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        finish(new InferenceServerError(503, `${what} failed: cannot reach the server (${err.code ?? err.message})`, { cause: err }));
+      });
+      req.on('response', (res) => {
+        answered();
+        const chunks: Buffer[] = [];
+        let length = 0;
+        res.on('data', (chunk: Buffer) => {
+          chunks.push(chunk);
+          length += chunk.length;
+        });
+        res.on('end', () => finish(undefined, { status: res.statusCode ?? 0, headers: res.headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length) }));
+        res.on('error', (err: Error) => finish(new InferenceServerError(503, `${what} failed: the connection broke while the answer arrived (${err.message})`, { cause: err })));
+      });
+      req.cork();
+      for (const part of parts) req.write(part);
+      req.end();
+      req.uncork();
+    });
   }
 
   /**
@@ -144,7 +230,10 @@ export class HttpClient {
       if (options.signal) signals.push(options.signal);
       const timer = timeout === undefined ? undefined : AbortSignal.timeout(timeout);
       if (timer) signals.push(timer);
-      const headers = { ...this.#defaults.headers, ...(init.headers as Record<string, string> | undefined), ...options.headers };
+      const headers: Record<string, string> = { ...this.#defaults.headers, ...(init.headers as Record<string, string> | undefined), ...options.headers };
+      // fetch would otherwise ask for gzip/deflate on every call, and the server would compress
+      // every response (protocol.md §3.10): compressed answers only when asked for.
+      if (!Object.keys(headers).some((k) => k.toLowerCase() === 'accept-encoding')) headers['Accept-Encoding'] = 'identity';
       const request: RequestInit = { ...init, headers };
       if (signals.length > 0) request.signal = signals.length === 1 ? signals[0]! : AbortSignal.any(signals);
       const what = `${init.method ?? 'GET'} ${this.url}${path}`;
@@ -347,28 +436,34 @@ export class HttpClient {
 
     const json = JSON.stringify(header).replace(/"\\u0000raw(\d+)"/g, (_m, i: string) => rawData[Number(i)]!);
     const body = joinInferenceBody(json, blobs);
-    let payload: Buffer = Buffer.concat(body.chunks, body.totalLength);
-    const headers: Record<string, string> = {};
+    let parts: readonly Uint8Array[] = body.chunks;
+    let length = body.totalLength;
+    const headers: Record<string, string> = { ...this.#defaults.headers, ...options.headers };
     if (blobs.length > 0) headers[INFERENCE_HEADER_CONTENT_LENGTH] = String(body.headerLength);
+    else headers['Content-Type'] = 'application/json';
     if (options.requestCompression) {
-      payload = options.requestCompression === 'gzip' ? gzipSync(payload) : deflateSync(payload);
+      const joined = Buffer.concat(body.chunks, body.totalLength);
+      const packed = options.requestCompression === 'gzip' ? gzipSync(joined) : deflateSync(joined);
+      parts = [packed];
+      length = packed.length;
       headers['Content-Encoding'] = options.requestCompression;
     }
     if (options.responseCompression) headers['Accept-Encoding'] = options.responseCompression;
+    // Compressed answers only when asked for (protocol.md §3.10).
+    else if (!Object.keys(headers).some((k) => k.toLowerCase() === 'accept-encoding')) headers['Accept-Encoding'] = 'identity';
+    headers['Content-Length'] = String(length);
 
     const path = `${this.#modelPath(options.model, options.version)}/infer`;
     const built = performance.now();
     let answered = built;
-    const [res, received] = await this.#fetch(path, { method: 'POST', headers, body: payload }, options, false, async (r) => {
+    const res = await this.#exchange(path, headers, parts, options, () => {
       answered = performance.now();
-      return [r, await r.arrayBuffer()] as const;
     });
-    let raw = Buffer.from(received);
-    // fetch decodes Content-Encoding itself; a body still compressed is handled here.
-    const encoding = res.headers.get('content-encoding');
-    if (encoding && raw.length > 1 && raw[0] === 0x1f && raw[1] === 0x8b) raw = gunzipSync(raw);
-    else if (encoding === 'deflate' && raw.length > 1 && raw[0] === 0x78) raw = inflateSync(raw);
-    if (!res.ok) {
+    let raw = res.body;
+    const encoding = res.headers['content-encoding'];
+    if (encoding === 'gzip' || (encoding !== undefined && raw.length > 1 && raw[0] === 0x1f && raw[1] === 0x8b)) raw = gunzipSync(raw);
+    else if (encoding === 'deflate') raw = inflateSync(raw);
+    if (res.status < 200 || res.status > 299) {
       let message = raw.toString('utf8');
       try {
         message = (JSON.parse(message) as { error?: string }).error ?? message;
@@ -377,7 +472,8 @@ export class HttpClient {
       }
       throw new InferenceServerError(res.status, message);
     }
-    const split = splitInferenceBody(raw, res.headers.get(INFERENCE_HEADER_CONTENT_LENGTH) ?? undefined);
+    const headerLength = res.headers[INFERENCE_HEADER_CONTENT_LENGTH.toLowerCase()];
+    const split = splitInferenceBody(raw, typeof headerLength === 'string' ? headerLength : undefined);
     const result = httpResult(parseJson(split.header) as Record<string, unknown>, split.binary);
     if (options.timing) {
       options.timing.sendMs = built - began;
@@ -414,7 +510,7 @@ export class HttpClient {
     try {
       const res = await fetch(this.#generateUrl(options, true), {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+        headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream', 'Accept-Encoding': 'identity' },
         body: JSON.stringify(options.body),
         signal: controller.signal,
       });

@@ -168,7 +168,7 @@ describe('the same surface', () => {
   it('both clients have the same methods, except the differences the client README lists', () => {
     const methods = (proto: object) => Object.getOwnPropertyNames(proto).filter((n) => n !== 'constructor').sort();
     // gRPC only: the health service, ModelStreamInfer, the channel. HTTP only: the generate extension.
-    const grpcOnly = ['close', 'healthCheck', 'stream'];
+    const grpcOnly = ['healthCheck', 'stream'];
     const httpOnly = ['generate', 'generateStream'];
     assert.deepEqual(
       methods(GrpcClient.prototype).filter((n) => !grpcOnly.includes(n)),

@@ -4,6 +4,8 @@
  * negotiation with weights and ties, whole-body response compression, unsupported codings.
  */
 import assert from 'node:assert/strict';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { deflateSync, gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import { HttpClient } from '@nereid/client';
@@ -173,6 +175,52 @@ describe('response compression', () => {
       });
       assert.deepEqual(bytesOf(result.bytes('OUTPUT0')), SUM);
       assert.deepEqual(bytesOf(result.bytes('OUTPUT1')), DIFF);
+    }
+  });
+
+  test('the HTTP client asks for an uncompressed answer unless a call asks for compression', async () => {
+    // fetch alone would send `Accept-Encoding: gzip, deflate` on every call, and a server that
+    // honours it (Nereid, Triton) would compress every response. A recording server shows what
+    // each call sends.
+    const seen: { url: string; headers: IncomingHttpHeaders }[] = [];
+    const recorder = createServer((req, res) => {
+      seen.push({ url: req.url ?? '', headers: req.headers });
+      req.resume();
+      req.on('end', () => {
+        if (req.url?.endsWith('/generate_stream')) {
+          res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+          res.end('data: {"model_name":"m","text_output":"x"}\n\n');
+        } else if (req.url?.endsWith('/infer')) {
+          res.writeHead(200, { 'Content-Type': 'application/json' });
+          res.end(JSON.stringify({ model_name: 'm', model_version: '1', outputs: [{ name: 'OUT', datatype: 'INT32', shape: [1], data: [7] }] }));
+        } else {
+          res.writeHead(200, { 'Content-Type': 'application/json' });
+          res.end(JSON.stringify({ name: 'nereid', version: '0', extensions: [] }));
+        }
+      });
+    });
+    await new Promise<void>((resolve) => recorder.listen(0, '127.0.0.1', resolve));
+    try {
+      const client = new HttpClient(`http://127.0.0.1:${(recorder.address() as AddressInfo).port}`);
+      await client.serverMetadata();
+      const inputs = [{ name: 'IN', datatype: 'INT32' as const, shape: [1], data: Int32Array.of(1) }];
+      await client.infer({ model: 'm', inputs });
+      await client.infer({ model: 'm', inputs, responseCompression: 'gzip' });
+      await client.infer({ model: 'm', inputs, headers: { 'accept-encoding': 'deflate' } });
+      for await (const _ of client.generateStream({ model: 'm', body: { text_input: 'x' } })) void _;
+      assert.deepEqual(
+        seen.map((r) => [r.url, r.headers['accept-encoding']]),
+        [
+          ['/v2', 'identity'],
+          ['/v2/models/m/infer', 'identity'],
+          ['/v2/models/m/infer', 'gzip'],
+          ['/v2/models/m/infer', 'deflate'],
+          ['/v2/models/m/generate_stream', 'identity'],
+        ],
+      );
+    } finally {
+      recorder.closeAllConnections();
+      await new Promise((resolve) => recorder.close(resolve));
     }
   });
 });
