@@ -80,6 +80,13 @@ describe('parsePerfArgs', () => {
     refused(['-m', 'm', '--collect-metrics', '--metrics-interval', '0'], /--metrics-interval needs an integer of at least 1/);
     refused(['-m', 'm', '--collect-metrics', '--service-kind', 'in_process', '--model-repository', '.'], /does not apply to --service-kind in_process/);
     refused(['-m', 'm', '--workers', '2', '--service-kind', 'in_process', '--model-repository', '.'], /--workers needs a server/);
+    refused(['-m', 'm', '--grpc-compression-algorithm', 'gzip'], /applies only with -i grpc/);
+    refused(['-m', 'm', '-i', 'grpc', '--grpc-compression-algorithm', 'br'], /--grpc-compression-algorithm must be one of none, gzip, deflate/);
+  });
+
+  it('reads --grpc-compression-algorithm', () => {
+    assert.equal(parsePerfArgs(['-m', 'm']).grpcCompression, 'none');
+    assert.equal(parsePerfArgs(['-m', 'm', '-i', 'grpc', '--grpc-compression-algorithm', 'deflate']).grpcCompression, 'deflate');
   });
 
   it('reads the sequence, shared-memory and metrics flags with perf_analyzer defaults', () => {

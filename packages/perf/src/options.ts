@@ -5,6 +5,7 @@
 import { NereidError } from '@nereid/protocol';
 
 export type Protocol = 'http' | 'grpc';
+export type GrpcCompression = 'none' | 'gzip' | 'deflate';
 export type ServiceKind = 'triton' | 'in_process';
 export type MeasurementMode = 'time_windows' | 'count_windows';
 export type Distribution = 'constant' | 'poisson';
@@ -53,6 +54,8 @@ export interface PerfOptions {
   csvFile?: string;
   verboseCsv: boolean;
   headers: Record<string, string>;
+  /** Compression of the gRPC messages this tool sends (`--grpc-compression-algorithm`). */
+  grpcCompression: GrpcCompression;
   verbose: boolean;
   /** Beyond perf_analyzer: print the results as one JSON object on stdout. */
   json: boolean;
@@ -159,7 +162,6 @@ const BOOLEAN_FLAGS: Record<string, string> = {
 /** Flags perf_analyzer has that this tool refuses, with the reason shown to the user. */
 const NOT_SUPPORTED: Record<string, string> = {
   'profile-export-file': '--profile-export-file is not supported yet',
-  'grpc-compression-algorithm': '--grpc-compression-algorithm is not supported yet',
 };
 
 function integer(flag: string, value: string, min: number): number {
@@ -296,6 +298,10 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
 
   const protocol = choice<Protocol>('protocol', ['http', 'grpc'], 'http');
   const serviceKind = choice<ServiceKind>('service-kind', ['triton', 'in_process'], 'triton');
+  const grpcCompression = choice<GrpcCompression>('grpc-compression-algorithm', ['none', 'gzip', 'deflate'], 'none');
+  if (one('grpc-compression-algorithm') !== undefined && (protocol !== 'grpc' || serviceKind !== 'triton')) {
+    throw optionError('--grpc-compression-algorithm applies only with -i grpc');
+  }
   const modelRepository = one('model-repository');
   if (serviceKind === 'in_process' && modelRepository === undefined) {
     throw optionError('--service-kind in_process needs --model-repository DIR');
@@ -404,6 +410,7 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
     csvFile: one('filename'),
     verboseCsv: flags.has('verbose-csv'),
     headers,
+    grpcCompression,
     verbose: flags.has('verbose'),
     json: flags.has('json'),
     workers,

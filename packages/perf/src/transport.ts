@@ -219,11 +219,9 @@ class HttpTransport implements Transport {
   #tree = new Map<string, string[]>();
 
   constructor(options: PerfOptions) {
-    if (Object.keys(options.headers).length > 0) {
-      throw new NereidError('PERF_OPTION', '-H is not supported yet over HTTP by nereid perf; use -i grpc or drop the headers');
-    }
     const url = /^https?:\/\//.test(options.url) ? options.url : `http://${options.url}`;
-    this.#client = new HttpClient(url);
+    // -H headers go with every call, inference and the rest.
+    this.#client = new HttpClient(url, { headers: options.headers });
     this.#options = options;
   }
 
@@ -254,7 +252,7 @@ class HttpTransport implements Transport {
   }
 
   async #stats(path: string): Promise<unknown[] | undefined> {
-    const res = await fetch(`${this.#client.url}${path}`);
+    const res = await fetch(`${this.#client.url}${path}`, { headers: { ...this.#options.headers, 'Accept-Encoding': 'identity' } });
     const text = await res.text();
     if (!res.ok) return undefined;
     return ((parseJson(text) as { model_stats?: unknown[] }).model_stats ?? []) as unknown[];
@@ -285,7 +283,9 @@ class HttpTransport implements Transport {
     };
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.#client.close();
+  }
 }
 
 class GrpcTransport implements Transport {
@@ -299,7 +299,7 @@ class GrpcTransport implements Transport {
 
   constructor(options: PerfOptions) {
     this.#url = options.url.replace(/^grpcs?:\/\//, '');
-    this.#client = new GrpcClient(this.#url);
+    this.#client = new GrpcClient(this.#url, options.grpcCompression === 'none' ? {} : { compression: options.grpcCompression });
     this.#options = options;
   }
 

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { identityModel, simpleModel } from '@nereid/testkit';
 import { runPerf, type LevelSummary, type PerfIO } from '@nereid/perf';
@@ -184,14 +185,45 @@ describe('nereid perf', () => {
     assert.deepEqual(high.map((l) => l.value), [1, 4], 'end meets the threshold: done');
   });
 
-  it('measures over gRPC, unary and streaming, with JSON input data', async () => {
+  it('measures over gRPC, unary and streaming, compressed or not, with JSON input data', async () => {
     const file = join(tmp, 'data.json');
     const row = Array.from({ length: 16 }, (_, i) => i);
     await writeFile(file, JSON.stringify({ data: [{ INPUT0: row, INPUT1: { content: row, shape: [16] } }, { INPUT0: row, INPUT1: row }] }));
-    for (const extra of [[], ['--streaming']]) {
+    for (const extra of [[], ['--streaming'], ['--grpc-compression-algorithm', 'gzip'], ['--streaming', '--grpc-compression-algorithm', 'deflate']]) {
       const [level] = levels(await perf(['-m', 'simple', '-i', 'grpc', '-u', grpc, ...extra, '--input-data', file, '--concurrency-range', '2', '--request-count', '20', '--json']));
       assert.equal(level.requestCount, 20, `gRPC ${extra.join(' ')}`);
       assert.equal(level.errorCount, 0);
+    }
+  });
+
+  it('sends -H headers with every HTTP call, inference included, and asks for uncompressed answers', async () => {
+    // A forwarder in front of the server records what each call carried.
+    const seen: { method: string; url: string; tag: unknown; encoding: unknown }[] = [];
+    const target = Number(http.split(':')[1]);
+    const forwarder = createHttpServer((req, res) => {
+      seen.push({ method: req.method ?? '', url: req.url ?? '', tag: req.headers['x-perf-tag'], encoding: req.headers['accept-encoding'] });
+      const upstream = httpRequest({ host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => forwarder.listen(0, '127.0.0.1', resolve));
+    try {
+      const via = `127.0.0.1:${(forwarder.address() as AddressInfo).port}`;
+      const [level] = levels(await perf(['-m', 'simple', '-u', via, '-H', 'x-perf-tag: run-7', '--request-count', '12', '--json']));
+      assert.equal(level.requestCount, 12);
+      assert.equal(level.errorCount, 0);
+      const infers = seen.filter((r) => r.url === '/v2/models/simple/infer');
+      assert.ok(infers.length >= 12, `${infers.length} inference requests seen`);
+      assert.ok(seen.some((r) => r.method === 'GET' && r.url.endsWith('/stats')), 'statistics read');
+      for (const r of seen) {
+        assert.equal(r.tag, 'run-7', `${r.method} ${r.url} carried -H`);
+        assert.equal(r.encoding, 'identity', `${r.method} ${r.url}`);
+      }
+    } finally {
+      forwarder.closeAllConnections();
+      await new Promise((resolve) => forwarder.close(resolve));
     }
   });
 
