@@ -521,9 +521,15 @@ export class Server {
 
   /**
    * Resolves a request's shared-memory references (protocol.md §3.17.3): input bytes are read
-   * from their regions now (one copy), output references are range-checked now and written by
-   * `deliver`. The regions stay acquired until `release`, so unregistering one meanwhile cannot
-   * pull it from under the request. Synchronous, so a stream's requests keep their order.
+   * from their regions now (one copy, into buffers pooled by the manager), output references are
+   * range-checked now and written by `deliver`. The regions stay acquired until `release`, so
+   * unregistering one meanwhile cannot pull it from under the request. Synchronous, so a stream's
+   * requests keep their order.
+   *
+   * `release` runs once the request has settled: its backend has answered it (backends keep no
+   * input after responding, docs/backends.md), so the input buffers go back to the pool, except
+   * any that a delivered response's output views (a model that echoes an input), which are left
+   * to the garbage collector.
    */
   #bindSharedMemory(request: InferRequest): {
     request: ResolvedRequest;
@@ -531,8 +537,11 @@ export class Server {
     release(): void;
   } {
     const leases = new Map<string, SharedMemoryLease>();
+    const pooled = new Set<ArrayBufferLike>();
     const release = (): void => {
       for (const lease of leases.values()) lease.release();
+      for (const buffer of pooled) this.sharedMemory.recycle(buffer);
+      pooled.clear();
     };
     const lease = (region: string): SharedMemoryLease => {
       let l = leases.get(region);
@@ -549,7 +558,9 @@ export class Server {
         inputs = request.inputs.map((input) => {
           if (!isSharedMemoryInput(input)) return input;
           const ref = input.sharedMemory;
-          return { name: input.name, datatype: input.datatype, shape: input.shape, data: lease(ref.region).read(ref.offset ?? 0, ref.byteSize) };
+          const data = lease(ref.region).read(ref.offset ?? 0, ref.byteSize);
+          pooled.add(data.buffer);
+          return { name: input.name, datatype: input.datatype, shape: input.shape, data };
         });
       }
       for (const out of request.outputs ?? []) {
@@ -563,6 +574,7 @@ export class Server {
     }
     const resolved = (inputs === undefined ? request : { ...request, inputs }) as ResolvedRequest;
     const deliver = (response: InferResponse): InferResponse => {
+      if (pooled.size > 0) for (const out of response.outputs) pooled.delete(out.data.buffer);
       if (outputRefs.size === 0) return response;
       for (let i = 0; i < response.outputs.length; i++) {
         const out = response.outputs[i]!;

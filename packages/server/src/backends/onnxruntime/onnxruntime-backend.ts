@@ -21,6 +21,7 @@ import { NereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { Logger } from '../../observability/logger.js';
 import { gatherInput, scatterOutput, unionOfRequestedOutputs } from '../batching.js';
+import { BufferPool } from '../../core/buffer-pool.js';
 import {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
@@ -157,6 +158,12 @@ interface InlineJob {
  */
 const PIPELINE_DEPTH = 4;
 
+/**
+ * Idle feed buffers an instance keeps for reuse (`BufferPool`): enough for a few batches of
+ * megabyte-sized inputs in flight, bounded so that an instance holds little memory it does not use.
+ */
+const FEED_POOL_BYTES = 64 * 1024 * 1024;
+
 /** How long an unloading instance waits for its worker to release the session. */
 const CLOSE_TIMEOUT_MS = 10_000;
 
@@ -181,6 +188,12 @@ class OnnxInstance implements BackendInstance {
   #pending = new Map<number, Pending>();
   /** Settles when the last run sent to the worker has (never rejects). */
   #workerTail: Promise<unknown> = Promise.resolve();
+  /**
+   * Feed buffers for worker runs. A buffer belongs to the pool while idle, to one run from its
+   * gather until the worker transfers it back with the run's outcome, then to the pool again;
+   * runs lost with a dead worker lose theirs to the garbage collector.
+   */
+  readonly #feeds = new BufferPool({ maxBytes: FEED_POOL_BYTES });
   #outbox: RunRequest[] = [];
   #outboxTransfer: ArrayBuffer[] = [];
   #nextId = 1;
@@ -268,6 +281,7 @@ class OnnxInstance implements BackendInstance {
 
   #onResults(results: readonly RunOutcome[]): void {
     for (const r of results) {
+      if (r.returned !== undefined) for (const b of r.returned) this.#feeds.give(b);
       const p = this.#pending.get(r.id);
       this.#pending.delete(r.id);
       if (p === undefined) continue;
@@ -324,7 +338,7 @@ class OnnxInstance implements BackendInstance {
     this.#outboxTransfer = [];
     if (runs.length === 0) return;
     if (this.#worker === undefined) {
-      this.#onResults(runs.map((r) => ({ id: r.id, ok: false, message: 'the worker is not running' })));
+      this.#onResults(runs.map((r) => ({ id: r.id, ok: false, message: 'the worker is not running', returned: r.feeds.map((f) => f.data) })));
       return;
     }
     this.#worker.postMessage({ kind: 'runs', runs } satisfies RunsMessage, transfer);
@@ -373,6 +387,8 @@ class OnnxInstance implements BackendInstance {
     }
   };
 
+  readonly #takeFeed = (bytes: number): ArrayBuffer => this.#feeds.take(bytes);
+
   async #runOnWorker(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     if (!this.#isReady) {
       if (this.#worker === undefined) await this.start();
@@ -382,12 +398,14 @@ class OnnxInstance implements BackendInstance {
     const feeds: WireTensor[] = [];
     const transfer: ArrayBuffer[] = [];
     let bytes = 0;
+    // The one copy on this path: a single request's input as much as a batch's (the worker
+    // cannot see the request's memory), into a pooled buffer that comes back after the run.
     for (const name of requests[0]!.inputs.keys()) {
-      const gathered = gatherInput(requests, name, batching);
+      const gathered = gatherInput(requests, name, batching, this.#takeFeed);
       const type = toOrtType(gathered.datatype)!;
       const data = gathered.data.buffer as ArrayBuffer;
-      bytes += data.byteLength;
-      feeds.push({ name, type, dims: gathered.shape, data });
+      bytes += gathered.data.byteLength;
+      feeds.push({ name, type, dims: gathered.shape, data, byteLength: gathered.data.byteLength });
       transfer.push(data);
     }
     const fetches = unionOfRequestedOutputs(requests);

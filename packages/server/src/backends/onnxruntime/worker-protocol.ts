@@ -1,6 +1,7 @@
 /**
  * Messages between an ONNX Runtime instance (main thread) and its session worker thread.
- * Tensor bytes travel as transferred ArrayBuffers (moved, not copied).
+ * Tensor bytes travel as transferred ArrayBuffers (moved, not copied). Feed buffers come back
+ * with the run's outcome (`returned`), so the instance reuses them for later runs.
  */
 import type { OrtTensorType } from './ort-types.js';
 
@@ -18,8 +19,12 @@ export interface WireTensor {
   name: string;
   type: OrtTensorType;
   dims: number[];
-  /** Raw bytes; for 'string' tensors the 4-byte length-prefixed element encoding. */
+  /**
+   * Raw bytes; for 'string' tensors the 4-byte length-prefixed element encoding. The tensor is
+   * the first `byteLength` bytes (a pooled feed buffer may be larger); absent: all of them.
+   */
   data: ArrayBuffer;
+  byteLength?: number;
 }
 
 /** One execution: a batch's gathered inputs and the outputs to fetch. */
@@ -56,8 +61,10 @@ export type RunOutcome =
       inputsReady: bigint;
       outputsStart: bigint;
       end: bigint;
+      /** The run's feed buffers, transferred back once ONNX Runtime is done with them. */
+      returned: ArrayBuffer[];
     }
-  | { id: number; ok: false; message: string };
+  | { id: number; ok: false; message: string; returned?: ArrayBuffer[] };
 
 export type WorkerReply =
   /** The session is loaded; `loadNs`: how long loading it took. */

@@ -1,0 +1,72 @@
+/**
+ * A pool of large `ArrayBuffer`s reused across requests, so that a hot path which must copy
+ * megabytes per request does not also allocate them: a fresh large buffer costs page faults on
+ * first touch and, as external memory, drives V8 into full collections.
+ *
+ * Ownership: `take` hands a buffer to the caller alone; the caller gives it back with `give` once
+ * nothing can read or write it any more (for a transferred buffer: once it has come back). A
+ * buffer that is never given back is simply garbage collected. The pool keeps at most `maxBytes`
+ * of idle buffers; buffers below `minBytes` are not worth pooling and are allocated fresh.
+ */
+export interface BufferPoolOptions {
+  /** Smallest request served from the pool (smaller ones get a fresh buffer). Default 64 KiB. */
+  minBytes?: number;
+  /** Most idle bytes kept. Default 256 MiB. */
+  maxBytes?: number;
+}
+
+export class BufferPool {
+  readonly #minBytes: number;
+  readonly #maxBytes: number;
+  /** Idle buffers, smallest first. */
+  #idle: ArrayBuffer[] = [];
+  #idleBytes = 0;
+
+  constructor(options: BufferPoolOptions = {}) {
+    this.#minBytes = options.minBytes ?? 64 * 1024;
+    this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
+  }
+
+  /** Idle bytes held. */
+  get idleBytes(): number {
+    return this.#idleBytes;
+  }
+
+  /**
+   * A buffer of at least `size` bytes (contents undefined), owned by the caller until `give`.
+   * An idle buffer is reused when it is no more than twice as large as asked.
+   */
+  take(size: number): ArrayBuffer {
+    if (size >= this.#minBytes) {
+      const idle = this.#idle;
+      for (let i = 0; i < idle.length; i++) {
+        const buffer = idle[i]!;
+        if (buffer.byteLength < size) continue;
+        if (buffer.byteLength > 2 * size) break;
+        idle.splice(i, 1);
+        this.#idleBytes -= buffer.byteLength;
+        return buffer;
+      }
+    }
+    // Unpooled, so that the whole ArrayBuffer is this tensor's own and may be transferred.
+    const fresh = Buffer.allocUnsafeSlow(size);
+    return fresh.buffer as ArrayBuffer;
+  }
+
+  /** Returns a buffer taken from this pool (or any buffer the caller owns alone) for reuse. */
+  give(buffer: ArrayBuffer): void {
+    const size = buffer.byteLength;
+    if (size < this.#minBytes || size === 0) return;
+    if (this.#idleBytes + size > this.#maxBytes) {
+      // Keeps the most recently used sizes: drops the largest idle buffers to make room.
+      while (this.#idle.length > 0 && this.#idleBytes + size > this.#maxBytes) {
+        this.#idleBytes -= this.#idle.pop()!.byteLength;
+      }
+      if (size > this.#maxBytes) return;
+    }
+    let i = 0;
+    while (i < this.#idle.length && this.#idle[i]!.byteLength < size) i++;
+    this.#idle.splice(i, 0, buffer);
+    this.#idleBytes += size;
+  }
+}
