@@ -124,7 +124,10 @@ class Stub:
         kind = message.get("t")
         if kind == "exec":
             requests = message["requests"]
-            arrays = self.inbound.take(message.get("shm"), [t for r in requests for t in r["inputs"]])
+            # Inputs of a model that answers within execute are views over the ring, released
+            # when execute returns; a decoupled model's requests outlive it, so theirs are copies.
+            arrays, message["held"] = self.inbound.take(
+                message.get("shm"), [t for r in requests for t in r["inputs"]], view=not self.decoupled)
             start = 0
             for request in requests:
                 count = len(request["inputs"])
@@ -182,7 +185,7 @@ class Stub:
     def _answer(self, message):
         arrays = None
         if message.get("outputs"):
-            arrays = self.inbound.take(message.get("shm"), message["outputs"])
+            arrays, _ = self.inbound.take(message.get("shm"), message["outputs"])
         with self._calls_lock:
             waiter = self._calls.pop(message["call"], None)
         if waiter is None:
@@ -548,7 +551,10 @@ class Stub:
             message = self._next_work()
             kind = message["t"]
             if kind == "exec":
-                self.execute(message)
+                try:
+                    self.execute(message)
+                finally:
+                    self.inbound.release(message.get("held"))
                 continue
             try:
                 if kind == "init":
