@@ -312,10 +312,22 @@ export class Server {
     return this.#models.resolve(model, version).servable;
   }
 
-  /** Whether the resolved version is READY; lookup failures throw (protocol.md §3.3). */
+  /**
+   * Whether the resolved version is READY in the repository; lookup failures throw (protocol.md
+   * §3.3). Synchronous: backends' readiness probes are not consulted (see `checkModelReady`).
+   */
   isModelReady(model: string, version?: string): boolean {
     this.#resolve(model, version);
     return true;
+  }
+
+  /**
+   * The model-ready check of the health endpoints: the version is READY (lookup failures throw,
+   * as for `isModelReady`) and every instance's readiness probe answers true
+   * (`BackendInstance.isReady`; a Python model's `is_ready()`, models-and-scheduling.md §8.5).
+   */
+  async checkModelReady(model: string, version?: string): Promise<boolean> {
+    return this.#resolve(model, version).probeReady();
   }
 
   modelMetadata(model: string, version?: string): ModelMetadata {

@@ -129,8 +129,8 @@ export class HttpFrontend {
       live: { GET: (_q, res) => sendStatus(res, healthStatus(this.#server, this.#server.isLive())) },
       ready: { GET: (_q, res) => sendStatus(res, healthStatus(this.#server, this.#server.isReady())) },
       modelReady: {
-        GET: (_q, res, m, v) => {
-          if (this.#server.isModelReady(m, v)) sendStatus(res, 200);
+        GET: async (_q, res, m, v) => {
+          if (await this.#server.checkModelReady(m, v)) sendStatus(res, 200);
           else sendJson(res, 400, JSON.stringify({ error: 'Model version not ready' }));
         },
       },
