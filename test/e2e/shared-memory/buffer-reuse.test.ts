@@ -1,11 +1,12 @@
 /**
  * Buffers reused across requests (core/buffer-pool.ts): the ONNX Runtime instance's feed buffers
- * (worker runs) and the shared-memory manager's region reads. A reused buffer must never change
+ * (worker runs), the HTTP frontend's request bodies and the shared-memory manager's region reads. A reused buffer must never change
  * what an earlier response holds, concurrent requests of different sizes must each get their
  * own bytes back, and an input a model echoes as its output must not be reused under the response.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient, SystemSharedMemoryRegion, type InferResult } from '@nereid/client';
 import { identityModel } from '@nereid/testkit';
@@ -64,6 +65,49 @@ function filled(n: number, seed: number): Float32Array {
   const a = new Float32Array(n);
   for (let i = 0; i < n; i++) a[i] = seed * 1000 + (i % 997);
   return a;
+}
+
+/**
+ * POSTs `data` to the echo model as Triton's binary extension; resolves once the response
+ * headers arrived. With `stall`, the body is not read until `body()` is called.
+ */
+function postEcho(data: Float32Array, stall: boolean): Promise<{ body(): Promise<Float32Array> }> {
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: [{ name: 'X', datatype: 'FP32', shape: [data.length], parameters: { binary_data_size: data.byteLength } }],
+      outputs: [{ name: 'Y', parameters: { binary_data: true } }],
+    }),
+  );
+  const payload = Buffer.concat([header, Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${srv.url}/v2/models/echo/infer`,
+      { method: 'POST', agent: false, headers: { 'Content-Length': payload.byteLength, 'Inference-Header-Content-Length': header.byteLength } },
+      (res) => {
+        if (stall) res.pause();
+        const chunks: Buffer[] = [];
+        const done = new Promise<Float32Array>((ok, fail) => {
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const all = Buffer.concat(chunks);
+            const json = Number(res.headers['inference-header-content-length']);
+            if (res.statusCode !== 200) return fail(new Error(`HTTP ${res.statusCode}: ${all.toString()}`));
+            const blob = all.subarray(json);
+            ok(new Float32Array(blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.byteLength)));
+          });
+          res.on('error', fail);
+        });
+        resolve({
+          body: () => {
+            res.resume();
+            return done;
+          },
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
 }
 
 function region(byteSize: number): SystemSharedMemoryRegion {
@@ -149,6 +193,19 @@ describe('buffers reused across requests', () => {
       });
     }
     for (const [got, expected, what] of await Promise.all(calls)) assertFloats(got, expected, what);
+  });
+
+  it('an HTTP request body is not reused while a response that views it is still being sent', async () => {
+    // The echo model answers with views over the request body. The first client stops reading
+    // its 16 MiB response, so the server still holds part of it when a second request of the
+    // same size arrives on another connection and needs a body buffer.
+    const n = 4 << 20;
+    const first = filled(n, 21);
+    const second = filled(n, 22);
+    const a = await postEcho(first, true);
+    const b = await postEcho(second, false);
+    assertFloats(await b.body(), second, 'second response');
+    assertFloats(await a.body(), first, 'first response, read after the second request');
   });
 
   it('an input read from shared memory that a model echoes is not reused under its response', async () => {
