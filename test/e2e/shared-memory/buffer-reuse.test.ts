@@ -1,6 +1,7 @@
 /**
- * Buffers reused across requests (core/buffer-pool.ts): the ONNX Runtime instance's feed buffers
- * (worker runs), the HTTP frontend's request bodies and the shared-memory manager's region reads. A reused buffer must never change
+ * Buffers reused across requests (core/buffer-pool.ts): the ONNX Runtime instance's feed and
+ * output buffers (worker runs), the HTTP frontend's request bodies and the shared-memory
+ * manager's region reads. A reused buffer must never change
  * what an earlier response holds, concurrent requests of different sizes must each get their
  * own bytes back, and an input a model echoes as its output must not be reused under the response.
  */
@@ -72,16 +73,28 @@ function filled(n: number, seed: number): Float32Array {
  * headers arrived. With `stall`, the body is not read until `body()` is called.
  */
 function postEcho(data: Float32Array, stall: boolean): Promise<{ body(): Promise<Float32Array> }> {
+  return postBinary('echo', 'X', 'Y', [data.length], data, stall);
+}
+
+/** `postEcho` for any FP32 model with one input and one output. */
+function postBinary(
+  model: string,
+  input: string,
+  output: string,
+  shape: number[],
+  data: Float32Array,
+  stall: boolean,
+): Promise<{ body(): Promise<Float32Array> }> {
   const header = Buffer.from(
     JSON.stringify({
-      inputs: [{ name: 'X', datatype: 'FP32', shape: [data.length], parameters: { binary_data_size: data.byteLength } }],
-      outputs: [{ name: 'Y', parameters: { binary_data: true } }],
+      inputs: [{ name: input, datatype: 'FP32', shape, parameters: { binary_data_size: data.byteLength } }],
+      outputs: [{ name: output, parameters: { binary_data: true } }],
     }),
   );
   const payload = Buffer.concat([header, Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
   return new Promise((resolve, reject) => {
     const req = request(
-      `${srv.url}/v2/models/echo/infer`,
+      `${srv.url}/v2/models/${model}/infer`,
       { method: 'POST', agent: false, headers: { 'Content-Length': payload.byteLength, 'Inference-Header-Content-Length': header.byteLength } },
       (res) => {
         if (stall) res.pause();
@@ -206,6 +219,21 @@ describe('buffers reused across requests', () => {
     const b = await postEcho(second, false);
     assertFloats(await b.body(), second, 'second response');
     assertFloats(await a.body(), first, 'first response, read after the second request');
+  });
+
+  it("an ONNX Runtime output buffer is not reused while a response that carries it is still being sent", async () => {
+    // Outputs of worker runs come back to the instance once their response was written out and
+    // are reused for later outputs; the first client stops reading, later requests must not
+    // land in the buffer its response still sends from.
+    const n = 4 << 20;
+    const first = filled(n, 31);
+    const a = await postBinary('identity', 'INPUT0', 'OUTPUT0', [1, n], first, true);
+    for (let i = 0; i < 3; i++) {
+      const data = filled(n, 32 + i);
+      const b = await postBinary('identity', 'INPUT0', 'OUTPUT0', [1, n], data, false);
+      assertFloats(await b.body(), data, `later request ${i}`);
+    }
+    assertFloats(await a.body(), first, 'first response, read after the later requests');
   });
 
   it('an input read from shared memory that a model echoes is not reused under its response', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BufferPool } from './buffer-pool.js';
+import { BufferPool, lendViews, returnView } from './buffer-pool.js';
 
 describe('BufferPool', () => {
   it('hands a given-back buffer to the next caller of a fitting size, and never to two callers at once', () => {
@@ -46,5 +46,41 @@ describe('BufferPool', () => {
     structuredClone(b, { transfer: [b] });
     pool.give(b);
     assert.equal(pool.idleBytes, 0);
+  });
+});
+
+describe('lendViews / returnView', () => {
+  it('gives the buffer back only once every lent view was returned, each view counting once', () => {
+    const pool = new BufferPool({ minBytes: 1024 });
+    const buffer = pool.take(8192);
+    const a = new Uint8Array(buffer, 0, 4096);
+    const b = new Uint8Array(buffer, 4096, 4096);
+    lendViews(pool, buffer, [a, b]);
+    returnView(a);
+    returnView(a);
+    assert.equal(pool.idleBytes, 0, 'one view is still out');
+    returnView(new Uint8Array(buffer, 4096, 4096));
+    assert.equal(pool.idleBytes, 0, 'a view that was not lent does not count');
+    returnView(b);
+    assert.equal(pool.idleBytes, buffer.byteLength);
+    assert.equal(pool.take(8192), buffer);
+  });
+
+  it('keeps a buffer out of the pool while a view is never returned', () => {
+    const pool = new BufferPool({ minBytes: 1024 });
+    const buffer = pool.take(4096);
+    const kept = new Uint8Array(buffer);
+    const sent = new Uint8Array(buffer, 0, 100);
+    lendViews(pool, buffer, [kept, sent]);
+    returnView(sent);
+    assert.equal(pool.idleBytes, 0);
+    assert.notEqual(pool.take(4096), buffer);
+  });
+
+  it('gives a buffer lent to no view straight back', () => {
+    const pool = new BufferPool({ minBytes: 1024 });
+    const buffer = pool.take(4096);
+    lendViews(pool, buffer, [new Uint8Array(8)]);
+    assert.equal(pool.idleBytes, buffer.byteLength);
   });
 });

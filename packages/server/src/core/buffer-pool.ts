@@ -37,20 +37,34 @@ export class BufferPool {
    * An idle buffer is reused when it is no more than twice as large as asked.
    */
   take(size: number): ArrayBuffer {
-    if (size >= this.#minBytes) {
-      const idle = this.#idle;
-      for (let i = 0; i < idle.length; i++) {
-        const buffer = idle[i]!;
-        if (buffer.byteLength < size) continue;
-        if (buffer.byteLength > 2 * size) break;
-        idle.splice(i, 1);
-        this.#idleBytes -= buffer.byteLength;
-        return buffer;
-      }
-    }
+    const idle = this.takeIdle(size);
+    if (idle !== undefined) return idle;
     // Unpooled, so that the whole ArrayBuffer is this tensor's own and may be transferred.
     const fresh = Buffer.allocUnsafeSlow(size);
     return fresh.buffer as ArrayBuffer;
+  }
+
+  /** Like `take`, but only an idle buffer: undefined when none fits. */
+  takeIdle(size: number): ArrayBuffer | undefined {
+    if (size < this.#minBytes) return undefined;
+    const idle = this.#idle;
+    for (let i = 0; i < idle.length; i++) {
+      const buffer = idle[i]!;
+      if (buffer.byteLength < size) continue;
+      if (buffer.byteLength > 2 * size) break;
+      idle.splice(i, 1);
+      this.#idleBytes -= buffer.byteLength;
+      return buffer;
+    }
+    return undefined;
+  }
+
+  /** Takes every idle buffer out of the pool (to hand them to another owner, e.g. a worker). */
+  drain(): ArrayBuffer[] {
+    const idle = this.#idle;
+    this.#idle = [];
+    this.#idleBytes = 0;
+    return idle;
   }
 
   /** Returns a buffer taken from this pool (or any buffer the caller owns alone) for reuse. */
@@ -69,4 +83,43 @@ export class BufferPool {
     this.#idle.splice(i, 0, buffer);
     this.#idleBytes += size;
   }
+}
+
+/** A pooled buffer lent out as views; it goes back to its pool when every view was returned. */
+interface Loan {
+  readonly pool: BufferPool;
+  readonly buffer: ArrayBuffer;
+  outstanding: number;
+}
+
+const loans = new WeakMap<Uint8Array, Loan>();
+
+/**
+ * Lends `buffer` (taken from `pool`) out as `views`, each over part of it, for as long as any of
+ * them may be read. Every holder that is the last reader of a view hands it back with
+ * `returnView`; once all views are back the buffer returns to the pool. A view that is never
+ * returned (kept as sequence state, turned into another tensor, dropped by an embedder) keeps
+ * the buffer out of the pool: it is then garbage collected like any other, so forgetting to
+ * return a view costs a reuse, never correctness.
+ *
+ * Contract for callers of `returnView`: after it, the view's bytes may change at any moment, so
+ * only the final consumer of a response (the frontend once the bytes were written out, the
+ * shared-memory delivery once they were copied into a region) returns views.
+ */
+export function lendViews(pool: BufferPool, buffer: ArrayBuffer, views: readonly Uint8Array[]): void {
+  const loan: Loan = { pool, buffer, outstanding: 0 };
+  for (const view of views) {
+    if (view.buffer !== buffer || loans.has(view)) continue;
+    loans.set(view, loan);
+    loan.outstanding++;
+  }
+  if (loan.outstanding === 0) pool.give(buffer);
+}
+
+/** Returns a view lent by `lendViews` (any other view is ignored; a second return too). */
+export function returnView(view: Uint8Array): void {
+  const loan = loans.get(view);
+  if (loan === undefined) return;
+  loans.delete(view);
+  if (--loan.outstanding === 0) loan.pool.give(loan.buffer);
 }

@@ -28,6 +28,7 @@ import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
 import { checkBackendOutput } from './response-validation.js';
+import { returnView } from './buffer-pool.js';
 import { SharedMemoryManager, type SharedMemoryLease } from './shared-memory.js';
 import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
 import type {
@@ -494,7 +495,7 @@ export class Server {
         `model '${mv.name}' uses the decoupled transaction policy, which sends any number of responses; use a streaming API`,
       );
     }
-    const shm = this.#bindSharedMemory(request);
+    const shm = this.#bindSharedMemory(request, true);
     try {
       const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined);
       mv.scheduler.enqueue(inferenceRequest);
@@ -542,8 +543,13 @@ export class Server {
    * input after responding, docs/backends.md), so the input buffers go back to the pool, except
    * any that a delivered response's output views (a model that echoes an input), which are left
    * to the garbage collector.
+   *
+   * With `returnOutputs` (`infer`: the one, final response of a request whose steps have all
+   * ended), `deliver` hands each output it copied into a region back (`returnView`), so a pooled
+   * output buffer is reused. Streams keep them: a decoupled ensemble's later iterations may still
+   * read a tensor an earlier response carried.
    */
-  #bindSharedMemory(request: InferRequest): {
+  #bindSharedMemory(request: InferRequest, returnOutputs: boolean): {
     request: ResolvedRequest;
     deliver(response: InferResponse): InferResponse;
     release(): void;
@@ -588,6 +594,7 @@ export class Server {
     const deliver = (response: InferResponse): InferResponse => {
       if (pooled.size > 0) for (const out of response.outputs) pooled.delete(out.data.buffer);
       if (outputRefs.size === 0) return response;
+      const written: Uint8Array[] | undefined = returnOutputs ? [] : undefined;
       for (let i = 0; i < response.outputs.length; i++) {
         const out = response.outputs[i]!;
         const ref = outputRefs.get(out.name);
@@ -599,7 +606,13 @@ export class Server {
           );
         }
         leases.get(ref.region)!.write(ref.offset ?? 0, out.data);
+        written?.push(out.data);
         response.outputs[i] = { name: out.name, datatype: out.datatype, shape: out.shape, data: EMPTY_BYTES, sharedMemory: ref };
+      }
+      if (written !== undefined && written.length > 0) {
+        // A tensor the response also carries as bytes (two outputs of one tensor) stays out.
+        const carried = new Set(response.outputs.map((o) => o.data));
+        for (const view of written) if (!carried.has(view)) returnView(view);
       }
       return response;
     };
@@ -621,7 +634,7 @@ export class Server {
     const mv = this.#resolve(request.model, request.version);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';
-    const shm = this.#bindSharedMemory(request);
+    const shm = this.#bindSharedMemory(request, false);
     try {
       await this.#inferStream(mv, shm.request, options, requestTime, decoupled, id, shm.deliver);
     } finally {

@@ -1,9 +1,18 @@
 /**
  * Messages between an ONNX Runtime instance (main thread) and its session worker thread.
  * Tensor bytes travel as transferred ArrayBuffers (moved, not copied). Feed buffers come back
- * with the run's outcome (`returned`), so the instance reuses them for later runs.
+ * with the run's outcome (`returned`), and output buffers the main thread is done with go to the
+ * worker as `spares`, so the instance reuses both for later runs.
  */
 import type { OrtTensorType } from './ort-types.js';
+
+/**
+ * Outputs at least this large are pooled: the main thread lends them to responses and, once they
+ * come back, sends them to the worker as spares to copy later outputs into (a copy into memory
+ * already mapped costs less than the page faults of a fresh buffer and the collections fresh
+ * external memory triggers on the main thread).
+ */
+export const POOLED_OUTPUT_MIN_BYTES = 256 * 1024;
 
 export interface SessionWorkerOptions {
   modelPath: string;
@@ -21,7 +30,8 @@ export interface WireTensor {
   dims: number[];
   /**
    * Raw bytes; for 'string' tensors the 4-byte length-prefixed element encoding. The tensor is
-   * the first `byteLength` bytes (a pooled feed buffer may be larger); absent: all of them.
+   * the first `byteLength` bytes (a pooled feed or output buffer may be larger); absent: all of
+   * them. An output with `byteLength` set is in a pooled buffer (a spare).
    */
   data: ArrayBuffer;
   byteLength?: number;
@@ -38,6 +48,11 @@ export interface RunRequest {
 export interface RunsMessage {
   kind: 'runs';
   runs: RunRequest[];
+  /**
+   * Idle output buffers (transferred) for the worker to copy large outputs into, so that they
+   * come back to the main thread in memory it already had instead of fresh allocations.
+   */
+  spares?: ArrayBuffer[];
 }
 
 /**

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import { Server as NetServer, type Socket } from 'node:net';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
-import { BufferPool } from '../../core/buffer-pool.js';
+import { BufferPool, returnView } from '../../core/buffer-pool.js';
 import { decodeContent, readBody, readBodyInto, type PooledBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
 import type { InferRequest, InferResponse } from '../../core/types.js';
@@ -441,15 +441,28 @@ export class HttpFrontend {
       sendError(res, error, error.code === 'REQUEST_COMPRESSION_UNSUPPORTED' ? { 'Accept-Encoding': 'gzip, deflate' } : {});
       return;
     }
+    // The response's outputs, once known: their views go back (`returnView`) with the body.
+    const sent: { response?: InferResponse } = {};
     try {
-      await this.#inferBody(req, res, model, version, body, signal);
+      await this.#inferBody(req, res, model, version, body, signal, sent);
     } finally {
       // The request has settled (its backend answered it); the response may still be on its way.
-      afterResponse(res, read.release);
+      afterResponse(res, () => {
+        read.release();
+        for (const out of sent.response?.outputs ?? []) returnView(out.data);
+      });
     }
   }
 
-  async #inferBody(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined, body: Buffer, signal: AbortSignal): Promise<void> {
+  async #inferBody(
+    req: IncomingMessage,
+    res: ServerResponse,
+    model: string,
+    version: string | undefined,
+    body: Buffer,
+    signal: AbortSignal,
+    sent: { response?: InferResponse },
+  ): Promise<void> {
     const split = splitInferenceBody(body, req.headers[INFERENCE_HEADER_CONTENT_LENGTH] as string | undefined);
     const decoded = split.rawBinary
       ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
@@ -461,6 +474,7 @@ export class HttpFrontend {
     const response = await this.#server.infer(decoded.request, { signal }).catch((err: unknown) => {
       throw decoupledError(err, "HTTP end point doesn't support models with decoupled transaction policy");
     });
+    sent.response = response;
     const encoded = encodeInferResponse(response, decoded);
 
     const headers: Record<string, string | number> = {
