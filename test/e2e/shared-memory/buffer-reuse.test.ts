@@ -7,11 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient, SystemSharedMemoryRegion, type InferResult } from '@nereid/client';
 import { identityModel } from '@nereid/testkit';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { postFp32, type StalledResponse } from '../../helpers/http.js';
 import { modelFiles } from '../../helpers/models.js';
 
 /** FP32 identity [1, -1] on its worker thread (execution_thread "worker"), one instance. */
@@ -68,59 +68,12 @@ function filled(n: number, seed: number): Float32Array {
   return a;
 }
 
-/**
- * POSTs `data` to the echo model as Triton's binary extension; resolves once the response
- * headers arrived. With `stall`, the body is not read until `body()` is called.
- */
-function postEcho(data: Float32Array, stall: boolean): Promise<{ body(): Promise<Float32Array> }> {
-  return postBinary('echo', 'X', 'Y', [data.length], data, stall);
+function postEcho(data: Float32Array, stall: boolean): Promise<StalledResponse> {
+  return postFp32(srv.url, 'echo', 'X', 'Y', [data.length], data, stall);
 }
 
-/** `postEcho` for any FP32 model with one input and one output. */
-function postBinary(
-  model: string,
-  input: string,
-  output: string,
-  shape: number[],
-  data: Float32Array,
-  stall: boolean,
-): Promise<{ body(): Promise<Float32Array> }> {
-  const header = Buffer.from(
-    JSON.stringify({
-      inputs: [{ name: input, datatype: 'FP32', shape, parameters: { binary_data_size: data.byteLength } }],
-      outputs: [{ name: output, parameters: { binary_data: true } }],
-    }),
-  );
-  const payload = Buffer.concat([header, Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      `${srv.url}/v2/models/${model}/infer`,
-      { method: 'POST', agent: false, headers: { 'Content-Length': payload.byteLength, 'Inference-Header-Content-Length': header.byteLength } },
-      (res) => {
-        if (stall) res.pause();
-        const chunks: Buffer[] = [];
-        const done = new Promise<Float32Array>((ok, fail) => {
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            const all = Buffer.concat(chunks);
-            const json = Number(res.headers['inference-header-content-length']);
-            if (res.statusCode !== 200) return fail(new Error(`HTTP ${res.statusCode}: ${all.toString()}`));
-            const blob = all.subarray(json);
-            ok(new Float32Array(blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.byteLength)));
-          });
-          res.on('error', fail);
-        });
-        resolve({
-          body: () => {
-            res.resume();
-            return done;
-          },
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
+function postBinary(model: string, input: string, output: string, shape: number[], data: Float32Array, stall: boolean): Promise<StalledResponse> {
+  return postFp32(srv.url, model, input, output, shape, data, stall);
 }
 
 function region(byteSize: number): SystemSharedMemoryRegion {
