@@ -92,7 +92,18 @@ interface Loan {
   outstanding: number;
 }
 
-const loans = new WeakMap<Uint8Array, Loan>();
+/**
+ * Where a lent view keeps its loan: a symbol-keyed property of the view itself. A WeakMap keyed
+ * by the views would do the same without touching them, but V8's young-generation collector
+ * keeps WeakMap entries alive, so every lent buffer that is never returned would survive until
+ * a full collection, and large external memory waiting for full collections is what this pool
+ * exists to avoid.
+ */
+const LOAN: unique symbol = Symbol('nereid.bufferLoan');
+
+interface LentView extends Uint8Array {
+  [LOAN]?: Loan | undefined;
+}
 
 /**
  * Lends `buffer` (taken from `pool`) out as `views`, each over part of it, for as long as any of
@@ -108,9 +119,9 @@ const loans = new WeakMap<Uint8Array, Loan>();
  */
 export function lendViews(pool: BufferPool, buffer: ArrayBuffer, views: readonly Uint8Array[]): void {
   const loan: Loan = { pool, buffer, outstanding: 0 };
-  for (const view of views) {
-    if (view.buffer !== buffer || loans.has(view)) continue;
-    loans.set(view, loan);
+  for (const view of views as readonly LentView[]) {
+    if (view.buffer !== buffer || view[LOAN] !== undefined) continue;
+    view[LOAN] = loan;
     loan.outstanding++;
   }
   if (loan.outstanding === 0) pool.give(buffer);
@@ -118,8 +129,9 @@ export function lendViews(pool: BufferPool, buffer: ArrayBuffer, views: readonly
 
 /** Returns a view lent by `lendViews` (any other view is ignored; a second return too). */
 export function returnView(view: Uint8Array): void {
-  const loan = loans.get(view);
+  const lent = view as LentView;
+  const loan = lent[LOAN];
   if (loan === undefined) return;
-  loans.delete(view);
+  lent[LOAN] = undefined;
   if (--loan.outstanding === 0) loan.pool.give(loan.buffer);
 }
