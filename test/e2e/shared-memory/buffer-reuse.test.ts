@@ -1,7 +1,7 @@
 /**
- * Buffers reused across requests (core/buffer-pool.ts): the ONNX Runtime instance's feed and
- * output buffers (worker runs), the HTTP frontend's request bodies and the shared-memory
- * manager's region reads. A reused buffer must never change
+ * Buffers reused across requests (core/buffer-pool.ts): the ONNX Runtime instance's output
+ * buffers (worker runs), the HTTP frontend's request bodies and the shared-memory manager's
+ * region reads. A reused buffer must never change
  * what an earlier response holds, concurrent requests of different sizes must each get their
  * own bytes back, and an input a model echoes as its output must not be reused under the response.
  */
@@ -108,7 +108,7 @@ after(async () => {
 });
 
 describe('buffers reused across requests', () => {
-  it('a later request through the same pooled feed buffer leaves an earlier response as it was', async () => {
+  it('later requests through reused buffers leave an earlier response as it was', async () => {
     const first = filled(N, 1);
     const second = filled(N, 2);
     const a = await http.infer({ model: 'identity', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, N], data: first }] });

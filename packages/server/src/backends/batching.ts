@@ -10,27 +10,16 @@ export interface GatheredTensor {
   readonly name: string;
   readonly datatype: DataType;
   readonly shape: number[];
-  /**
-   * The gathered bytes, owned by the caller: a fresh buffer whose whole `ArrayBuffer` is this
-   * tensor's (it may be transferred to another thread), or the first bytes of the buffer
-   * `allocate` gave.
-   */
+  /** A fresh buffer owned by the caller (it may be transferred to another thread). */
   readonly data: Uint8Array;
 }
 
 /**
  * Concatenates input `name` of every request, in order. For batching models the result's shape
  * is `[Σ batch sizes] + item shape`; for a single request its own shape is kept.
- * The scheduler guarantees equal item shapes within a batch. `allocate(bytes)`, when given,
- * supplies the destination (an `ArrayBuffer` of at least `bytes` bytes, e.g. from a
- * `BufferPool`); otherwise a fresh unpooled buffer is allocated.
+ * The scheduler guarantees equal item shapes within a batch.
  */
-export function gatherInput(
-  requests: readonly BackendRequest[],
-  name: string,
-  batching: boolean,
-  allocate?: (bytes: number) => ArrayBuffer,
-): GatheredTensor {
+export function gatherInput(requests: readonly BackendRequest[], name: string, batching: boolean): GatheredTensor {
   const first = requests[0]!.inputs.get(name);
   if (first === undefined) throw new NereidError('INPUT_MISSING', `input '${name}' is missing from the batch`);
   let total = 0;
@@ -41,7 +30,7 @@ export function gatherInput(
     rows += batching ? t.shape[0]! : 1;
   }
   // Every byte is written below: skip zero-filling. Unpooled, so `data.buffer` is this tensor's own.
-  const data: Uint8Array = allocate === undefined ? Buffer.allocUnsafeSlow(total) : new Uint8Array(allocate(total), 0, total);
+  const data: Uint8Array = Buffer.allocUnsafeSlow(total);
   let offset = 0;
   for (const r of requests) {
     const bytes = r.inputs.get(name)!.data;

@@ -161,10 +161,10 @@ interface InlineJob {
 const PIPELINE_DEPTH = 4;
 
 /**
- * Idle feed buffers an instance keeps for reuse (`BufferPool`): enough for a few batches of
- * megabyte-sized inputs in flight, bounded so that an instance holds little memory it does not use.
+ * Idle output buffers an instance keeps for reuse (`BufferPool`): enough for a few batches of
+ * megabyte-sized outputs in flight, bounded so that an instance holds little memory it does not use.
  */
-const FEED_POOL_BYTES = 64 * 1024 * 1024;
+const OUTPUT_POOL_BYTES = 64 * 1024 * 1024;
 
 /** How long an unloading instance waits for its worker to release the session. */
 const CLOSE_TIMEOUT_MS = 10_000;
@@ -191,16 +191,10 @@ class OnnxInstance implements BackendInstance {
   /** Settles when the last run sent to the worker has (never rejects). */
   #workerTail: Promise<unknown> = Promise.resolve();
   /**
-   * Feed buffers for worker runs. A buffer belongs to the pool while idle, to one run from its
-   * gather until the worker transfers it back with the run's outcome, then to the pool again;
-   * runs lost with a dead worker lose theirs to the garbage collector.
-   */
-  readonly #feeds = new BufferPool({ maxBytes: FEED_POOL_BYTES });
-  /**
    * Large outputs of worker runs: lent to the responses that carry them; once every view came
    * back (`returnView`), idle here until the next message to the worker takes them as spares.
    */
-  readonly #outputs = new BufferPool({ maxBytes: FEED_POOL_BYTES });
+  readonly #outputs = new BufferPool({ maxBytes: OUTPUT_POOL_BYTES });
   #outbox: RunRequest[] = [];
   #outboxTransfer: ArrayBuffer[] = [];
   #nextId = 1;
@@ -288,7 +282,6 @@ class OnnxInstance implements BackendInstance {
 
   #onResults(results: readonly RunOutcome[]): void {
     for (const r of results) {
-      if (r.returned !== undefined) for (const b of r.returned) this.#feeds.give(b);
       const p = this.#pending.get(r.id);
       this.#pending.delete(r.id);
       if (p === undefined) continue;
@@ -345,7 +338,7 @@ class OnnxInstance implements BackendInstance {
     this.#outboxTransfer = [];
     if (runs.length === 0) return;
     if (this.#worker === undefined) {
-      this.#onResults(runs.map((r) => ({ id: r.id, ok: false, message: 'the worker is not running', returned: r.feeds.map((f) => f.data) })));
+      this.#onResults(runs.map((r) => ({ id: r.id, ok: false, message: 'the worker is not running' })));
       return;
     }
     const spares = this.#outputs.drain();
@@ -396,8 +389,6 @@ class OnnxInstance implements BackendInstance {
     }
   };
 
-  readonly #takeFeed = (bytes: number): ArrayBuffer => this.#feeds.take(bytes);
-
   async #runOnWorker(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     if (!this.#isReady) {
       if (this.#worker === undefined) await this.start();
@@ -407,14 +398,17 @@ class OnnxInstance implements BackendInstance {
     const feeds: WireTensor[] = [];
     const transfer: ArrayBuffer[] = [];
     let bytes = 0;
-    // The one copy on this path: a single request's input as much as a batch's (the worker
-    // cannot see the request's memory), into a pooled buffer that comes back after the run.
+    // The one copy on this path, a single request's input as much as a batch's (the worker
+    // cannot see the request's memory), into a fresh buffer that the worker keeps. Reusing feed
+    // buffers (transferred back with each outcome) was measured and dropped: every buffer moved
+    // into the main thread counts there as new external memory, and the extra transfer per run
+    // cost more collections than the fresh allocation it saved.
     for (const name of requests[0]!.inputs.keys()) {
-      const gathered = gatherInput(requests, name, batching, this.#takeFeed);
+      const gathered = gatherInput(requests, name, batching);
       const type = toOrtType(gathered.datatype)!;
       const data = gathered.data.buffer as ArrayBuffer;
-      bytes += gathered.data.byteLength;
-      feeds.push({ name, type, dims: gathered.shape, data, byteLength: gathered.data.byteLength });
+      bytes += data.byteLength;
+      feeds.push({ name, type, dims: gathered.shape, data });
       transfer.push(data);
     }
     const fetches = unionOfRequestedOutputs(requests);

@@ -72,8 +72,6 @@ async function handle(
     const outcome = await execute(queue[i]!);
     const now = process.hrtime.bigint();
     if (outcome.ok) for (const o of outcome.outputs) transfer.push(o.data);
-    // A run is done with its feeds (ONNX Runtime reads them during the run): they go back.
-    if (outcome.returned !== undefined) for (const b of outcome.returned) transfer.push(b);
     if (results.length === 0) oldest = now;
     results.push(outcome);
     if (i === queue.length - 1 && close === undefined) {
@@ -92,26 +90,11 @@ async function handle(
 
 function outcome(run: RunRequest, results: Record<string, RawTensor>, start: bigint, inputsReady: bigint, outputsStart: bigint): RunOutcome {
   const outputs = run.fetches.map((name) => fromRawTensor(name, results[name]!));
-  return { id: run.id, ok: true, outputs, start, inputsReady, outputsStart, end: process.hrtime.bigint(), returned: feedBuffers(run, outputs) };
+  return { id: run.id, ok: true, outputs, start, inputsReady, outputsStart, end: process.hrtime.bigint() };
 }
 
 function failure(run: RunRequest, err: unknown): RunOutcome {
-  return { id: run.id, ok: false, message: err instanceof Error ? err.message : String(err), returned: feedBuffers(run, []) };
-}
-
-/**
- * The run's feed buffers that can go back to the main thread: each once, and none that an output
- * shares (the binding copies outputs, so that is not expected, but a buffer cannot be transferred twice).
- */
-function feedBuffers(run: RunRequest, outputs: readonly WireTensor[]): ArrayBuffer[] {
-  const seen = new Set<ArrayBuffer>(outputs.map((o) => o.data));
-  const buffers: ArrayBuffer[] = [];
-  for (const f of run.feeds) {
-    if (seen.has(f.data)) continue;
-    seen.add(f.data);
-    buffers.push(f.data);
-  }
-  return buffers;
+  return { id: run.id, ok: false, message: err instanceof Error ? err.message : String(err) };
 }
 
 async function main(): Promise<void> {

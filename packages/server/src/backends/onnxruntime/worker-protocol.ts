@@ -1,8 +1,7 @@
 /**
  * Messages between an ONNX Runtime instance (main thread) and its session worker thread.
- * Tensor bytes travel as transferred ArrayBuffers (moved, not copied). Feed buffers come back
- * with the run's outcome (`returned`), and output buffers the main thread is done with go to the
- * worker as `spares`, so the instance reuses both for later runs.
+ * Tensor bytes travel as transferred ArrayBuffers (moved, not copied). Output buffers the main
+ * thread is done with go back to the worker as `spares`, which it copies later outputs into.
  */
 import type { OrtTensorType } from './ort-types.js';
 
@@ -30,8 +29,7 @@ export interface WireTensor {
   dims: number[];
   /**
    * Raw bytes; for 'string' tensors the 4-byte length-prefixed element encoding. The tensor is
-   * the first `byteLength` bytes (a pooled feed or output buffer may be larger); absent: all of
-   * them. An output with `byteLength` set is in a pooled buffer (a spare).
+   * the first `byteLength` bytes (a spare output buffer may be larger); absent: all of them.
    */
   data: ArrayBuffer;
   byteLength?: number;
@@ -76,10 +74,8 @@ export type RunOutcome =
       inputsReady: bigint;
       outputsStart: bigint;
       end: bigint;
-      /** The run's feed buffers, transferred back once ONNX Runtime is done with them. */
-      returned: ArrayBuffer[];
     }
-  | { id: number; ok: false; message: string; returned?: ArrayBuffer[] };
+  | { id: number; ok: false; message: string };
 
 export type WorkerReply =
   /** The session is loaded; `loadNs`: how long loading it took. */
