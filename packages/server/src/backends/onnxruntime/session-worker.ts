@@ -22,7 +22,6 @@ function toFeed(t: WireTensor): ort.Tensor {
 /** Spare output buffers from the main thread (`RunsMessage.spares`). */
 const spares = new BufferPool({ maxBytes: 64 * 1024 * 1024 });
 
-
 /**
  * An output as transferable bytes: a large one copied into a spare buffer when one fits, others
  * the binding's own buffer when the data fills it, else a copy.
