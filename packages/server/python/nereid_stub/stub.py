@@ -124,10 +124,7 @@ class Stub:
         kind = message.get("t")
         if kind == "exec":
             requests = message["requests"]
-            # Inputs of a model that answers within execute are views over the ring, released
-            # when execute returns; a decoupled model's requests outlive it, so theirs are copies.
-            arrays, message["held"] = self.inbound.take(
-                message.get("shm"), [t for r in requests for t in r["inputs"]], view=not self.decoupled)
+            arrays = self.inbound.take(message.get("shm"), [t for r in requests for t in r["inputs"]])
             start = 0
             for request in requests:
                 count = len(request["inputs"])
@@ -185,7 +182,7 @@ class Stub:
     def _answer(self, message):
         arrays = None
         if message.get("outputs"):
-            arrays, _ = self.inbound.take(message.get("shm"), message["outputs"])
+            arrays = self.inbound.take(message.get("shm"), message["outputs"])
         with self._calls_lock:
             waiter = self._calls.pop(message["call"], None)
         if waiter is None:
@@ -558,10 +555,7 @@ class Stub:
             message = self._next_work()
             kind = message["t"]
             if kind == "exec":
-                try:
-                    self.execute(message)
-                finally:
-                    self.inbound.release(message.get("held"))
+                self.execute(message)
                 continue
             try:
                 if kind == "init":

@@ -4,16 +4,13 @@ server").
 Control messages are frames on one socket inherited as fd 3: a 4-byte little-endian length, then
 UTF-8 JSON. Tensor bytes never cross the socket: each direction has a ring in a /dev/shm file
 written by one side and read by the other. A message that carries tensors names the byte range
-it used (``shm.end``: the ring position after it). The reader either copies the bytes out when it
-takes the message, or views them in place (numpy arrays over the mapping) and releases the range
-once done with them; released positions are published as the ring's tail (the first 8 bytes of
-the file), which frees the space. Messages, and so ranges, are taken in the order they were
-written, and the tail only moves past ranges that were all released.
+it used (``shm.end``: the ring position after it); the reader copies the bytes out when it takes
+the message and then publishes that position as the ring's tail (the first 8 bytes of the file),
+which frees the space. Messages, and so ranges, are consumed in the order they were written.
 A message whose tensors do not fit in the ring's free space goes through a file of its own
 (``shm.file``), which the reader deletes after reading.
 """
 
-import collections
 import json
 import mmap
 import os
@@ -69,8 +66,7 @@ class Channel:
 
 
 class RingReader:
-    """The reading side of the server → stub ring. ``take`` is called by one thread at a time
-    (the stub's read lock); ``release`` from any thread."""
+    """The reading side of the server → stub ring."""
 
     def __init__(self, path):
         fd = os.open(path, os.O_RDWR)
@@ -78,48 +74,20 @@ class RingReader:
             self._mm = mmap.mmap(fd, 0)
         finally:
             os.close(fd)
-        # Ring ranges taken and not yet published, oldest first: [end, released].
-        self._held = collections.deque()
-        self._lock = threading.Lock()
 
-    def take(self, shm, tensors, view=False):
-        """The message's tensors as numpy arrays, in order, and a token for ``release``.
-
-        With ``view`` false the arrays are copies and the range is released at once. With
-        ``view`` true, numeric tensors are views over the ring (BYTES tensors are always decoded
-        into objects): they stay valid until the token is released, after which the server may
-        overwrite them. A message that went through a file of its own is read into memory that
-        belongs to its arrays alone, either way."""
+    def take(self, shm, tensors):
+        """Copies the message's tensors out as numpy arrays (in order) and frees their range."""
         if shm is not None and shm.get("file"):
             path = shm["file"]
             with open(path, "rb") as f:
-                data = bytearray(os.fstat(f.fileno()).st_size)
-                f.readinto(data)
+                data = f.read()
             os.unlink(path)
-            return [_decode(memoryview(data), t, False) for t in tensors], None
-        arrays = [_decode(self._mm, t, not view) for t in tensors]
-        if shm is None or "end" not in shm:
-            return arrays, None
-        entry = [shm["end"], False]
-        with self._lock:
-            self._held.append(entry)
-        if not view:
-            self.release(entry)
-            return arrays, None
-        return arrays, entry
-
-    def release(self, entry):
-        """Gives a viewed range back; the tail moves past every range released before it."""
-        if entry is None:
-            return
-        with self._lock:
-            entry[1] = True
-            end = None
-            held = self._held
-            while held and held[0][1]:
-                end = held.popleft()[0]
-            if end is not None:
-                _TAIL.pack_into(self._mm, 0, end)
+            arrays = [_decode(memoryview(data), t) for t in tensors]
+        else:
+            arrays = [_decode(self._mm, t) for t in tensors]
+            if shm is not None and "end" in shm:
+                _TAIL.pack_into(self._mm, 0, shm["end"])
+        return arrays
 
 
 class RingWriter:
@@ -180,9 +148,8 @@ class RingWriter:
         return start
 
 
-def _decode(buf, t, copy):
-    """A numpy array from a tensor descriptor {d: datatype, s: shape, o: offset, n: size}: a view
-    over ``buf``, or a fresh copy when ``copy`` is true."""
+def _decode(buf, t):
+    """A fresh numpy array from a tensor descriptor {d: datatype, s: shape, o: offset, n: size}."""
     from triton_python_backend_utils import WIRE_TO_NUMPY, deserialize_bytes_tensor  # noqa: PLC0415
     datatype = t["d"]
     shape = t["s"]
@@ -195,8 +162,7 @@ def _decode(buf, t, copy):
     if dtype is None:
         raise ValueError("datatype %s is not supported by the Python backend" % datatype)
     count = size // dtype.itemsize
-    array = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
-    return (array.copy() if copy else array).reshape(shape)
+    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset).copy().reshape(shape)
 
 
 def encode(array):
