@@ -11,8 +11,9 @@
  * Figures: shared memory against HTTP binary (target ≥ 3×), against gRPC, and HTTP binary against
  * gRPC; `shm_http_binary_gbps` is HTTP binary's own figure (target ≥ 1 GB/s).
  * `shm_region_pread_16mib` is what reading a region costs the server (a positioned read into a
- * fresh buffer, see docs/protocol.md) against an in-memory copy of the same 16 MiB into a fresh
- * buffer: what a mapped region would cost if its bytes were copied out before use.
+ * reused buffer, as the server's pool gives it, see docs/protocol.md) against an in-memory copy
+ * of the same 16 MiB into a reused buffer: what a mapped region would cost if its bytes were
+ * copied out before use.
  *
  * Usage: node dist/bench/shared-memory.js [--seconds N] [--rounds N] [--concurrency N] [--json out.json]
  */
@@ -119,9 +120,9 @@ try {
   const med = results.map((r) => medianOf<LoadResult>(r));
   const gbps = (i: number) => (med[i]!.throughput * 2 * BYTES) / 1e9;
   const [httpBinary, viaGrpc, shmHttp, shmGrpc] = [0, 1, 2, 3].map(gbps) as [number, number, number, number];
-  // What reading a region costs the server: a positioned read into a fresh buffer (the request
-  // owns its bytes), against copying the same bytes from memory into a fresh buffer, which is what
-  // a mapped region would cost if it were copied out before use (see docs/protocol.md).
+  // What reading a region costs the server: a positioned read into a reused buffer (the shared-
+  // memory manager's pool), against copying the same bytes from memory into a reused buffer,
+  // which is what a mapped region would cost if it were copied out before use (docs/protocol.md).
   const readFd = openSync(`/dev/shm/${regions[0]!.key.slice(1)}`, 'r');
   const source = Buffer.from(input.buffer);
   const timeMs = (op: () => void, n = 20): number => {
@@ -133,11 +134,12 @@ try {
     }
     return median(times);
   };
-  const preadMs = timeMs(() => readSync(readFd, Buffer.allocUnsafeSlow(BYTES), 0, BYTES, 0));
-  const copyMs = timeMs(() => source.copy(Buffer.allocUnsafeSlow(BYTES)));
+  const target = Buffer.alloc(BYTES);
+  const preadMs = timeMs(() => readSync(readFd, target, 0, BYTES, 0));
+  const copyMs = timeMs(() => source.copy(target));
   closeSync(readFd);
   const figures: Figure[] = [
-      compared('shm_region_pread_16mib', 'ms', preadMs, copyMs, 'memcpy'),
+    compared('shm_region_pread_16mib', 'ms', preadMs, copyMs, 'memcpy'),
     compared('shm_http_vs_http_binary_16mib', 'GB/s', shmHttp, httpBinary, 'http_binary'),
     compared('shm_grpc_vs_grpc_16mib', 'GB/s', shmGrpc, viaGrpc, 'grpc'),
     compared('shm_http_binary_gbps', 'GB/s', httpBinary, viaGrpc, 'grpc'),

@@ -185,3 +185,60 @@ export function readBytesElements(data: Uint8Array): string[] {
   }
   return out;
 }
+
+/** A response whose headers arrived; `body()` reads the rest (resuming a stalled read). */
+export interface StalledResponse {
+  body(): Promise<Float32Array>;
+}
+
+/**
+ * POSTs one FP32 tensor to `model` as binary data (protocol.md §3.8) on a fresh connection and
+ * asks for its output `output` as binary data; resolves once the response headers arrived. With
+ * `stall`, nothing of the body is read until `body()` is called, so the server cannot finish
+ * sending a large response meanwhile.
+ */
+export function postFp32(
+  baseUrl: string,
+  model: string,
+  input: string,
+  output: string,
+  shape: readonly number[],
+  data: Float32Array,
+  stall: boolean,
+): Promise<StalledResponse> {
+  const header = Buffer.from(
+    JSON.stringify({
+      inputs: [{ name: input, datatype: 'FP32', shape, parameters: { binary_data_size: data.byteLength } }],
+      outputs: [{ name: output, parameters: { binary_data: true } }],
+    }),
+  );
+  const payload = Buffer.concat([header, Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      new URL(`/v2/models/${model}/infer`, baseUrl),
+      { method: 'POST', agent: false, headers: { 'Content-Length': payload.byteLength, 'Inference-Header-Content-Length': header.byteLength } },
+      (res) => {
+        if (stall) res.pause();
+        const chunks: Buffer[] = [];
+        const done = new Promise<Float32Array>((ok, fail) => {
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const all = Buffer.concat(chunks);
+            if (res.statusCode !== 200) return fail(new Error(`HTTP ${res.statusCode}: ${all.toString()}`));
+            const blob = all.subarray(Number(res.headers['inference-header-content-length']));
+            ok(new Float32Array(blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.byteLength)));
+          });
+          res.on('error', fail);
+        });
+        resolve({
+          body: () => {
+            res.resume();
+            return done;
+          },
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
+import { postFp32 } from '../../helpers/http.js';
 import { IDENTITY_PY, identityConfig, pythonSkipReason } from '../../helpers/python.js';
 
 const skip = await pythonSkipReason(['numpy']);
@@ -30,6 +31,7 @@ describe('Python backend: shared-memory transport', { skip }, () => {
   before(async () => {
     repo = await makeRepository({
       identity_u8: { 'config.pbtxt': identityConfig('identity_u8', 'TYPE_UINT8', { extra: 'dynamic_batching { }' }), '1/model.py': IDENTITY_PY },
+      identity_f32: { 'config.pbtxt': identityConfig('identity_f32', 'TYPE_FP32'), '1/model.py': IDENTITY_PY },
     });
     srv = await startServer({ modelRepositories: [repo], backendConfig: new Map([['python', { 'shm-region-byte-size': String(RING) }]]) });
   });
@@ -55,6 +57,23 @@ describe('Python backend: shared-memory transport', { skip }, () => {
         assert.ok(Buffer.from(out.data).equals(Buffer.from(data)), `a ${data.byteLength}-byte tensor came back changed`);
       }
     }
+  });
+
+  it('does not reuse the buffer a response was read into while that response is still being sent', async () => {
+    // Outputs read from the stub's ring go into buffers reused once their HTTP response was
+    // written out; the first client stops reading its 4 MiB response meanwhile (4 MiB: through
+    // the 6 MiB ring, not a spill file).
+    const n = 1 << 20;
+    const fill = (seed: number) => Float32Array.from({ length: n }, (_, i) => seed * 1000 + (i % 997));
+    const first = fill(1);
+    const a = await postFp32(srv.url, 'identity_f32', 'INPUT0', 'OUTPUT0', [1, n], first, true);
+    for (let i = 2; i < 5; i++) {
+      const data = fill(i);
+      const got = await (await postFp32(srv.url, 'identity_f32', 'INPUT0', 'OUTPUT0', [1, n], data, false)).body();
+      assert.ok(Buffer.from(got.buffer).equals(Buffer.from(data.buffer)), `request ${i}: the tensor came back changed`);
+    }
+    const got = await a.body();
+    assert.ok(Buffer.from(got.buffer).equals(Buffer.from(first.buffer)), 'the first response changed while it was being sent');
   });
 
   it('leaves no ring or spill file in /dev/shm by name', () => {

@@ -534,6 +534,13 @@ class Stub:
 
         future.add_done_callback(finished)
 
+    def is_ready(self):
+        """The model's ``is_ready()`` (sync or async) as a bool."""
+        result = self.model.is_ready()
+        if inspect.iscoroutine(result):
+            result = self.run_coroutine(result)
+        return bool(result)
+
     def finalize(self):
         fin = getattr(self.model, "finalize", None)
         if callable(fin):
@@ -562,7 +569,10 @@ class Stub:
             try:
                 if kind == "init":
                     self.initialize(message)
-                    self.channel.send({"t": "ok", "call": message["call"]})
+                    has_is_ready = callable(getattr(self.model, "is_ready", None))
+                    self.channel.send({"t": "ok", "call": message["call"], "value": {"is_ready": has_is_ready}})
+                elif kind == "is_ready":
+                    self.channel.send({"t": "ok", "call": message["call"], "value": self.is_ready()})
                 elif kind == "auto_complete":
                     self.channel.send({"t": "ok", "call": message["call"], "value": self.auto_complete(message)})
                 elif kind == "finalize":

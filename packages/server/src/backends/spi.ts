@@ -114,6 +114,13 @@ export interface BackendInstance {
    */
   readonly pipelineDepth?: number;
   execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void>;
+  /**
+   * Optional readiness probe (Triton's `TRITONBACKEND_ModelInstanceReady`), consulted by
+   * model-ready checks (`Server.checkModelReady`: HTTP `…/ready`, gRPC `ModelReady`) while the
+   * version is loaded. Absent: the instance is ready. A probe that rejects counts as not ready;
+   * it must settle in bounded time (the backend chooses the bound).
+   */
+  isReady?(): Promise<boolean>;
   /** Releases the instance. Called once, after its last execute has settled. */
   unload(): Promise<void>;
 }

@@ -208,6 +208,15 @@ export class ModelVersion implements Servable, MeteredVersion {
     return this.#config;
   }
 
+  /**
+   * Whether every instance answers its readiness probe with true (`BackendInstance.isReady`,
+   * probed in parallel); a version without instances (an ensemble) is ready.
+   */
+  async probeReady(): Promise<boolean> {
+    const answers = await Promise.all(this.#runners.map(({ runner }) => runner.probeReady()));
+    return answers.every((ready) => ready);
+  }
+
   /** Instances serving this version now, per instance group name. */
   get instanceCounts(): ReadonlyMap<string, number> {
     const counts = new Map<string, number>();

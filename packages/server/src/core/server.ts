@@ -28,6 +28,7 @@ import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
 import { checkBackendOutput } from './response-validation.js';
+import { returnView } from './buffer-pool.js';
 import { SharedMemoryManager, type SharedMemoryLease } from './shared-memory.js';
 import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
 import type {
@@ -334,10 +335,22 @@ export class Server {
     return this.#models.resolve(model, version).servable;
   }
 
-  /** Whether the resolved version is READY; lookup failures throw (protocol.md §3.3). */
+  /**
+   * Whether the resolved version is READY in the repository; lookup failures throw (protocol.md
+   * §3.3). Synchronous: backends' readiness probes are not consulted (see `checkModelReady`).
+   */
   isModelReady(model: string, version?: string): boolean {
     this.#resolve(model, version);
     return true;
+  }
+
+  /**
+   * The model-ready check of the health endpoints: the version is READY (lookup failures throw,
+   * as for `isModelReady`) and every instance's readiness probe answers true
+   * (`BackendInstance.isReady`; a Python model's `is_ready()`, models-and-scheduling.md §8.5).
+   */
+  async checkModelReady(model: string, version?: string): Promise<boolean> {
+    return this.#resolve(model, version).probeReady();
   }
 
   modelMetadata(model: string, version?: string): ModelMetadata {
@@ -504,7 +517,7 @@ export class Server {
         `model '${mv.name}' uses the decoupled transaction policy, which sends any number of responses; use a streaming API`,
       );
     }
-    const shm = this.#bindSharedMemory(request);
+    const shm = this.#bindSharedMemory(request, true);
     try {
       const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined);
       mv.scheduler.enqueue(inferenceRequest);
@@ -543,15 +556,29 @@ export class Server {
 
   /**
    * Resolves a request's shared-memory references (protocol.md §3.17.3): input bytes are read
-   * from their regions now (one copy), output references are range-checked now and written by
-   * `deliver`. The regions stay acquired until `release`, so unregistering one meanwhile cannot
-   * pull it from under the request. Synchronous, so a stream's requests keep their order.
+   * from their regions now (one copy, into buffers pooled by the manager), output references are
+   * range-checked now and written by `deliver`. The regions stay acquired until `release`, so
+   * unregistering one meanwhile cannot pull it from under the request. Synchronous, so a stream's
+   * requests keep their order.
+   *
+   * `release` runs once the request has settled: its backend has answered it (backends keep no
+   * input after responding, docs/backends.md), so the input buffers go back to the pool, except
+   * any that a delivered response's output views (a model that echoes an input), which are left
+   * to the garbage collector.
+   *
+   * With `returnOutputs` (`infer`: the one, final response of a request whose steps have all
+   * ended), `deliver` hands each output it copied into a region back (`returnView`), so a pooled
+   * output buffer is reused. Streams keep them: a decoupled ensemble's later iterations may still
+   * read a tensor an earlier response carried.
    */
-  #bindSharedMemory(request: InferRequest): BoundRequest {
+  #bindSharedMemory(request: InferRequest, returnOutputs: boolean): BoundRequest {
     if (!usesSharedMemory(request)) return { request: request as ResolvedRequest, deliver: unchanged, release: nothing };
     const leases = new Map<string, SharedMemoryLease>();
+    const pooled = new Set<ArrayBufferLike>();
     const release = (): void => {
       for (const lease of leases.values()) lease.release();
+      for (const buffer of pooled) this.sharedMemory.recycle(buffer);
+      pooled.clear();
     };
     const lease = (region: string): SharedMemoryLease => {
       let l = leases.get(region);
@@ -568,7 +595,9 @@ export class Server {
         inputs = request.inputs.map((input) => {
           if (!isSharedMemoryInput(input)) return input;
           const ref = input.sharedMemory;
-          return { name: input.name, datatype: input.datatype, shape: input.shape, data: lease(ref.region).read(ref.offset ?? 0, ref.byteSize) };
+          const data = lease(ref.region).read(ref.offset ?? 0, ref.byteSize);
+          pooled.add(data.buffer);
+          return { name: input.name, datatype: input.datatype, shape: input.shape, data };
         });
       }
       for (const out of request.outputs ?? []) {
@@ -582,7 +611,9 @@ export class Server {
     }
     const resolved = (inputs === undefined ? request : { ...request, inputs }) as ResolvedRequest;
     const deliver = (response: InferResponse): InferResponse => {
+      if (pooled.size > 0) for (const out of response.outputs) pooled.delete(out.data.buffer);
       if (outputRefs.size === 0) return response;
+      const written: Uint8Array[] | undefined = returnOutputs ? [] : undefined;
       for (let i = 0; i < response.outputs.length; i++) {
         const out = response.outputs[i]!;
         const ref = outputRefs.get(out.name);
@@ -594,7 +625,13 @@ export class Server {
           );
         }
         leases.get(ref.region)!.write(ref.offset ?? 0, out.data);
+        written?.push(out.data);
         response.outputs[i] = { name: out.name, datatype: out.datatype, shape: out.shape, data: EMPTY_BYTES, sharedMemory: ref };
+      }
+      if (written !== undefined && written.length > 0) {
+        // A tensor the response also carries as bytes (two outputs of one tensor) stays out.
+        const carried = new Set(response.outputs.map((o) => o.data));
+        for (const view of written) if (!carried.has(view)) returnView(view);
       }
       return response;
     };
@@ -616,7 +653,7 @@ export class Server {
     const mv = this.#resolve(request.model, request.version);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';
-    const shm = this.#bindSharedMemory(request);
+    const shm = this.#bindSharedMemory(request, false);
     try {
       if (decoupled) {
         await this.#inferDecoupled(mv, shm.request, options, requestTime, id, shm.deliver);

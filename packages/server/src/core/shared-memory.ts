@@ -15,6 +15,7 @@
  */
 import { closeSync, constants, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { NereidError } from '@nereid/protocol';
+import { BufferPool } from './buffer-pool.js';
 
 /** Where POSIX shared-memory objects live on Linux. */
 export const SHM_DIRECTORY = '/dev/shm';
@@ -108,10 +109,9 @@ class SystemRegion {
     return this.offset + offset;
   }
 
-  /** A fresh copy of `byteSize` bytes at `offset` inside the region. */
-  read(offset: number, byteSize: number): Uint8Array {
+  /** A copy of `byteSize` bytes at `offset` inside the region, into `out` (at least that long). */
+  read(offset: number, byteSize: number, out: Uint8Array): Uint8Array {
     const position = this.#check(offset, byteSize);
-    const out = Buffer.allocUnsafe(byteSize);
     let done = 0;
     while (done < byteSize) {
       const n = readSync(this.#fd, out, done, byteSize - done, position + done);
@@ -120,7 +120,7 @@ class SystemRegion {
       }
       done += n;
     }
-    return out;
+    return out.subarray(0, byteSize);
   }
 
   /** Writes `data` at `offset` inside the region. */
@@ -172,6 +172,11 @@ export function shmKeyPath(key: string, region: string): string {
 /** A region acquired for one request: valid until `release`, even if unregistered meanwhile. */
 export interface SharedMemoryLease {
   readonly name: string;
+  /**
+   * A copy of `byteSize` bytes at `offset` of the region. Large copies are made into a pooled
+   * buffer that is the request's until it passes it back with `SharedMemoryManager.recycle`
+   * (or drops it).
+   */
   read(offset: number, byteSize: number): Uint8Array;
   write(offset: number, data: Uint8Array): void;
   /** Range checks against the region, without touching it. */
@@ -184,9 +189,13 @@ export interface SharedMemoryOptions {
   allowClient?: boolean;
 }
 
+/** Idle buffers kept for region reads (`BufferPool`). */
+const READ_POOL_BYTES = 128 * 1024 * 1024;
+
 export class SharedMemoryManager {
   readonly #allowClient: boolean;
   readonly #system = new Map<string, SystemRegion>();
+  readonly #reads = new BufferPool({ maxBytes: READ_POOL_BYTES });
 
   constructor(options: SharedMemoryOptions = {}) {
     this.#allowClient = options.allowClient ?? false;
@@ -296,7 +305,7 @@ export class SharedMemoryManager {
     let released = false;
     return {
       name,
-      read: (offset, byteSize) => region.read(offset, byteSize),
+      read: (offset, byteSize) => region.read(offset, byteSize, new Uint8Array(this.#reads.take(byteSize))),
       write: (offset, data) => region.write(offset, data),
       check: (offset, byteSize) => checkRange(name, region.byteSize, offset, byteSize),
       release: () => {
@@ -305,6 +314,15 @@ export class SharedMemoryManager {
         region.release();
       },
     };
+  }
+
+  /**
+   * Gives the buffer under a `read` result back for reuse. The caller guarantees that nothing
+   * reads the bytes any more: no backend still executing on them, no response or state holding
+   * a view of them.
+   */
+  recycle(buffer: ArrayBufferLike): void {
+    if (buffer instanceof ArrayBuffer) this.#reads.give(buffer);
   }
 
   /** Closes every region (server stop). */

@@ -206,6 +206,17 @@ export class InstanceRunner {
     });
   }
 
+  /** The backend instance's readiness probe (`BackendInstance.isReady`); true without one. */
+  async probeReady(): Promise<boolean> {
+    const probe = this.#instance.isReady;
+    if (probe === undefined) return true;
+    try {
+      return (await probe.call(this.#instance)) === true;
+    } catch {
+      return false;
+    }
+  }
+
   /**
    * Releases the instance once no request it executed is still open (a decoupled model's
    * responses after `execute` returned; each bounded by its response timeout).

@@ -21,6 +21,7 @@ import { NereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { Logger } from '../../observability/logger.js';
 import { gatherInput, scatterOutput, unionOfRequestedOutputs } from '../batching.js';
+import { BufferPool, lendViews } from '../../core/buffer-pool.js';
 import {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
@@ -38,7 +39,7 @@ import { DEFAULT_INLINE_LIMITS, InlineChoice, parseExecutionThread, type Executi
 import { loadSyncSession, outputBytes, syncSessionsAvailable, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
 import { readOnnxModelInfo } from './onnx-model-info.js';
 import { fromOrtType, toOrtType } from './ort-types.js';
-import type { CloseMessage, RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply } from './worker-protocol.js';
+import { POOLED_OUTPUT_MIN_BYTES, type CloseMessage, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply } from './worker-protocol.js';
 
 const WORKER_URL = new URL('./session-worker.js', import.meta.url);
 
@@ -141,6 +142,8 @@ interface RunOutput {
   type: string;
   dims: readonly number[];
   data: Uint8Array;
+  /** Set when `data.buffer` is pooled: it is lent to the responses (`lendViews`) and comes back here. */
+  pool?: BufferPool;
 }
 
 interface InlineJob {
@@ -156,6 +159,12 @@ interface InlineJob {
  * thread costs far more than a small model's run).
  */
 const PIPELINE_DEPTH = 4;
+
+/**
+ * Idle output buffers an instance keeps for reuse (`BufferPool`): enough for a few batches of
+ * megabyte-sized outputs in flight, bounded so that an instance holds little memory it does not use.
+ */
+const OUTPUT_POOL_BYTES = 64 * 1024 * 1024;
 
 /** How long an unloading instance waits for its worker to release the session. */
 const CLOSE_TIMEOUT_MS = 10_000;
@@ -181,6 +190,11 @@ class OnnxInstance implements BackendInstance {
   #pending = new Map<number, Pending>();
   /** Settles when the last run sent to the worker has (never rejects). */
   #workerTail: Promise<unknown> = Promise.resolve();
+  /**
+   * Large outputs of worker runs: lent to the responses that carry them; once every view came
+   * back (`returnView`), idle here until the next message to the worker takes them as spares.
+   */
+  readonly #outputs = new BufferPool({ maxBytes: OUTPUT_POOL_BYTES });
   #outbox: RunRequest[] = [];
   #outboxTransfer: ArrayBuffer[] = [];
   #nextId = 1;
@@ -327,7 +341,9 @@ class OnnxInstance implements BackendInstance {
       this.#onResults(runs.map((r) => ({ id: r.id, ok: false, message: 'the worker is not running' })));
       return;
     }
-    this.#worker.postMessage({ kind: 'runs', runs } satisfies RunsMessage, transfer);
+    const spares = this.#outputs.drain();
+    for (const b of spares) transfer.push(b);
+    this.#worker.postMessage({ kind: 'runs', runs, spares } satisfies RunsMessage, transfer);
   }
 
   async execute(batch: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
@@ -382,6 +398,11 @@ class OnnxInstance implements BackendInstance {
     const feeds: WireTensor[] = [];
     const transfer: ArrayBuffer[] = [];
     let bytes = 0;
+    // The one copy on this path, a single request's input as much as a batch's (the worker
+    // cannot see the request's memory), into a fresh buffer that the worker keeps. Reusing feed
+    // buffers (transferred back with each outcome) was measured and dropped: every buffer moved
+    // into the main thread counts there as new external memory, and the extra transfer per run
+    // cost more collections than the fresh allocation it saved.
     for (const name of requests[0]!.inputs.keys()) {
       const gathered = gatherInput(requests, name, batching);
       const type = toOrtType(gathered.datatype)!;
@@ -400,7 +421,11 @@ class OnnxInstance implements BackendInstance {
     const choice = this.#choice;
     if (choice !== undefined && choice.recordWorkerRun(Number(result.outputsStart - result.inputsReady), bytes, hopNs)) this.#goInline(choice);
     const outputs: RunOutput[] = [];
-    for (const out of result.outputs) outputs.push({ name: out.name, type: out.type, dims: out.dims, data: new Uint8Array(out.data) });
+    for (const out of result.outputs) {
+      const data = new Uint8Array(out.data, 0, out.byteLength ?? out.data.byteLength);
+      const pool = data.byteLength >= POOLED_OUTPUT_MIN_BYTES ? this.#outputs : undefined;
+      outputs.push({ name: out.name, type: out.type, dims: out.dims, data, ...(pool && { pool }) });
+    }
     this.#respond(requests, outputs, timing);
   }
 
@@ -467,9 +492,14 @@ class OnnxInstance implements BackendInstance {
         data: out.data,
       };
       const parts = scatterOutput(tensor, requests, batching, this.#what);
+      const handed: Uint8Array[] = [];
       for (let i = 0; i < requests.length; i++) {
-        if (requests[i]!.requestedOutputs.includes(out.name)) perRequest[i]!.push(parts[i]!);
+        if (requests[i]!.requestedOutputs.includes(out.name)) {
+          perRequest[i]!.push(parts[i]!);
+          handed.push(parts[i]!.data);
+        }
       }
+      if (out.pool !== undefined) lendViews(out.pool, out.data.buffer as ArrayBuffer, handed);
     }
     timing.markComputeEnd();
     for (let i = 0; i < requests.length; i++) requests[i]!.respond({ outputs: perRequest[i]! });

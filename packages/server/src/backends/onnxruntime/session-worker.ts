@@ -8,19 +8,31 @@
  */
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
+import { BufferPool } from '../../core/buffer-pool.js';
 import { loadSyncSession, ortSessionOptions, outputBytes, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
-import type { RunOutcome, RunRequest, RunsMessage, SessionWorkerOptions, WireTensor, WorkerReply, WorkerRequest } from './worker-protocol.js';
+import { POOLED_OUTPUT_MIN_BYTES, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply, type WorkerRequest } from './worker-protocol.js';
 
 const options = workerData as SessionWorkerOptions;
 const port = parentPort!;
 
 function toFeed(t: WireTensor): ort.Tensor {
-  return toOrtTensor(t.type, t.dims, new Uint8Array(t.data));
+  return toOrtTensor(t.type, t.dims, new Uint8Array(t.data, 0, t.byteLength ?? t.data.byteLength));
 }
 
-/** An output as transferable bytes: the binding's own buffer when the data fills it, else a copy. */
+/** Spare output buffers from the main thread (`RunsMessage.spares`). */
+const spares = new BufferPool({ maxBytes: 64 * 1024 * 1024 });
+
+/**
+ * An output as transferable bytes: a large one copied into a spare buffer when one fits, others
+ * the binding's own buffer when the data fills it, else a copy.
+ */
 function fromRawTensor(name: string, tensor: RawTensor): WireTensor {
   const bytes = outputBytes(tensor);
+  const spare = tensor.type !== 'string' && bytes.byteLength >= POOLED_OUTPUT_MIN_BYTES ? spares.takeIdle(bytes.byteLength) : undefined;
+  if (spare !== undefined) {
+    new Uint8Array(spare, 0, bytes.byteLength).set(bytes);
+    return { name, type: tensor.type as WireTensor['type'], dims: [...tensor.dims], data: spare, byteLength: bytes.byteLength };
+  }
   const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && bytes.buffer instanceof ArrayBuffer;
   const data = whole ? (bytes.buffer as ArrayBuffer) : bytes.slice().buffer;
   return { name, type: tensor.type as WireTensor['type'], dims: [...tensor.dims], data };
@@ -53,6 +65,7 @@ async function handle(
     transfer = [];
   };
   const queue: RunRequest[] = [...message.runs];
+  for (const b of message.spares ?? []) spares.give(b);
   for (let i = 0; i < queue.length; i++) {
     const started = process.hrtime.bigint();
     const outcome = await execute(queue[i]!);
@@ -62,7 +75,10 @@ async function handle(
     results.push(outcome);
     if (i === queue.length - 1 && close === undefined) {
       const next = receiveMessageOnPort(port as unknown as MessagePort)?.message as WorkerRequest | undefined;
-      if (next?.kind === 'runs') queue.push(...next.runs);
+      if (next?.kind === 'runs') {
+        queue.push(...next.runs);
+        for (const b of next.spares ?? []) spares.give(b);
+      }
       else if (next?.kind === 'close') close = 'close';
     }
     // Results held back wait for the next run as well; it is expected to take as long as this one.

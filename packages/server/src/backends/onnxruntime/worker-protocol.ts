@@ -1,8 +1,17 @@
 /**
  * Messages between an ONNX Runtime instance (main thread) and its session worker thread.
- * Tensor bytes travel as transferred ArrayBuffers (moved, not copied).
+ * Tensor bytes travel as transferred ArrayBuffers (moved, not copied). Output buffers the main
+ * thread is done with go back to the worker as `spares`, which it copies later outputs into.
  */
 import type { OrtTensorType } from './ort-types.js';
+
+/**
+ * Outputs at least this large are pooled: the main thread lends them to responses and, once they
+ * come back, sends them to the worker as spares to copy later outputs into (a copy into memory
+ * already mapped costs less than the page faults of a fresh buffer and the collections fresh
+ * external memory triggers on the main thread).
+ */
+export const POOLED_OUTPUT_MIN_BYTES = 256 * 1024;
 
 export interface SessionWorkerOptions {
   modelPath: string;
@@ -18,8 +27,12 @@ export interface WireTensor {
   name: string;
   type: OrtTensorType;
   dims: number[];
-  /** Raw bytes; for 'string' tensors the 4-byte length-prefixed element encoding. */
+  /**
+   * Raw bytes; for 'string' tensors the 4-byte length-prefixed element encoding. The tensor is
+   * the first `byteLength` bytes (a spare output buffer may be larger); absent: all of them.
+   */
   data: ArrayBuffer;
+  byteLength?: number;
 }
 
 /** One execution: a batch's gathered inputs and the outputs to fetch. */
@@ -33,6 +46,11 @@ export interface RunRequest {
 export interface RunsMessage {
   kind: 'runs';
   runs: RunRequest[];
+  /**
+   * Idle output buffers (transferred) for the worker to copy large outputs into, so that they
+   * come back to the main thread in memory it already had instead of fresh allocations.
+   */
+  spares?: ArrayBuffer[];
 }
 
 /**

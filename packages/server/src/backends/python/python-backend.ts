@@ -73,6 +73,9 @@ function correlationJson(id: bigint | string | undefined): { correlation_id: num
 /** How long `finalize` may take at unload before the stub is killed. */
 const FINALIZE_TIMEOUT_MS = 30_000;
 
+/** How long a model's `is_ready()` may take before the instance counts as not ready (§8.5). */
+const IS_READY_TIMEOUT_MS = 5_000;
+
 type Runner = 'python' | 'pytorch';
 
 /** A tensor as it crosses the channel: name, datatype, shape (bytes placed by the ring). */
@@ -258,6 +261,8 @@ class PythonInstance implements BackendInstance {
   #starting: Promise<StubProcess> | undefined;
   #nextExec = 1;
   #closing = false;
+  /** Whether the model's class defines `is_ready` (reported by the stub's initialize). */
+  #hasIsReady = false;
 
   constructor(ctx: ModelContext, spec: InstanceSpec, runner: Runner, modelFile: string, settings: StubSettings) {
     this.#ctx = ctx;
@@ -294,7 +299,8 @@ class PythonInstance implements BackendInstance {
         nereid_instance_count: String(this.#spec.instanceCount),
       };
       try {
-        await stub.call({ t: 'init', runner: this.#runner, path: this.#modelFile, args }, `${this.#what}: initialize failed`, 'MODEL_LOAD_FAILED');
+        const init = await stub.call({ t: 'init', runner: this.#runner, path: this.#modelFile, args }, `${this.#what}: initialize failed`, 'MODEL_LOAD_FAILED');
+        this.#hasIsReady = (init as { is_ready?: unknown } | undefined)?.is_ready === true;
       } catch (err) {
         stub.kill('was stopped after a failed initialize');
         throw err;
@@ -584,6 +590,20 @@ class PythonInstance implements BackendInstance {
       () => this.#ctx.logger.info(`${this.#what}: the Python stub restarted`),
       (err: unknown) => this.#ctx.logger.error(`${this.#what}: restarting the Python stub failed (retried on the next request): ${(err as Error).message}`),
     );
+  }
+
+  /**
+   * Readiness (models-and-scheduling.md §8.5): the stub must be running; a model that defines
+   * `is_ready()` is asked, and an answer other than true, an error, or no answer within
+   * IS_READY_TIMEOUT_MS means not ready. The stub answers between executes, so a model busy
+   * executing for longer than that counts as not ready meanwhile.
+   */
+  async isReady(): Promise<boolean> {
+    const stub = this.#stub;
+    if (stub === undefined || !stub.alive) return false;
+    if (!this.#hasIsReady) return true;
+    const answer = await stub.call({ t: 'is_ready' }, `${this.#what}: is_ready failed`, 'BACKEND_ERROR', IS_READY_TIMEOUT_MS);
+    return answer === true;
   }
 
   /** Runs `finalize`, then the stub exits; killed if either takes longer than FINALIZE_TIMEOUT_MS. */

@@ -15,6 +15,7 @@
  * `pread`); the stub maps it. Each tensor byte is copied once on each side.
  */
 import { closeSync, openSync, readFileSync, readSync, unlinkSync, writeFileSync, writeSync, writevSync, ftruncateSync } from 'node:fs';
+import { BufferPool, lendViews } from '../../core/buffer-pool.js';
 
 export const RING_HEADER = 64;
 
@@ -102,15 +103,20 @@ export class RingReader {
   /** Free space is published once this many bytes were taken (a write per message costs more than a few bytes of ring). */
   readonly #publishEvery: number;
   #published = 0;
+  /** Buffers messages are read into; lent to the returned views (`lendViews`). */
+  readonly #buffers: BufferPool;
 
   constructor(fd: number, capacity: number) {
     this.#fd = fd;
     this.#publishEvery = Math.max(1, Math.floor(capacity / 8));
+    this.#buffers = new BufferPool({ maxBytes: Math.min(capacity, 64 * 1024 * 1024) });
   }
 
   /**
    * Copies the tensors of one message out (one read for all of them) and frees their range.
-   * The returned arrays are views over one fresh buffer owned by the caller.
+   * The returned arrays are views over one buffer lent to them (`lendViews`): owned by whoever
+   * holds them, back in this reader's pool once every view was returned (`returnView`) by the
+   * final consumer of a response; views never returned leave the buffer to the garbage collector.
    */
   take(shm: ShmRef | undefined, placements: readonly Placement[]): Uint8Array[] {
     if (placements.length === 0) return [];
@@ -126,14 +132,17 @@ export class RingReader {
       first = Math.min(first, p.o);
       last = Math.max(last, p.o + p.n);
     }
-    const data: Buffer = first === Infinity ? Buffer.alloc(0) : Buffer.allocUnsafeSlow(last - first);
+    const buffer = first === Infinity ? undefined : this.#buffers.take(last - first);
+    const data = buffer === undefined ? new Uint8Array(0) : new Uint8Array(buffer, 0, last - first);
     if (data.byteLength > 0) readSync(this.#fd, data, 0, data.byteLength, first);
     if (shm !== undefined && shm.end - this.#published >= this.#publishEvery) {
       this.#tail.writeBigUInt64LE(BigInt(shm.end), 0);
       writeSync(this.#fd, this.#tail, 0, 8, 0);
       this.#published = shm.end;
     }
-    return placements.map((p) => (p.n === 0 ? new Uint8Array(0) : data.subarray(p.o - first, p.o - first + p.n)));
+    const views = placements.map((p) => (p.n === 0 ? new Uint8Array(0) : data.subarray(p.o - first, p.o - first + p.n)));
+    if (buffer !== undefined) lendViews(this.#buffers, buffer, views);
+    return views;
   }
 }
 

@@ -348,7 +348,7 @@ const NOT_READY_LOOKUPS: ReadonlySet<string> = new Set(['MODEL_NOT_FOUND', 'MODE
  */
 async function modelReady(server: Server, model: string, version: string | undefined): Promise<boolean> {
   try {
-    return server.isModelReady(model, version);
+    return await server.checkModelReady(model, version);
   } catch (err) {
     if (!(err instanceof NereidError) || !NOT_READY_LOOKUPS.has(err.code)) throw err;
     const index = await server.repositoryIndex();

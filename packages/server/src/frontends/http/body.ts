@@ -5,6 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import { unzip } from 'node:zlib';
 import { NereidError } from '@nereid/protocol';
+import type { BufferPool } from '../../core/buffer-pool.js';
 
 function tooLarge(limit: number, what: string): NereidError {
   return new NereidError(
@@ -45,6 +46,67 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       failed = true;
       reject(new NereidError('REQUEST_CANCELLED', 'the client closed the connection before sending the whole body'));
     });
+  });
+}
+
+/** A request body read into a buffer the caller must `release` once nothing views it any more. */
+export interface PooledBody {
+  readonly bytes: Buffer;
+  /** Gives the buffer back for reuse (at most once; later calls do nothing). */
+  release(): void;
+}
+
+/**
+ * Reads the whole body like `readBody`. When the request declares its `Content-Length`, the body
+ * is copied as it arrives into one buffer of that size taken from `pool` (no list of chunks, no
+ * concatenation at the end); `release` gives it back. Ownership: the bytes, and every view of
+ * them, are the caller's until `release`; after it they may hold another request's body.
+ * Without a declared length (chunked encoding) the body is read as `readBody` reads it and
+ * `release` does nothing.
+ */
+export function readBodyInto(req: IncomingMessage, limit: number, pool: BufferPool): Promise<PooledBody> {
+  const declared = Number(req.headers['content-length']);
+  if (!Number.isSafeInteger(declared) || declared <= 0 || req.headers['transfer-encoding'] !== undefined) {
+    return readBody(req, limit).then((bytes) => ({ bytes, release: () => {} }));
+  }
+  if (declared > limit) return Promise.reject(tooLarge(limit, `request body of ${declared} bytes`));
+  const buffer = pool.take(declared);
+  const bytes = Buffer.from(buffer, 0, declared);
+  let released = false;
+  const release = (): void => {
+    if (released) return;
+    released = true;
+    pool.give(buffer);
+  };
+  return new Promise<PooledBody>((resolve, reject) => {
+    let size = 0;
+    let failed = false;
+    const fail = (error: NereidError): void => {
+      if (failed) return;
+      failed = true;
+      release();
+      reject(error);
+    };
+    req.on('data', (chunk: Buffer) => {
+      if (failed) return;
+      // node:http stops at the declared length; this guards the copy, not the protocol.
+      if (size + chunk.byteLength > declared) {
+        fail(new NereidError('REQUEST_MALFORMED', `the request body is longer than its Content-Length of ${declared} bytes`));
+        return;
+      }
+      chunk.copy(bytes, size);
+      size += chunk.byteLength;
+    });
+    req.on('end', () => {
+      if (failed) return;
+      if (size !== declared) {
+        fail(new NereidError('REQUEST_MALFORMED', `the request body holds ${size} bytes, not its Content-Length of ${declared}`));
+        return;
+      }
+      resolve({ bytes, release });
+    });
+    req.on('error', (err) => fail(new NereidError('REQUEST_MALFORMED', `failed to read the request body: ${err.message}`)));
+    req.on('aborted', () => fail(new NereidError('REQUEST_CANCELLED', 'the client closed the connection before sending the whole body')));
   });
 }
 

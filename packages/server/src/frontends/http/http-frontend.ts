@@ -6,7 +6,8 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import { Server as NetServer, type Socket } from 'node:net';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
-import { decodeContent, readBody } from './body.js';
+import { BufferPool, returnView } from '../../core/buffer-pool.js';
+import { decodeContent, readBody, readBodyInto, type PooledBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
 import type { InferRequest, InferResponse } from '../../core/types.js';
 import { decodeGenerateRequest, encodeGenerateResponse, sseErrorFrame, sseFrame } from './generate-codec.js';
@@ -36,6 +37,19 @@ interface Route {
 }
 
 const JSON_TYPE = 'application/json';
+
+/** Idle request-body buffers the frontend keeps for reuse. */
+const BODY_POOL_BYTES = 128 * 1024 * 1024;
+
+/** Calls `release` once `res` is finished or its connection closed (now, if it is already). */
+function afterResponse(res: ServerResponse, release: () => void): void {
+  if (res.writableFinished || res.destroyed) {
+    release();
+    return;
+  }
+  res.once('finish', release);
+  res.once('close', release);
+}
 const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
 
 /** The client asked for Server-Sent Events (`Accept: text/event-stream`). */
@@ -112,6 +126,12 @@ export class HttpFrontend {
   readonly #handlers: Record<string, Partial<Record<Method, Handler>>>;
   /** Responses not yet finished (for a shutdown that lets them complete). */
   readonly #inflight = new Set<ServerResponse>();
+  /**
+   * Buffers inference request bodies are read into (`readBodyInto`). A body, and the input
+   * tensors that view it, belong to its request until the request has settled and its response
+   * has been written out (or the connection closed); only then does the buffer go back.
+   */
+  readonly #bodies = new BufferPool({ maxBytes: BODY_POOL_BYTES });
   #idleWaiters: (() => void)[] = [];
   /** Responses carry `Connection: close` (see `drain`). */
   #draining = false;
@@ -129,8 +149,8 @@ export class HttpFrontend {
       live: { GET: (_q, res) => sendStatus(res, healthStatus(this.#server, this.#server.isLive())) },
       ready: { GET: (_q, res) => sendStatus(res, healthStatus(this.#server, this.#server.isReady())) },
       modelReady: {
-        GET: (_q, res, m, v) => {
-          if (this.#server.isModelReady(m, v)) sendStatus(res, 200);
+        GET: async (_q, res, m, v) => {
+          if (await this.#server.checkModelReady(m, v)) sendStatus(res, 200);
           else sendJson(res, 400, JSON.stringify({ error: 'Model version not ready' }));
         },
       },
@@ -408,16 +428,41 @@ export class HttpFrontend {
 
   async #infer(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined): Promise<void> {
     const signal = connectionSignal(req.socket);
+    let read: PooledBody | undefined;
     let body: Buffer;
     try {
-      body = await readBody(req, this.#options.maxInputSize);
-      body = await decodeContent(body, req.headers['content-encoding'], this.#options.maxInputSize);
+      read = await readBodyInto(req, this.#options.maxInputSize, this.#bodies);
+      body = await decodeContent(read.bytes, req.headers['content-encoding'], this.#options.maxInputSize);
+      if (body !== read.bytes) read.release();
     } catch (err) {
+      read?.release();
       const error = toNereidError(err);
       if (error.code === 'REQUEST_TOO_LARGE') res.setHeader('Connection', 'close');
       sendError(res, error, error.code === 'REQUEST_COMPRESSION_UNSUPPORTED' ? { 'Accept-Encoding': 'gzip, deflate' } : {});
       return;
     }
+    // The response's outputs, once known: their views go back (`returnView`) with the body.
+    const sent: { response?: InferResponse } = {};
+    try {
+      await this.#inferBody(req, res, model, version, body, signal, sent);
+    } finally {
+      // The request has settled (its backend answered it); the response may still be on its way.
+      afterResponse(res, () => {
+        read.release();
+        for (const out of sent.response?.outputs ?? []) returnView(out.data);
+      });
+    }
+  }
+
+  async #inferBody(
+    req: IncomingMessage,
+    res: ServerResponse,
+    model: string,
+    version: string | undefined,
+    body: Buffer,
+    signal: AbortSignal,
+    sent: { response?: InferResponse },
+  ): Promise<void> {
     const split = splitInferenceBody(body, req.headers[INFERENCE_HEADER_CONTENT_LENGTH] as string | undefined);
     const decoded = split.rawBinary
       ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
@@ -429,6 +474,7 @@ export class HttpFrontend {
     const response = await this.#server.infer(decoded.request, { signal }).catch((err: unknown) => {
       throw decoupledError(err, "HTTP end point doesn't support models with decoupled transaction policy");
     });
+    sent.response = response;
     const encoded = encodeInferResponse(response, decoded);
 
     const headers: Record<string, string | number> = {
