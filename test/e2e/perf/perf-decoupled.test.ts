@@ -8,16 +8,11 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runPerf, type LevelSummary } from '@nereid/perf';
+import type { LevelSummary } from '@nereid/perf';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { perf } from '../../helpers/perf.js';
 import { DecoupledBackend, repeatConfig } from '../streaming/decoupled-backend.js';
 
-async function perf(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runPerf(args, { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t) });
-  return { code, stdout, stderr };
-}
 
 describe('nereid perf with a decoupled model', () => {
   let repo: string;

@@ -12,27 +12,12 @@ import { join } from 'node:path';
 import { HttpClient } from '@nereid/client';
 import { MetricsFrontend } from '@nereid/server';
 import { identityModel } from '@nereid/testkit';
-import { runPerf, type LevelSummary } from '@nereid/perf';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { levels, perf } from '../../helpers/perf.js';
 import { modelFiles } from '../../helpers/models.js';
 
-interface Outcome {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
-async function perf(args: readonly string[]): Promise<Outcome> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runPerf(args, { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t) });
-  return { code, stdout, stderr };
-}
 
-function levels(out: Outcome): LevelSummary[] {
-  assert.equal(out.code, 0, `exit ${out.code}\n${out.stdout}\n${out.stderr}`);
-  return (JSON.parse(out.stdout) as { levels: LevelSummary[] }).levels;
-}
 
 const step = (model: string, from: string, to: string) =>
   `{ model_name: "${model}" model_version: -1 input_map { key: "INPUT0" value: "${from}" } output_map { key: "OUTPUT0" value: "${to}" } }`;

@@ -8,20 +8,15 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { HttpClient } from '@nereid/client';
-import { runPerf, type LevelSummary } from '@nereid/perf';
+import type { LevelSummary } from '@nereid/perf';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { identityModel, sequenceAccumulatorModel } from '@nereid/testkit';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { perf } from '../../helpers/perf.js';
 import { modelFiles } from '../../helpers/models.js';
 
-async function perf(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runPerf(args, { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t) });
-  return { code, stdout, stderr };
-}
 
 interface Counts {
   success: number;

@@ -11,8 +11,9 @@ import { createServer, type AddressInfo } from 'node:net';
 import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { identityModel, simpleModel } from '@nereid/testkit';
-import { runPerf, type LevelSummary, type PerfIO } from '@nereid/perf';
+import type { LevelSummary } from '@nereid/perf';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { levels, perf } from '../../helpers/perf.js';
 import { modelFiles } from '../../helpers/models.js';
 import { NereidProcess, stopAllNereid } from '../../helpers/cli.js';
 
@@ -25,24 +26,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-interface Outcome {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
-async function perf(args: readonly string[]): Promise<Outcome> {
-  let stdout = '';
-  let stderr = '';
-  const io: PerfIO = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t) };
-  const code = await runPerf(args, io);
-  return { code, stdout, stderr };
-}
 
-function levels(out: Outcome): LevelSummary[] {
-  assert.equal(out.code, 0, `exit ${out.code}\n${out.stdout}\n${out.stderr}`);
-  return (JSON.parse(out.stdout) as { levels: LevelSummary[] }).levels;
-}
 
 /** Windows short, band wide: these tests check mechanics, not this shared machine's steadiness. */
 const QUICK = ['-p', '150', '-s', '10000', '-r', '6'];
