@@ -126,6 +126,16 @@ export interface HttpClientOptions extends ClientDefaults {
 /** The body of `POST /v2/models/{m}/stats`-style answers: the statistics JSON (protocol.md §3.14); integers beyond 2^53 are bigints. */
 export type HttpModelStatisticsResponse = { model_stats: Record<string, unknown>[] };
 
+/** A call that got no complete answer within its timeout (it was cancelled): 504. */
+function timedOut(what: string, timeout: number, cause?: unknown): InferenceServerError {
+  return new InferenceServerError(504, `${what} got no complete answer within the ${timeout} ms timeout; the request was cancelled`, { cause });
+}
+
+/** A call that could not reach the server (`reason`: the socket error's code or message): 503. */
+function unreachable(what: string, reason: string, cause: unknown): InferenceServerError {
+  return new InferenceServerError(503, `${what} failed: cannot reach the server (${reason})`, { cause });
+}
+
 /** One answer read whole by {@link HttpClient}'s `node:http` path. */
 interface RawAnswer {
   status: number;
@@ -151,6 +161,17 @@ export class HttpClient {
   /** Closes the idle keep-alive connections of the inference path (in-flight calls finish). */
   close(): void {
     this.#agent.destroy();
+  }
+
+  /**
+   * A request's headers: the client's defaults, then `first`, then `last` (a later one wins), with
+   * `Accept-Encoding: identity` unless one of them names an encoding. Without it `fetch` asks
+   * for gzip/deflate on every call and the server compresses every response (protocol.md §3.10).
+   */
+  #headers(first: Readonly<Record<string, string>> | undefined, last: Readonly<Record<string, string>> | undefined): Record<string, string> {
+    const headers: Record<string, string> = { ...this.#defaults.headers, ...first, ...last };
+    if (!Object.keys(headers).some((k) => k.toLowerCase() === 'accept-encoding')) headers['Accept-Encoding'] = 'identity';
+    return headers;
   }
 
   /**
@@ -193,12 +214,12 @@ export class HttpClient {
       signal?.addEventListener('abort', onAbort, { once: true });
       if (timeout !== undefined) {
         timer = setTimeout(() => {
-          finish(new InferenceServerError(504, `${what} got no complete answer within the ${timeout} ms timeout; the request was cancelled`));
+          finish(timedOut(what, timeout));
           req.destroy();
         }, timeout);
       }
       req.on('error', (err: NodeJS.ErrnoException) => {
-        finish(new InferenceServerError(503, `${what} failed: cannot reach the server (${err.code ?? err.message})`, { cause: err }));
+        finish(unreachable(what, err.code ?? err.message, err));
       });
       req.on('response', (res) => {
         answered();
@@ -230,10 +251,7 @@ export class HttpClient {
       if (options.signal) signals.push(options.signal);
       const timer = timeout === undefined ? undefined : AbortSignal.timeout(timeout);
       if (timer) signals.push(timer);
-      const headers: Record<string, string> = { ...this.#defaults.headers, ...(init.headers as Record<string, string> | undefined), ...options.headers };
-      // fetch would otherwise ask for gzip/deflate on every call, and the server would compress
-      // every response (protocol.md §3.10): compressed answers only when asked for.
-      if (!Object.keys(headers).some((k) => k.toLowerCase() === 'accept-encoding')) headers['Accept-Encoding'] = 'identity';
+      const headers = this.#headers(init.headers as Record<string, string> | undefined, options.headers);
       const request: RequestInit = { ...init, headers };
       if (signals.length > 0) request.signal = signals.length === 1 ? signals[0]! : AbortSignal.any(signals);
       const what = `${init.method ?? 'GET'} ${this.url}${path}`;
@@ -241,10 +259,10 @@ export class HttpClient {
         return await read(await fetch(`${this.url}${path}`, request));
       } catch (err) {
         if (options.signal?.aborted) throw options.signal.reason;
-        if (timer?.aborted) throw new InferenceServerError(504, `${what} got no complete answer within the ${timeout} ms timeout; the request was cancelled`, { cause: err });
+        if (timer?.aborted) throw timedOut(what, timeout!, err);
         if (err instanceof TypeError && !(err instanceof InferenceServerError)) {
           const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-          throw new InferenceServerError(503, `${what} failed: cannot reach the server (${cause?.code ?? cause?.message ?? err.message})`, { cause: err });
+          throw unreachable(what, cause?.code ?? cause?.message ?? err.message, err);
         }
         throw err;
       }
@@ -438,7 +456,7 @@ export class HttpClient {
     const body = joinInferenceBody(json, blobs);
     let parts: readonly Uint8Array[] = body.chunks;
     let length = body.totalLength;
-    const headers: Record<string, string> = { ...this.#defaults.headers, ...options.headers };
+    const headers = this.#headers(options.headers, options.responseCompression ? { 'Accept-Encoding': options.responseCompression } : undefined);
     if (blobs.length > 0) headers[INFERENCE_HEADER_CONTENT_LENGTH] = String(body.headerLength);
     else headers['Content-Type'] = 'application/json';
     if (options.requestCompression) {
@@ -448,9 +466,6 @@ export class HttpClient {
       length = packed.length;
       headers['Content-Encoding'] = options.requestCompression;
     }
-    if (options.responseCompression) headers['Accept-Encoding'] = options.responseCompression;
-    // Compressed answers only when asked for (protocol.md §3.10).
-    else if (!Object.keys(headers).some((k) => k.toLowerCase() === 'accept-encoding')) headers['Accept-Encoding'] = 'identity';
     headers['Content-Length'] = String(length);
 
     const path = `${this.#modelPath(options.model, options.version)}/infer`;

@@ -130,15 +130,4 @@ export class SystemSharedMemoryRegion {
   }
 }
 
-export interface SystemSharedMemoryStatus {
-  name: string;
-  key: string;
-  offset: number;
-  byte_size: number;
-}
-
-export interface CudaSharedMemoryStatus {
-  name: string;
-  device_id: number;
-  byte_size: number;
-}
+export type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from '@nereid/protocol';

@@ -18,6 +18,7 @@ import {
   type DataType,
 } from '@nereid/protocol';
 import type { ClientInput } from '@nereid/client';
+import type { PerfOptions } from './options.js';
 
 /** What the load generator needs to know of the model (from metadata and configuration). */
 export interface ModelInfo {
@@ -48,6 +49,18 @@ export interface DataOptions {
   stringData?: string;
   /** HTTP: send inputs as JSON `data`. */
   json: boolean;
+}
+
+/** The data options a run's command line gives. */
+export function dataOptionsOf(options: PerfOptions): DataOptions {
+  return {
+    batchSize: options.batchSize,
+    inputData: options.inputData,
+    shapes: options.shapes,
+    stringLength: options.stringLength,
+    stringData: options.stringData,
+    json: options.inputTensorFormat === 'json',
+  };
 }
 
 function dataError(message: string): NereidError {

@@ -10,7 +10,7 @@ import { ConcurrencyLoad, SequenceIds, startLoad, type LoadGenerator, type LoadP
 import { WorkerLoad, shares } from './workers.js';
 import { diffStats, measureLevel, type MeasureSettings, type Window } from './measure.js';
 import { HelpRequested, USAGE, parsePerfArgs, type PerfOptions } from './options.js';
-import { prepareRequests, type ModelInfo } from './input-data.js';
+import { dataOptionsOf, prepareRequests, type ModelInfo } from './input-data.js';
 import { createTransport, type PerfInput, type Sender, type ServerStats, type Transport } from './transport.js';
 import { MetricsCollector } from './metrics.js';
 import { setUpSharedMemory, type SharedMemoryRun } from './shared-memory.js';
@@ -374,14 +374,7 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
       throw new NereidError('PERF_OPTION', `model '${options.model}' is a sequence model; --workers would deal the same correlation ids from every process: drop --workers`);
     }
     checkSequenceOptions(options, model);
-    const prepared = await prepareRequests(model, {
-      batchSize: options.batchSize,
-      inputData: options.inputData,
-      shapes: options.shapes,
-      stringLength: options.stringLength,
-      stringData: options.stringData,
-      json: options.inputTensorFormat === 'json',
-    });
+    const prepared = await prepareRequests(model, dataOptionsOf(options));
     let data: { requests: PerfInput[][]; streams?: PerfInput[][][] } = prepared;
     if (options.sharedMemory === 'system') {
       shm = await setUpSharedMemory(transport, model, prepared, options);

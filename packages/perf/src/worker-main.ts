@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import { startLoad, type LoadGenerator } from './load.js';
 import { parsePerfArgs } from './options.js';
-import { prepareRequests } from './input-data.js';
+import { dataOptionsOf, prepareRequests } from './input-data.js';
 import { createTransport, type Sender } from './transport.js';
 import type { WorkerShare } from './workers.js';
 
@@ -23,14 +23,7 @@ process.once('message', async (m: { argv: string[]; share: WorkerShare }) => {
   const transport = createTransport(options);
   try {
     const model = await transport.modelInfo();
-    const { requests } = await prepareRequests(model, {
-      batchSize: options.batchSize,
-      inputData: options.inputData,
-      shapes: options.shapes,
-      stringLength: options.stringLength,
-      stringData: options.stringData,
-      json: options.inputTensorFormat === 'json',
-    });
+    const { requests } = await prepareRequests(model, dataOptionsOf(options));
     load = startLoad(
       {
         mode: options.concurrency ? 'concurrency' : 'request_rate',

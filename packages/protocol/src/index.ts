@@ -5,6 +5,7 @@ export { parseJson, parseJsonExact, stringifyJson, MAX_JSON_DEPTH } from './json
 export * from './json-tensor.js';
 export * from './binary-data.js';
 export * from './parameters.js';
+export type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from './shared-memory-status.js';
 export * as pb from './generated/grpc_service.js';
 export * as configPb from './generated/model_config.js';
 export * as healthPb from './generated/health.js';

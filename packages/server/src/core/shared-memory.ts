@@ -14,7 +14,7 @@
  * finish"). Unregistering frees the name at once, so it can be registered again.
  */
 import { closeSync, constants, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
-import { NereidError } from '@nereid/protocol';
+import { NereidError, type CudaSharedMemoryStatus, type SystemSharedMemoryStatus } from '@nereid/protocol';
 import { BufferPool } from './buffer-pool.js';
 
 /** Where POSIX shared-memory objects live on Linux. */
@@ -22,18 +22,7 @@ export const SHM_DIRECTORY = '/dev/shm';
 
 const DISABLED_MESSAGE = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.";
 
-export interface SystemSharedMemoryStatus {
-  name: string;
-  key: string;
-  offset: number;
-  byte_size: number;
-}
-
-export interface CudaSharedMemoryStatus {
-  name: string;
-  device_id: number;
-  byte_size: number;
-}
+export type { CudaSharedMemoryStatus, SystemSharedMemoryStatus } from '@nereid/protocol';
 
 /** A reference from a tensor into a registered region (protocol.md §3.17.3). */
 export interface SharedMemoryRef {
