@@ -15,6 +15,8 @@ export interface BufferPoolOptions {
   maxBytes?: number;
 }
 
+const NONE: readonly ArrayBuffer[] = Object.freeze([]);
+
 export class BufferPool {
   readonly #minBytes: number;
   readonly #maxBytes: number;
@@ -25,6 +27,11 @@ export class BufferPool {
   constructor(options: BufferPoolOptions = {}) {
     this.#minBytes = options.minBytes ?? 64 * 1024;
     this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
+  }
+
+  /** Smallest request served from the pool; smaller ones gain nothing from it. */
+  get minBytes(): number {
+    return this.#minBytes;
   }
 
   /** Idle bytes held. */
@@ -60,7 +67,8 @@ export class BufferPool {
   }
 
   /** Takes every idle buffer out of the pool (to hand them to another owner, e.g. a worker). */
-  drain(): ArrayBuffer[] {
+  drain(): readonly ArrayBuffer[] {
+    if (this.#idle.length === 0) return NONE;
     const idle = this.#idle;
     this.#idle = [];
     this.#idleBytes = 0;

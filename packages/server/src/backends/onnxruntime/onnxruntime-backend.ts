@@ -343,7 +343,7 @@ class OnnxInstance implements BackendInstance {
     }
     const spares = this.#outputs.drain();
     for (const b of spares) transfer.push(b);
-    this.#worker.postMessage({ kind: 'runs', runs, spares } satisfies RunsMessage, transfer);
+    this.#worker.postMessage({ kind: 'runs', runs, ...(spares.length > 0 && { spares: [...spares] }) } satisfies RunsMessage, transfer);
   }
 
   async execute(batch: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {

@@ -61,12 +61,13 @@ export interface PooledBody {
  * is copied as it arrives into one buffer of that size taken from `pool` (no list of chunks, no
  * concatenation at the end); `release` gives it back. Ownership: the bytes, and every view of
  * them, are the caller's until `release`; after it they may hold another request's body.
- * Without a declared length (chunked encoding) the body is read as `readBody` reads it and
- * `release` does nothing.
+ * Without a declared length (chunked encoding), or below the pool's smallest size (a small body
+ * usually arrives as one chunk, which `readBody` hands on as it is), the body is read as
+ * `readBody` reads it and `release` does nothing.
  */
 export function readBodyInto(req: IncomingMessage, limit: number, pool: BufferPool): Promise<PooledBody> {
   const declared = Number(req.headers['content-length']);
-  if (!Number.isSafeInteger(declared) || declared <= 0 || req.headers['transfer-encoding'] !== undefined) {
+  if (!Number.isSafeInteger(declared) || declared < pool.minBytes || req.headers['transfer-encoding'] !== undefined) {
     return readBody(req, limit).then((bytes) => ({ bytes, release: () => {} }));
   }
   if (declared > limit) return Promise.reject(tooLarge(limit, `request body of ${declared} bytes`));
