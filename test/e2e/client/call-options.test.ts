@@ -5,7 +5,8 @@
  * are retried per the policy across a server that starts late or restarts.
  */
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient, InferenceServerError, type ClientInferOptions } from '@nereid/client';
 import { GrpcStatus } from '@nereid/protocol';
@@ -214,6 +215,32 @@ describe('connection errors and retries', { timeout: 60_000 }, () => {
       });
     } finally {
       g.close();
+    }
+  });
+
+  it('HTTP: a connection that breaks while an inference answer arrives is a 503 naming the call', async () => {
+    // Promises 1000 bytes, sends 10, then closes the connection.
+    const breaking = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': 1000 });
+        res.write('{"model_na');
+        setTimeout(() => res.socket?.destroy(), 20);
+      });
+    });
+    await new Promise<void>((resolve) => breaking.listen(0, '127.0.0.1', resolve));
+    const port = (breaking.address() as AddressInfo).port;
+    try {
+      const h = new HttpClient(`http://127.0.0.1:${port}`);
+      await assert.rejects(h.infer({ model: 'm', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }), (err: unknown) => {
+        assert.ok(err instanceof InferenceServerError, String(err));
+        assert.equal(err.status, 503);
+        assert.match(err.message, new RegExp(`POST http://127.0.0.1:${port}/v2/models/m/infer failed: the connection broke while the answer arrived`));
+        return true;
+      });
+    } finally {
+      breaking.closeAllConnections();
+      await new Promise((resolve) => breaking.close(resolve));
     }
   });
 
