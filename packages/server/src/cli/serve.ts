@@ -3,6 +3,7 @@
  * order on SIGINT/SIGTERM (unready → grace period → stop listening → drain → unload → exit).
  */
 import { toNereidError } from '@nereid/protocol';
+import { mappingUnavailableReason } from '../core/mapped-file.js';
 import { Server } from '../core/server.js';
 import type { ModelVersionStatus } from '../core/types.js';
 import { GrpcFrontend } from '../frontends/grpc/grpc-frontend.js';
@@ -83,6 +84,10 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
   } catch (err) {
     logger.error(toNereidError(err).message);
     return 1;
+  }
+  const unmapped = mappingUnavailableReason();
+  if (unmapped !== undefined) {
+    logger.warning(`shared-memory regions and Python tensor rings are read and written with positioned I/O, slower for large tensors than mapped memory: ${unmapped}`);
   }
   const statuses = server.modelStatuses();
   logger.info(`model status:\n${statuses.length ? formatModelTable(statuses) : '(no models)'}`);

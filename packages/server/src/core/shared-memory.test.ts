@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { closeSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { afterEach, describe, it } from 'node:test';
 import { NereidError } from '@nereid/protocol';
+import { mappingUnavailableReason } from './mapped-file.js';
 import { SharedMemoryManager, shmKeyPath } from './shared-memory.js';
 
 const created: string[] = [];
@@ -48,9 +49,15 @@ describe('shmKeyPath', () => {
   });
 });
 
-describe('SharedMemoryManager', () => {
+const unavailable = mappingUnavailableReason();
+
+for (const map of [true, false]) describe(`SharedMemoryManager (${map ? 'mapped regions' : 'positioned I/O'})`, { skip: map && unavailable }, () => {
+  it('maps regions when asked and the native addon is built', () => {
+    assert.equal(new SharedMemoryManager({ allowClient: true, map }).mapsRegions, map);
+  });
+
   it('refuses registration unless client shared memory is allowed; status works either way', () => {
-    const m = new SharedMemoryManager();
+    const m = new SharedMemoryManager({ map });
     const { key } = object(16);
     assert.equal(code(() => m.registerSystem('r', key, 0, 16)), 'SHM_DISABLED');
     assert.equal(code(() => m.unregisterSystem()), 'SHM_DISABLED');
@@ -59,7 +66,7 @@ describe('SharedMemoryManager', () => {
   });
 
   it('reads and writes inside the region only, at the region offset within the object', () => {
-    const m = new SharedMemoryManager({ allowClient: true });
+    const m = new SharedMemoryManager({ allowClient: true, map });
     const { key, path } = object(64);
     m.registerSystem('r', key, 16, 32);
     const lease = m.acquire('r');
@@ -76,7 +83,7 @@ describe('SharedMemoryManager', () => {
   });
 
   it('keeps an unregistered region usable by the requests that hold it, and frees the name at once', () => {
-    const m = new SharedMemoryManager({ allowClient: true });
+    const m = new SharedMemoryManager({ allowClient: true, map });
     const { key } = object(8);
     m.registerSystem('r', key, 0, 8);
     const lease = m.acquire('r');
@@ -91,7 +98,7 @@ describe('SharedMemoryManager', () => {
   });
 
   it('refuses use of an object that shrank or was replaced after registration', () => {
-    const m = new SharedMemoryManager({ allowClient: true });
+    const m = new SharedMemoryManager({ allowClient: true, map });
     const a = object(32);
     m.registerSystem('r', a.key, 0, 32);
     const fd = openSync(a.path, 'r+');
@@ -109,7 +116,7 @@ describe('SharedMemoryManager', () => {
   });
 
   it('CUDA registration always answers that GPUs are not supported', () => {
-    const m = new SharedMemoryManager({ allowClient: true });
+    const m = new SharedMemoryManager({ allowClient: true, map });
     assert.equal(code(() => m.registerCuda('g', new Uint8Array(64), 0, 16)), 'CUDA_SHM_UNSUPPORTED');
     assert.equal(code(() => m.registerCuda('g', new Uint8Array(8), 0, 16)), 'SHM_REGISTER_INVALID');
     assert.equal(code(() => m.cudaStatus('g')), 'SHM_REGION_NOT_FOUND');

@@ -3,19 +3,22 @@
  * (`/dev/shm/<key>`) that clients create and register; the server reads input tensors from them
  * and writes output tensors into them. CUDA regions are refused: this server has no GPU support.
  *
- * Access is by positioned reads and writes on a descriptor opened at registration, never by a
- * mapping: a client that shrinks or replaces the object can make a request fail, but can never
- * make the server touch memory that is gone (no SIGBUS). Every use re-checks the object: its size
- * must still cover the region, and `/dev/shm/<key>` must still be the object registered.
+ * Access is by copies through a memory mapping made at registration (`mapped-file.ts`: the native
+ * addon, every copy under a SIGBUS guard), or by positioned reads and writes on the descriptor
+ * where the addon is not built. Either way a client that shrinks or replaces the object can make
+ * a request fail, but never crash the server or make it touch memory outside the region. Every
+ * use re-checks the object: its size must still cover the region, and `/dev/shm/<key>` must still
+ * be the object registered.
  *
  * Concurrency: region names are one name space for both kinds. A region acquired by a request
  * (`acquire`) stays usable by that request until it releases it, even if it is unregistered
  * meanwhile; its descriptor closes once the last user released it (§3.17.1: "removed once they
  * finish"). Unregistering frees the name at once, so it can be registered again.
  */
-import { closeSync, constants, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs';
 import { NereidError, type CudaSharedMemoryStatus, type SystemSharedMemoryStatus } from '@nereid/protocol';
 import { BufferPool } from './buffer-pool.js';
+import { fileBytes, mappingUnavailableReason, type FileBytes } from './mapped-file.js';
 
 /** Where POSIX shared-memory objects live on Linux. */
 export const SHM_DIRECTORY = '/dev/shm';
@@ -43,10 +46,12 @@ class SystemRegion {
   readonly #fd: number;
   readonly #ino: bigint;
   readonly #dev: bigint;
+  /** Bytes [0, offset + byteSize) of the object. */
+  readonly #bytes: FileBytes;
   #users = 0;
   #unregistered = false;
 
-  constructor(name: string, key: string, path: string, offset: number, byteSize: number, fd: number, dev: bigint, ino: bigint) {
+  constructor(name: string, key: string, path: string, offset: number, byteSize: number, fd: number, dev: bigint, ino: bigint, map: boolean) {
     this.name = name;
     this.key = key;
     this.path = path;
@@ -55,6 +60,12 @@ class SystemRegion {
     this.#fd = fd;
     this.#dev = dev;
     this.#ino = ino;
+    this.#bytes = fileBytes(fd, offset + byteSize, { writable: true, map });
+  }
+
+  /** Whether the region is accessed through a memory mapping. */
+  get mapped(): boolean {
+    return this.#bytes.mapped;
   }
 
   retain(): void {
@@ -63,13 +74,18 @@ class SystemRegion {
 
   release(): void {
     this.#users--;
-    if (this.#users === 0 && this.#unregistered) closeSync(this.#fd);
+    if (this.#users === 0 && this.#unregistered) this.#close();
   }
 
   /** Removed from the manager: closes now if unused, else when the last user releases it. */
   unregister(): void {
     this.#unregistered = true;
-    if (this.#users === 0) closeSync(this.#fd);
+    if (this.#users === 0) this.#close();
+  }
+
+  #close(): void {
+    this.#bytes.close();
+    closeSync(this.#fd);
   }
 
   /** Checks `[offset, offset+byteSize)` of the region (§3.17.3 errors) and that the object still holds it. */
@@ -101,24 +117,24 @@ class SystemRegion {
   /** A copy of `byteSize` bytes at `offset` inside the region, into `out` (at least that long). */
   read(offset: number, byteSize: number, out: Uint8Array): Uint8Array {
     const position = this.#check(offset, byteSize);
-    let done = 0;
-    while (done < byteSize) {
-      const n = readSync(this.#fd, out, done, byteSize - done, position + done);
-      if (n === 0) {
-        throw new NereidError('SHM_REGION_CHANGED', `shared memory region '${this.name}': the object '${this.key}' ended while reading ${byteSize} bytes at offset ${offset}`);
-      }
-      done += n;
-    }
-    return out.subarray(0, byteSize);
+    const target = out.subarray(0, byteSize);
+    if (!this.#bytes.read(position, target)) throw this.#shrankDuring('reading', byteSize, offset);
+    return target;
   }
 
   /** Writes `data` at `offset` inside the region. */
   write(offset: number, data: Uint8Array): void {
     const position = this.#check(offset, data.byteLength);
-    let done = 0;
-    while (done < data.byteLength) {
-      done += writeSync(this.#fd, data, done, data.byteLength - done, position + done);
-    }
+    if (!this.#bytes.write(position, data)) throw this.#shrankDuring('writing', data.byteLength, offset);
+  }
+
+  /** The object was shrunk by another process between the check and the copy. */
+  #shrankDuring(what: string, byteSize: number, offset: number): NereidError {
+    return new NereidError(
+      'SHM_REGION_CHANGED',
+      `shared memory region '${this.name}': the object '${this.key}' shrank while ${what} ${byteSize} bytes at offset ${offset}; ` +
+        'resize it or register the region again',
+    );
   }
 
   status(): SystemSharedMemoryStatus {
@@ -176,6 +192,8 @@ export interface SharedMemoryLease {
 export interface SharedMemoryOptions {
   /** `--allow-client-shm`: clients may register, unregister and use regions. Default false. */
   allowClient?: boolean;
+  /** Map regions when the native addon is available (`mapped-file.ts`). Default true. */
+  map?: boolean;
 }
 
 /** Idle buffers kept for region reads (`BufferPool`). */
@@ -183,15 +201,22 @@ const READ_POOL_BYTES = 128 * 1024 * 1024;
 
 export class SharedMemoryManager {
   readonly #allowClient: boolean;
+  readonly #map: boolean;
   readonly #system = new Map<string, SystemRegion>();
   readonly #reads = new BufferPool({ maxBytes: READ_POOL_BYTES });
 
   constructor(options: SharedMemoryOptions = {}) {
     this.#allowClient = options.allowClient ?? false;
+    this.#map = options.map ?? true;
   }
 
   get allowClient(): boolean {
     return this.#allowClient;
+  }
+
+  /** Whether regions registered now are mapped (else read and written with positioned I/O). */
+  get mapsRegions(): boolean {
+    return this.#map && mappingUnavailableReason() === undefined;
   }
 
   /** Throws SHM_DISABLED (protocol.md §3.17) unless clients may register and unregister regions. */
@@ -237,7 +262,7 @@ export class SharedMemoryManager {
             `ftruncate the object to at least ${offset + byteSize} bytes`,
         );
       }
-      this.#system.set(name, new SystemRegion(name, key, path, offset, byteSize, fd, st.dev, st.ino));
+      this.#system.set(name, new SystemRegion(name, key, path, offset, byteSize, fd, st.dev, st.ino, this.#map));
     } catch (err) {
       closeSync(fd);
       throw err;

@@ -11,11 +11,13 @@
  * message that does not fit in the free space goes through a file of its own (`file`), which the
  * reader deletes once read.
  *
- * Node has no mmap: the server reads and writes the file with positioned I/O (`pwritev`,
- * `pread`); the stub maps it. Each tensor byte is copied once on each side.
+ * The stub maps the file; the server copies through a mapping of its own when the native addon is
+ * built, else with positioned I/O (`core/mapped-file.ts`). Each tensor byte is copied once on each
+ * side. A stub that shrinks the file fails the message (an error, never a crash of the server).
  */
-import { closeSync, openSync, readFileSync, readSync, unlinkSync, writeFileSync, writeSync, writevSync, ftruncateSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, unlinkSync, writeFileSync, ftruncateSync } from 'node:fs';
 import { BufferPool, lendViews } from '../../core/buffer-pool.js';
+import { fileBytes, type FileBytes } from '../../core/mapped-file.js';
 
 export const RING_HEADER = 64;
 
@@ -35,9 +37,14 @@ export function createRingFile(path: string, capacity: number): number {
   return fd;
 }
 
+/** The ring file no longer holds the bytes (shrunk by the stub). */
+function ringChanged(what: string): Error {
+  return new Error(`the shared-memory ring file was shrunk while ${what}`);
+}
+
 /** The writing side: server → stub. */
 export class RingWriter {
-  readonly #fd: number;
+  readonly #bytes: FileBytes;
   readonly #capacity: number;
   readonly #spillBase: string;
   readonly #tail = Buffer.alloc(8);
@@ -46,8 +53,8 @@ export class RingWriter {
   #knownTail = 0;
   #spills = 0;
 
-  constructor(fd: number, capacity: number, spillBase: string) {
-    this.#fd = fd;
+  constructor(fd: number, capacity: number, spillBase: string, options: { map?: boolean } = {}) {
+    this.#bytes = fileBytes(fd, RING_HEADER + capacity, { writable: true, map: options.map });
     this.#capacity = capacity;
     this.#spillBase = spillBase;
   }
@@ -69,13 +76,17 @@ export class RingWriter {
       return { shm: { file }, placements };
     }
     let position = RING_HEADER + (start % this.#capacity);
-    const first = position;
     for (const p of parts) {
       placements.push({ o: position, n: p.byteLength });
+      if (p.byteLength > 0 && !this.#bytes.write(position, p)) throw ringChanged('writing a message');
       position += p.byteLength;
     }
-    if (total > 0) writevSync(this.#fd, parts as Uint8Array[], first);
     return { shm: { end: this.#head }, placements };
+  }
+
+  /** Releases the mapping (the descriptor stays the caller's to close). */
+  close(): void {
+    this.#bytes.close();
   }
 
   #reserve(size: number): number | undefined {
@@ -87,7 +98,7 @@ export class RingWriter {
     if (pos + size > cap) start += cap - pos;
     const end = start + size;
     if (end - this.#knownTail > cap) {
-      readSync(this.#fd, this.#tail, 0, 8, 0);
+      if (!this.#bytes.read(0, this.#tail)) throw ringChanged("reading the stub's tail");
       this.#knownTail = Number(this.#tail.readBigUInt64LE(0));
       if (end - this.#knownTail > cap) return undefined;
     }
@@ -98,7 +109,7 @@ export class RingWriter {
 
 /** The reading side: stub → server. */
 export class RingReader {
-  readonly #fd: number;
+  readonly #bytes: FileBytes;
   readonly #tail = Buffer.alloc(8);
   /** Free space is published once this many bytes were taken (a write per message costs more than a few bytes of ring). */
   readonly #publishEvery: number;
@@ -106,8 +117,8 @@ export class RingReader {
   /** Buffers messages are read into; lent to the returned views (`lendViews`). */
   readonly #buffers: BufferPool;
 
-  constructor(fd: number, capacity: number) {
-    this.#fd = fd;
+  constructor(fd: number, capacity: number, options: { map?: boolean } = {}) {
+    this.#bytes = fileBytes(fd, RING_HEADER + capacity, { writable: true, map: options.map });
     this.#publishEvery = Math.max(1, Math.floor(capacity / 8));
     this.#buffers = new BufferPool({ maxBytes: Math.min(capacity, 64 * 1024 * 1024) });
   }
@@ -134,15 +145,20 @@ export class RingReader {
     }
     const buffer = first === Infinity ? undefined : this.#buffers.take(last - first);
     const data = buffer === undefined ? new Uint8Array(0) : new Uint8Array(buffer, 0, last - first);
-    if (data.byteLength > 0) readSync(this.#fd, data, 0, data.byteLength, first);
+    if (data.byteLength > 0 && !this.#bytes.read(first, data)) throw ringChanged('reading a message');
     if (shm !== undefined && shm.end - this.#published >= this.#publishEvery) {
       this.#tail.writeBigUInt64LE(BigInt(shm.end), 0);
-      writeSync(this.#fd, this.#tail, 0, 8, 0);
+      if (!this.#bytes.write(0, this.#tail)) throw ringChanged('publishing the tail');
       this.#published = shm.end;
     }
     const views = placements.map((p) => (p.n === 0 ? new Uint8Array(0) : data.subarray(p.o - first, p.o - first + p.n)));
     if (buffer !== undefined) lendViews(this.#buffers, buffer, views);
     return views;
+  }
+
+  /** Releases the mapping (the descriptor stays the caller's to close). */
+  close(): void {
+    this.#bytes.close();
   }
 }
 

@@ -289,6 +289,8 @@ export class StubProcess {
     this.#booted = undefined;
     for (const c of this.#calls.values()) c.reject(error);
     this.#calls.clear();
+    this.#writer.close();
+    this.#reader.close();
     for (const fd of this.#fds) closeQuietly(fd);
     for (const p of this.#paths) unlinkQuietly(p);
     this.#removeSpills();

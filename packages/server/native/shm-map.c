@@ -1,0 +1,236 @@
+/*
+ * Nereid's memory mappings of shared-memory files (system shared-memory regions, the Python
+ * backend's tensor rings). Node has no mmap; positioned read/write on this kind of machine copy
+ * at 1.5-3 GB/s where a plain memory copy moves 6-10 GB/s.
+ *
+ * The mapping never leaves this file as memory JavaScript could touch: JavaScript asks for copies
+ * into and out of its own buffers (`read`, `write`), and every copy runs under a SIGBUS guard.
+ * A file that another process shrinks underneath a mapping makes the next access to the lost
+ * pages raise SIGBUS; inside a guarded copy the handler jumps back out of the copy and the call
+ * returns false, so the caller fails the one request instead of the process dying. A SIGBUS
+ * anywhere else is handed to the disposition that was in place before this module loaded.
+ *
+ * Built by scripts/build-native.mjs with the C compiler and Node-API headers; without it the
+ * server falls back to positioned reads and writes (packages/server/src/core/mapped-file.ts).
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+typedef struct {
+  uint8_t *base; /* NULL once unmapped */
+  size_t length;
+} mapping_t;
+
+static __thread sigjmp_buf *volatile guard_jump = NULL;
+static struct sigaction previous_bus;
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+static int install_error = 0;
+
+static void on_sigbus(int sig, siginfo_t *info, void *context) {
+  sigjmp_buf *jump = guard_jump;
+  if (jump != NULL) {
+    guard_jump = NULL;
+    siglongjmp(*jump, 1);
+  }
+  /* Not a guarded copy: what would have happened without this module. */
+  if (previous_bus.sa_flags & SA_SIGINFO) {
+    if (previous_bus.sa_sigaction != NULL) {
+      previous_bus.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (previous_bus.sa_handler != SIG_DFL && previous_bus.sa_handler != SIG_IGN) {
+    previous_bus.sa_handler(sig);
+    return;
+  }
+  /* Default action: restore it; the faulting instruction runs again and the process ends. */
+  sigaction(SIGBUS, &previous_bus, NULL);
+}
+
+static void install_handler(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = on_sigbus;
+  action.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGBUS, &action, &previous_bus) != 0) install_error = errno;
+}
+
+/* memcpy that returns -1 instead of dying when a page of either side is gone. */
+static int guarded_copy(void *dst, const void *src, size_t n) {
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 1) != 0) return -1;
+  guard_jump = &jump;
+  memcpy(dst, src, n);
+  guard_jump = NULL;
+  return 0;
+}
+
+#define CHECK(call)                                                     \
+  do {                                                                  \
+    if ((call) != napi_ok) {                                            \
+      napi_throw_error(env, NULL, "shm-map: Node-API call failed: " #call); \
+      return NULL;                                                      \
+    }                                                                   \
+  } while (0)
+
+static void finalize_mapping(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  mapping_t *m = data;
+  if (m->base != NULL) munmap(m->base, m->length);
+  free(m);
+}
+
+static int get_mapping(napi_env env, napi_value value, mapping_t **out) {
+  void *data = NULL;
+  if (napi_get_value_external(env, value, &data) != napi_ok || data == NULL) {
+    napi_throw_type_error(env, NULL, "shm-map: not a mapping");
+    return -1;
+  }
+  *out = data;
+  if ((*out)->base == NULL) {
+    napi_throw_error(env, "ERR_SHM_UNMAPPED", "shm-map: the mapping was closed");
+    return -1;
+  }
+  return 0;
+}
+
+static int get_bytes(napi_env env, napi_value value, uint8_t **data, size_t *length) {
+  bool is_typed = false;
+  napi_is_typedarray(env, value, &is_typed);
+  if (!is_typed) {
+    napi_throw_type_error(env, NULL, "shm-map: expected a Uint8Array");
+    return -1;
+  }
+  napi_typedarray_type type;
+  size_t count = 0;
+  void *raw = NULL;
+  if (napi_get_typedarray_info(env, value, &type, &count, &raw, NULL, NULL) != napi_ok || type != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, "shm-map: expected a Uint8Array");
+    return -1;
+  }
+  *data = raw;
+  *length = count;
+  return 0;
+}
+
+static int get_position(napi_env env, napi_value value, size_t *out) {
+  int64_t position = -1;
+  if (napi_get_value_int64(env, value, &position) != napi_ok || position < 0) {
+    napi_throw_range_error(env, NULL, "shm-map: position must be a non-negative integer");
+    return -1;
+  }
+  *out = (size_t)position;
+  return 0;
+}
+
+/* map(fd, length, writable) -> mapping of bytes [0, length) of the file. */
+static napi_value map_file(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd = -1;
+  int64_t length = 0;
+  bool writable = false;
+  if (argc < 3 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int64(env, argv[1], &length) != napi_ok ||
+      napi_get_value_bool(env, argv[2], &writable) != napi_ok || fd < 0 || length <= 0) {
+    napi_throw_type_error(env, NULL, "shm-map: map(fd, length > 0, writable)");
+    return NULL;
+  }
+  if (install_error != 0) {
+    napi_throw_error(env, NULL, "shm-map: cannot install the SIGBUS guard");
+    return NULL;
+  }
+  void *base = mmap(NULL, (size_t)length, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    char message[160];
+    snprintf(message, sizeof message, "shm-map: mmap of %lld bytes failed: %s", (long long)length, strerror(errno));
+    napi_throw_error(env, "ERR_SHM_MMAP", message);
+    return NULL;
+  }
+  mapping_t *m = malloc(sizeof *m);
+  if (m == NULL) {
+    munmap(base, (size_t)length);
+    napi_throw_error(env, NULL, "shm-map: out of memory");
+    return NULL;
+  }
+  m->base = base;
+  m->length = (size_t)length;
+  napi_value result;
+  if (napi_create_external(env, m, finalize_mapping, NULL, &result) != napi_ok) {
+    munmap(base, (size_t)length);
+    free(m);
+    napi_throw_error(env, NULL, "shm-map: cannot wrap the mapping");
+    return NULL;
+  }
+  return result;
+}
+
+/* unmap(mapping): releases the mapping now (later calls on it throw). */
+static napi_value unmap_file(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  void *data = NULL;
+  if (argc < 1 || napi_get_value_external(env, argv[0], &data) != napi_ok || data == NULL) {
+    napi_throw_type_error(env, NULL, "shm-map: not a mapping");
+    return NULL;
+  }
+  mapping_t *m = data;
+  if (m->base != NULL) {
+    munmap(m->base, m->length);
+    m->base = NULL;
+  }
+  return NULL;
+}
+
+/*
+ * copy(mapping, position, bytes, intoMapping) -> true, or false when the file no longer holds the
+ * bytes (SIGBUS caught). Copies bytes.length bytes between bytes and [position, position + n) of
+ * the mapping: into the mapping when intoMapping, out of it otherwise.
+ */
+static napi_value copy_bytes(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 4) {
+    napi_throw_type_error(env, NULL, "shm-map: copy(mapping, position, bytes, intoMapping)");
+    return NULL;
+  }
+  mapping_t *m;
+  size_t position;
+  uint8_t *bytes;
+  size_t length;
+  bool into = false;
+  if (get_mapping(env, argv[0], &m) != 0 || get_position(env, argv[1], &position) != 0 || get_bytes(env, argv[2], &bytes, &length) != 0) return NULL;
+  CHECK(napi_get_value_bool(env, argv[3], &into));
+  if (position > m->length || length > m->length - position) {
+    napi_throw_range_error(env, "ERR_SHM_RANGE", "shm-map: copy outside the mapping");
+    return NULL;
+  }
+  int status = length == 0 ? 0 : into ? guarded_copy(m->base + position, bytes, length) : guarded_copy(bytes, m->base + position, length);
+  napi_value result;
+  CHECK(napi_get_boolean(env, status == 0, &result));
+  return result;
+}
+
+NAPI_MODULE_INIT() {
+  pthread_once(&install_once, install_handler);
+  napi_property_descriptor properties[] = {
+      {"map", NULL, map_file, NULL, NULL, NULL, napi_default, NULL},
+      {"unmap", NULL, unmap_file, NULL, NULL, NULL, napi_default, NULL},
+      {"copy", NULL, copy_bytes, NULL, NULL, NULL, napi_default, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
+  return exports;
+}
