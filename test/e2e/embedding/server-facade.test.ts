@@ -17,11 +17,14 @@ let repo: string;
 before(async () => {
   const onnx = simpleModel().onnx.bytes;
   const int64 = identityModel('INT64', [-1, 4]);
+  const big = identityModel('FP32', [-1, -1], { name: 'identity_big' });
+  const onWorker = 'parameters { key: "execution_thread" value { string_value: "worker" } }\n';
   repo = await makeRepository({
     simple: { 'config.pbtxt': simpleModel().config!, '1/model.onnx': onnx, '2/model.onnx': onnx },
     simple_string: { 'config.pbtxt': simpleStringModel().config! + ONE_INSTANCE, '1/model.onnx': simpleStringModel().onnx.bytes },
     single: { 'config.pbtxt': simpleModel({ name: 'single' }).config! + ONE_INSTANCE, '1/model.onnx': onnx },
     identity_int64: { 'config.pbtxt': int64.config! + ONE_INSTANCE, '1/model.onnx': int64.onnx.bytes },
+    identity_big: { 'config.pbtxt': big.config! + ONE_INSTANCE + onWorker, '1/model.onnx': big.onnx.bytes },
   });
 });
 
@@ -83,7 +86,7 @@ describe('Server facade', () => {
     assert.deepEqual(server.startReport.failures, []);
     assert.deepEqual(
       server.modelStatuses().map((s) => `${s.name}/${s.version}:${s.state}`),
-      ['identity_int64/1:READY', 'simple/2:READY', 'simple_string/1:READY', 'single/1:READY'],
+      ['identity_big/1:READY', 'identity_int64/1:READY', 'simple/2:READY', 'simple_string/1:READY', 'single/1:READY'],
     );
     assert.deepEqual(server.metadata(), {
       name: 'triton',
@@ -156,6 +159,24 @@ describe('Server facade', () => {
       assert.deepEqual(decodeBytesElements(out0.data, 'OUTPUT0').map((e) => e.toString('utf8')), sum);
       assert.deepEqual(decodeBytesElements(output(response, 'OUTPUT1').data, 'OUTPUT1').map((e) => e.toString('utf8')), difference);
     }
+  });
+
+  it('recycleOutputs gives large output buffers back: the next response is made in them, unrecycled ones stay intact', async () => {
+    const data = Float32Array.from({ length: 1 << 17 }, (_, i) => i); // 512 KiB, above the pooling threshold
+    const request: InferRequest = { model: 'identity_big', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, data.length], data }] };
+    const values = (r: InferResponse) => typedArrayOf('FP32', output(r, 'OUTPUT0').data) as Float32Array;
+    const kept = await server.infer(request);
+    const recycled = await server.infer(request);
+    assert.deepEqual(values(recycled), data);
+    server.recycleOutputs(recycled);
+    const next = await server.infer(request);
+    assert.deepEqual(values(next), data);
+    // The recycled buffer went back to the instance and was handed to its worker for `next`'s output.
+    assert.equal(output(recycled, 'OUTPUT0').data.byteLength, 0);
+    assert.deepEqual(values(kept), data, 'a response never recycled keeps its bytes');
+    server.recycleOutputs(next);
+    server.recycleOutputs(next); // a second return is ignored
+    assert.deepEqual(values(await server.infer(request)), data);
   });
 
   it('reports model metadata, with and without a version', () => {
@@ -293,7 +314,7 @@ describe('Server.stop', () => {
       assert.throws(() => server.modelMetadata('simple'), (err: unknown) => err instanceof NereidError && err.kind === 'UNAVAILABLE');
       assert.deepEqual(
         server.modelStatuses().map((s) => `${s.name}/${s.version}:${s.state}:${s.reason}`),
-        ['identity_int64/1:UNAVAILABLE:unloaded', 'simple/2:UNAVAILABLE:unloaded', 'simple_string/1:UNAVAILABLE:unloaded', 'single/1:UNAVAILABLE:unloaded'],
+        ['identity_big/1:UNAVAILABLE:unloaded', 'identity_int64/1:UNAVAILABLE:unloaded', 'simple/2:UNAVAILABLE:unloaded', 'simple_string/1:UNAVAILABLE:unloaded', 'single/1:UNAVAILABLE:unloaded'],
       );
       await server.stop();
     } finally {

@@ -504,6 +504,17 @@ export class Server {
   }
 
   /**
+   * Hands the output buffers of `response` back to the server for reuse, once the caller is done
+   * with them (written out, copied elsewhere): large outputs live in pooled buffers, and a caller
+   * that gives them back spares the server a fresh allocation (page faults, garbage collection) for
+   * the next response. Optional: outputs never handed back are garbage collected like any memory.
+   * After this call the response's output bytes may change at any moment; do not read them.
+   */
+  recycleOutputs(response: InferResponse): void {
+    for (const out of response.outputs) returnView(out.data);
+  }
+
+  /**
    * Runs one inference. Rejects with a NereidError for lookup failures, invalid requests
    * (synchronously validated, protocol.md §3.7) and execution errors. Decoupled models, which may
    * send any number of responses, are refused (MODEL_DECOUPLED_UNSUPPORTED): use `inferStream`.
