@@ -13,9 +13,11 @@
  * The load: `--concurrency` (default 64) closed-loop clients, each sending batch-1 requests, spread
  * over `--clients` load processes (bench/grpc-load-client.ts, default 2). `--transport http`
  * (default) sends KServe v2 HTTP/REST requests with binary tensor data over keep-alive `node:http`
- * connections; `http2` and `grpc-js` send gRPC `ModelInfer` calls (see grpc-load-client.ts). On
- * the 2-core development machine HTTP costs less CPU per request than gRPC on both sides (server
- * and load processes), which is what bounds every served figure here.
+ * connections; `http2` and `grpc-js` send gRPC `ModelInfer` calls (see grpc-load-client.ts), or,
+ * with `--mode stream`, `ModelStreamInfer` messages: each client is then one stream with one
+ * request in flight (perf_analyzer's `--streaming`). On the 2-core development machine unary HTTP
+ * costs less CPU per request than unary gRPC on both sides (server and load processes), and a
+ * stream less than either; CPU per request is what bounds every served figure here.
  * Targets: (a) ≥ 3 × (b), and (a) ≥ 0.6 × (c).
  *
  * The four are measured in alternating windows (c, a, b, d; `--rounds` rounds of `--seconds`,
@@ -23,7 +25,8 @@
  * statistics (`GET /v2/models/mlp/stats`, `batch_stats`), differenced over the windows.
  *
  * Usage: node dist/bench/dynamic-batching.js [--seconds N] [--json out.json] [--rounds N]
- *          [--clients N] [--concurrency N] [--transport http|http2|grpc-js] [--cpu-prof DIR]
+ *          [--clients N] [--concurrency N] [--transport http|http2|grpc-js] [--mode unary|stream]
+ *          [--cpu-prof DIR]
  *   --cpu-prof DIR: run both Nereid children with `node --cpu-prof` (profiles written to DIR).
  */
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -57,6 +60,11 @@ const cpuProfDir = args.value('cpu-prof');
 const transport = (args.value('transport') ?? 'http') as GrpcLoadOptions['transport'];
 if (!['http', 'http2', 'grpc-js'].includes(transport)) throw new Error(`--transport must be http, http2 or grpc-js, got ${String(transport)}`);
 const grpc = transport !== 'http';
+// `stream`: every client is a ModelStreamInfer stream with one request in flight (perf_analyzer's
+// --streaming); gRPC transports only.
+const mode = (args.value('mode') ?? 'unary') as GrpcLoadOptions['mode'];
+if (!['unary', 'stream'].includes(mode)) throw new Error(`--mode must be unary or stream, got ${String(mode)}`);
+if (mode === 'stream' && !grpc) throw new Error('--mode stream needs a gRPC transport: --transport http2 or grpc-js');
 
 const MODEL = 'mlp';
 const CEILING_BATCH = 64;
@@ -175,7 +183,7 @@ function batchFigures(before: Map<number, number>, after: Map<number, number>, m
 }
 
 /** Nereid's response to the request (HTTP body or encoded ModelInferResponse) and its OUTPUT0. */
-async function probe(server: ChildServer): Promise<{ bytes: Buffer; headerLength: string; output: Float32Array }> {
+async function probe(server: ChildServer): Promise<{ bytes: Buffer; streamed?: Buffer; headerLength: string; output: Float32Array }> {
   if (!grpc) {
     const res = await fetch(`http://127.0.0.1:${server.port}/v2/models/${MODEL}/infer`, {
       method: 'POST',
@@ -194,8 +202,22 @@ async function probe(server: ChildServer): Promise<{ bytes: Buffer; headerLength
     const bytes = await new Promise<Buffer>((done, fail) =>
       client.makeUnaryRequest(GRPC_INFERENCE_SERVICE.ModelInfer.path, identity, identity, request, (err, r) => (err ? fail(err) : done(r!))),
     );
+    // The same request on a stream: the bytes of a streamed answer (ModelStreamInferResponse).
+    const streamed = await new Promise<Buffer>((done, fail) => {
+      const call = client.makeBidiStreamRequest(GRPC_INFERENCE_SERVICE.ModelStreamInfer.path, identity, identity);
+      call.once('data', (r: Buffer) => {
+        done(r);
+        call.end();
+      });
+      call.on('error', fail);
+      call.write(request);
+    });
+    const fromStream = pb.ModelStreamInferResponse.decode(streamed);
+    if (fromStream.error_message || !fromStream.infer_response) throw new Error(`ModelStreamInfer failed: ${fromStream.error_message}`);
     const raw = pb.ModelInferResponse.decode(bytes).raw_output_contents[0] ?? new Uint8Array();
-    return { bytes, headerLength: '0', output: new Float32Array(Uint8Array.from(raw).buffer) };
+    const rawStreamed = fromStream.infer_response.raw_output_contents[0] ?? new Uint8Array();
+    if (!Buffer.from(raw).equals(Buffer.from(rawStreamed))) throw new Error('ModelInfer and ModelStreamInfer answer differently');
+    return { bytes, streamed, headerLength: '0', output: new Float32Array(Uint8Array.from(raw).buffer) };
   } finally {
     client.close();
   }
@@ -230,8 +252,10 @@ const measured = await (async () => {
     const response = responses[0]!;
     const responseFile = join(work, 'response.bin');
     await writeFile(responseFile, response.bytes);
+    const streamFile = join(work, 'stream-response.bin');
+    if (response.streamed) await writeFile(streamFile, response.streamed);
     bare = grpc
-      ? await spawnServer([join(root, 'dist/bench/bare-grpc-server.js'), responseFile, responseFile], /port (\d+)/)
+      ? await spawnServer([join(root, 'dist/bench/bare-grpc-server.js'), responseFile, streamFile], /port (\d+)/)
       : await spawnServer([join(root, 'dist/bench/bare-http-server.js'), responseFile, response.headerLength], /port (\d+)/);
 
     // (c): batch 64 in this process.
@@ -242,15 +266,19 @@ const measured = await (async () => {
 
     /** `concurrency` calls in flight, spread over the load processes. */
     const load = (server: ChildServer): GrpcLoadOptions[] =>
-      Array.from({ length: clients }, (_, i) => ({
-        port: server === bare || !grpc ? server.port : server.ports.grpc!,
-        transport,
-        ...(grpc ? {} : { http: { path: `/v2/models/${MODEL}/infer`, headers: httpHeaders } }),
-        mode: 'unary',
-        inflight: Math.floor(concurrency / clients) + (i < concurrency % clients ? 1 : 0),
-        streams: 0,
-        expectedLength: response.bytes.byteLength,
-      }));
+      Array.from({ length: clients }, (_, i) => {
+        const share = Math.floor(concurrency / clients) + (i < concurrency % clients ? 1 : 0);
+        return {
+          port: server === bare || !grpc ? server.port : server.ports.grpc!,
+          transport,
+          ...(grpc ? {} : { http: { path: `/v2/models/${MODEL}/infer`, headers: httpHeaders } }),
+          mode,
+          // unary: `share` calls in flight; stream: `share` streams of one request in flight each.
+          inflight: mode === 'stream' ? 1 : share,
+          streams: mode === 'stream' ? share : 0,
+          expectedLength: mode === 'stream' ? response.streamed!.byteLength : response.bytes.byteLength,
+        };
+      });
     const window = async (server: ChildServer, windowSeconds: number): Promise<{ result: DistributedLoadResult; batches?: BatchFigures }> => {
       if (server === bare) return { result: await pool.run(load(server), windowSeconds, 0.5, server.process.pid) };
       const before = await batchCounts(server);
@@ -311,7 +339,7 @@ const figures: Figure[] = [
   { name: 'batching_foreign_cpu_share', value: Math.max(...measured.foreign), unit: '' },
 ];
 console.log(
-  `# ${grpc ? `gRPC ModelInfer (${transport} load client)` : 'HTTP/REST with binary tensor data'}: ${concurrency} closed-loop clients ` +
+  `# ${grpc ? `gRPC ${mode === 'stream' ? 'ModelStreamInfer, one stream per client' : 'ModelInfer'} (${transport} load client)` : 'HTTP/REST with binary tensor data'}: ${concurrency} closed-loop clients ` +
     `of batch 1 over ${clients} load processes, ${availableParallelism()} cores`,
 );
 report(figures, jsonPath);
