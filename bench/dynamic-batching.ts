@@ -36,6 +36,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, credentials } from '@grpc/grpc-js';
 import * as ort from 'onnxruntime-node';
 import { GRPC_INFERENCE_SERVICE, pb } from '@nereid/protocol';
+import { defaultIntraOpThreads } from '@nereid/server';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
 import {
   alternate,
@@ -232,12 +233,13 @@ let bare: ChildServer | undefined;
 const measured = await (async () => {
   try {
     // The served model as the server normalised it; the ceiling gets its instance's thread count
-    // (onnxruntime-backend.ts: intra_op_thread_count, else the cores divided among the instances).
+    // (onnxruntime-backend.ts: intra_op_thread_count, else `defaultIntraOpThreads`: the cores but
+    // one divided among the instances).
     const served = (await getJson(batching, `/v2/models/${MODEL}/config`)) as ServedConfig;
     const unbatched = (await getJson(direct, `/v2/models/${MODEL}/config`)) as ServedConfig;
     if (!served.dynamic_batching || unbatched.dynamic_batching) throw new Error('the two servers do not differ in dynamic_batching as intended');
     const instances = served.instance_group.reduce((n, g) => n + g.count, 0);
-    const intraOpThreads = Number(served.parameters?.intra_op_thread_count?.string_value) || Math.max(1, Math.floor(availableParallelism() / instances));
+    const intraOpThreads = Number(served.parameters?.intra_op_thread_count?.string_value) || defaultIntraOpThreads(availableParallelism(), instances);
 
     // Both servers answer as ONNX Runtime does on the same row.
     session = await ort.InferenceSession.create(join(example, '1', 'model.onnx'), { intraOpNumThreads: intraOpThreads, interOpNumThreads: 1 });

@@ -52,6 +52,10 @@ WIRE_TO_NUMPY = {
 }
 
 
+# The native-byte-order dtypes, for the common case of numpy_to_wire_datatype (one lookup per output).
+_NUMPY_TO_WIRE = {d: name for name, d in WIRE_TO_NUMPY.items() if name != "BYTES"}
+
+
 def triton_string_to_numpy(triton_type_string):
     """``"TYPE_FP32"`` → ``numpy.float32``; None for unknown names."""
     return _CONFIG_TO_NUMPY.get(triton_type_string)
@@ -59,7 +63,11 @@ def triton_string_to_numpy(triton_type_string):
 
 def numpy_to_wire_datatype(dtype):
     """The wire datatype of a numpy dtype (``bytes``/``str``/``object`` arrays are BYTES)."""
-    dtype = np.dtype(dtype)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
+    name = _NUMPY_TO_WIRE.get(dtype)
+    if name is not None:
+        return name
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"
     for name, d in WIRE_TO_NUMPY.items():

@@ -81,3 +81,5 @@ export {
   type MeteredVersion,
 } from './observability/metrics.js';
 export type * from './config/model-config.js';
+/** The ONNX Runtime backend's intra-op thread count per instance when a model does not set one. */
+export { defaultIntraOpThreads } from './backends/onnxruntime/onnxruntime-backend.js';

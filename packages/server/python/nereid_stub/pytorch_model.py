@@ -44,7 +44,8 @@ class TorchScriptModel:
         self._batching = int(config.get("max_batch_size", 0) or 0) > 0
         params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
         instances = max(1, int(args.get("nereid_instance_count", "1")))
-        intra = int(params.get("INTRA_OP_THREAD_COUNT") or 0) or max(1, (os.cpu_count() or 1) // instances)
+        # As the ONNX Runtime backend: the cores but one (the server's event loop) among the instances.
+        intra = int(params.get("INTRA_OP_THREAD_COUNT") or 0) or max(1, ((os.cpu_count() or 1) - 1) // instances)
         torch.set_num_threads(intra)
         inter = int(params.get("INTER_OP_THREAD_COUNT") or 0)
         if inter > 0:

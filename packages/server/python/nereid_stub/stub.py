@@ -356,7 +356,10 @@ class Stub:
                 if "error" in entry:
                     outputs, arrays = [], []
                 else:
-                    params = json.loads(response.parameters())
+                    # The dict InferenceResponse keeps (checked when it was made); no JSON round trip.
+                    params = getattr(response, "_parameters", None)
+                    if not isinstance(params, dict):
+                        params = json.loads(response.parameters())
                     if params:
                         entry["parameters"] = params
             entry["has_response"] = True

@@ -23,6 +23,19 @@ import numpy as np
 HEADER = 64
 _TAIL = struct.Struct("<Q")
 _LEN = struct.Struct("<I")
+# One encoder for every frame (json.dumps with non-default separators builds a new one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_PB = None
+
+
+def _pb_utils():
+    """triton_python_backend_utils, imported on first use (it is on the stub's path, not a package
+    dependency of this module)."""
+    global _PB
+    if _PB is None:
+        import triton_python_backend_utils  # noqa: PLC0415
+        _PB = triton_python_backend_utils
+    return _PB
 
 
 class Channel:
@@ -54,7 +67,7 @@ class Channel:
 
     def send_locked(self, message):
         """Sends one frame; the caller holds ``lock``."""
-        body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+        body = _ENCODER.encode(message).encode("utf-8")
         data = memoryview(_LEN.pack(len(body)) + body)
         while data:
             n = os.write(self._fd, data)
@@ -150,15 +163,15 @@ class RingWriter:
 
 def _decode(buf, t):
     """A fresh numpy array from a tensor descriptor {d: datatype, s: shape, o: offset, n: size}."""
-    from triton_python_backend_utils import WIRE_TO_NUMPY, deserialize_bytes_tensor  # noqa: PLC0415
+    pb = _pb_utils()
     datatype = t["d"]
     shape = t["s"]
     offset = t["o"]
     size = t["n"]
     if datatype == "BYTES":
-        flat = deserialize_bytes_tensor(bytes(buf[offset:offset + size]))
+        flat = pb.deserialize_bytes_tensor(bytes(buf[offset:offset + size]))
         return flat.reshape(shape)
-    dtype = WIRE_TO_NUMPY.get(datatype)
+    dtype = pb.WIRE_TO_NUMPY.get(datatype)
     if dtype is None:
         raise ValueError("datatype %s is not supported by the Python backend" % datatype)
     count = size // dtype.itemsize
@@ -167,12 +180,12 @@ def _decode(buf, t):
 
 def encode(array):
     """(wire datatype, shape, uint8 array) for a numpy array; raises ValueError if unsupported."""
-    from triton_python_backend_utils import numpy_to_wire_datatype, serialize_byte_tensor  # noqa: PLC0415
-    datatype = numpy_to_wire_datatype(array.dtype)
+    pb = _pb_utils()
+    datatype = pb.numpy_to_wire_datatype(array.dtype)
     if datatype is None:
         raise ValueError("numpy dtype %s has no Triton datatype" % array.dtype)
     shape = [int(d) for d in array.shape]
     if datatype == "BYTES":
-        return datatype, shape, serialize_byte_tensor(array)
+        return datatype, shape, pb.serialize_byte_tensor(array)
     flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     return datatype, shape, flat
