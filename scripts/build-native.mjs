@@ -1,13 +1,15 @@
 #!/usr/bin/env node
-// Compiles the server's native addon (packages/server/native/shm-map.c: memory mappings of shared-
-// memory files, with a SIGBUS guard) into packages/server/dist/native/shm-map.node with the system
-// C compiler (`$CC`, else `cc`) and the Node-API headers of the `node-api-headers` package (else the
-// running Node's own include directory). No node-gyp, no download. Runs after `tsc -b`; skips the
-// compile when the output is newer than the source.
+// Compiles the server's native addon (packages/server/native/addon.c: memory mappings of shared-
+// memory files with a SIGBUS guard) into
+// packages/server/dist/native/nereid.node with the system C compiler (`$CC`, else `cc`) and the
+// Node-API headers of the `node-api-headers` package (else the running Node's own include
+// directory). No node-gyp, no download. Runs after `tsc -b`; skips the compile when the output
+// is newer than the source.
 //
 // Without a C compiler the build still succeeds: the server then reads and writes shared memory
 // with positioned I/O (slower for large tensors; packages/server/src/core/mapped-file.ts) and says
-// so at startup. `--require` (or NEREID_REQUIRE_NATIVE=1) makes a failed build an error (CI).
+// so at startup. `--require` (or NEREID_REQUIRE_NATIVE=1) makes
+// a failed build an error (CI).
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -16,8 +18,8 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const required = process.argv.includes('--require') || process.env.NEREID_REQUIRE_NATIVE === '1';
-const source = join(root, 'packages', 'server', 'native', 'shm-map.c');
-const output = join(root, 'packages', 'server', 'dist', 'native', 'shm-map.node');
+const source = join(root, 'packages', 'server', 'native', 'addon.c');
+const output = join(root, 'packages', 'server', 'dist', 'native', 'nereid.node');
 
 function headersDir() {
   try {

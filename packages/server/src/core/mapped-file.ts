@@ -1,7 +1,7 @@
 /**
  * Copies between JavaScript buffers and a file of /dev/shm (a client's shared-memory region, a
  * Python stub's tensor ring): through a memory mapping when the server's native addon is built
- * (packages/server/native/shm-map.c, compiled by `npm run build`), else with positioned
+ * (`native.ts`: packages/server/native/addon.c, compiled by `npm run build`), else with positioned
  * `read`/`write` on the descriptor.
  *
  * Why both: on the machines measured, positioned I/O on /dev/shm moved 16 MiB in 10-14 ms (read)
@@ -14,39 +14,19 @@
  * `NEREID_SHM_MAPPING=off` in the environment turns mappings off (positioned I/O everywhere).
  */
 import { readSync, writeSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { nativeAddon, nativeAddonMissing, type NativeAddon, type NativeMapping } from './native.js';
 
-interface NativeMapping {
-  readonly __brand: 'mapping';
-}
-
-interface ShmMapAddon {
-  map(fd: number, length: number, writable: boolean): NativeMapping;
-  unmap(mapping: NativeMapping): void;
-  copy(mapping: NativeMapping, position: number, bytes: Uint8Array, intoMapping: boolean): boolean;
-}
-
-let addon: ShmMapAddon | undefined;
-let unavailable: string | undefined;
+type ShmMapAddon = Pick<NativeAddon, 'map' | 'unmap' | 'copy'>;
 
 function loadAddon(): ShmMapAddon | undefined {
-  if (addon !== undefined || unavailable !== undefined) return addon;
-  if (process.env.NEREID_SHM_MAPPING === 'off') {
-    unavailable = 'turned off by NEREID_SHM_MAPPING=off';
-    return undefined;
-  }
-  try {
-    addon = createRequire(import.meta.url)('../native/shm-map.node') as ShmMapAddon;
-  } catch (err) {
-    unavailable = `native addon not built (${(err as Error).message.split('\n')[0]}); run \`npm run build\` with a C compiler installed`;
-  }
-  return addon;
+  if (process.env.NEREID_SHM_MAPPING === 'off') return undefined;
+  return nativeAddon();
 }
 
 /** Why mappings are not used (positioned I/O instead), or undefined when they are. */
 export function mappingUnavailableReason(): string | undefined {
-  loadAddon();
-  return unavailable;
+  if (process.env.NEREID_SHM_MAPPING === 'off') return 'turned off by NEREID_SHM_MAPPING=off';
+  return nativeAddonMissing();
 }
 
 /** Byte access to `[0, length)` of a file. */

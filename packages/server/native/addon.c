@@ -1,7 +1,9 @@
 /*
- * Nereid's memory mappings of shared-memory files (system shared-memory regions, the Python
- * backend's tensor rings). Node has no mmap; positioned read/write on this kind of machine copy
- * at 1.5-3 GB/s where a plain memory copy moves 6-10 GB/s.
+ * Nereid's native addon: plain C against Node-API, compiled by scripts/build-native.mjs.
+ *
+ * Memory mappings of shared-memory files (system shared-memory regions, the Python backend's
+ * tensor rings). Node has no mmap; positioned read/write on this kind of machine copy at
+ * 1.5-3 GB/s where a plain memory copy moves 6-10 GB/s.
  *
  * The mapping never leaves this file as memory JavaScript could touch: JavaScript asks for copies
  * into and out of its own buffers (`read`, `write`), and every copy runs under a SIGBUS guard.
@@ -10,8 +12,8 @@
  * returns false, so the caller fails the one request instead of the process dying. A SIGBUS
  * anywhere else is handed to the disposition that was in place before this module loaded.
  *
- * Built by scripts/build-native.mjs with the C compiler and Node-API headers; without it the
- * server falls back to positioned reads and writes (packages/server/src/core/mapped-file.ts).
+ * Without the addon the server falls back to positioned reads and writes
+ * (packages/server/src/core/mapped-file.ts).
  */
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -78,7 +80,7 @@ static int guarded_copy(void *dst, const void *src, size_t n) {
 #define CHECK(call)                                                     \
   do {                                                                  \
     if ((call) != napi_ok) {                                            \
-      napi_throw_error(env, NULL, "shm-map: Node-API call failed: " #call); \
+      napi_throw_error(env, NULL, "nereid native: Node-API call failed: " #call); \
       return NULL;                                                      \
     }                                                                   \
   } while (0)
@@ -94,12 +96,12 @@ static void finalize_mapping(napi_env env, void *data, void *hint) {
 static int get_mapping(napi_env env, napi_value value, mapping_t **out) {
   void *data = NULL;
   if (napi_get_value_external(env, value, &data) != napi_ok || data == NULL) {
-    napi_throw_type_error(env, NULL, "shm-map: not a mapping");
+    napi_throw_type_error(env, NULL, "nereid native: not a mapping");
     return -1;
   }
   *out = data;
   if ((*out)->base == NULL) {
-    napi_throw_error(env, "ERR_SHM_UNMAPPED", "shm-map: the mapping was closed");
+    napi_throw_error(env, "ERR_SHM_UNMAPPED", "nereid native: the mapping was closed");
     return -1;
   }
   return 0;
@@ -109,14 +111,14 @@ static int get_bytes(napi_env env, napi_value value, uint8_t **data, size_t *len
   bool is_typed = false;
   napi_is_typedarray(env, value, &is_typed);
   if (!is_typed) {
-    napi_throw_type_error(env, NULL, "shm-map: expected a Uint8Array");
+    napi_throw_type_error(env, NULL, "nereid native: expected a Uint8Array");
     return -1;
   }
   napi_typedarray_type type;
   size_t count = 0;
   void *raw = NULL;
   if (napi_get_typedarray_info(env, value, &type, &count, &raw, NULL, NULL) != napi_ok || type != napi_uint8_array) {
-    napi_throw_type_error(env, NULL, "shm-map: expected a Uint8Array");
+    napi_throw_type_error(env, NULL, "nereid native: expected a Uint8Array");
     return -1;
   }
   *data = raw;
@@ -127,7 +129,7 @@ static int get_bytes(napi_env env, napi_value value, uint8_t **data, size_t *len
 static int get_position(napi_env env, napi_value value, size_t *out) {
   int64_t position = -1;
   if (napi_get_value_int64(env, value, &position) != napi_ok || position < 0) {
-    napi_throw_range_error(env, NULL, "shm-map: position must be a non-negative integer");
+    napi_throw_range_error(env, NULL, "nereid native: position must be a non-negative integer");
     return -1;
   }
   *out = (size_t)position;
@@ -144,24 +146,24 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   bool writable = false;
   if (argc < 3 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int64(env, argv[1], &length) != napi_ok ||
       napi_get_value_bool(env, argv[2], &writable) != napi_ok || fd < 0 || length <= 0) {
-    napi_throw_type_error(env, NULL, "shm-map: map(fd, length > 0, writable)");
+    napi_throw_type_error(env, NULL, "nereid native: map(fd, length > 0, writable)");
     return NULL;
   }
   if (install_error != 0) {
-    napi_throw_error(env, NULL, "shm-map: cannot install the SIGBUS guard");
+    napi_throw_error(env, NULL, "nereid native: cannot install the SIGBUS guard");
     return NULL;
   }
   void *base = mmap(NULL, (size_t)length, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     char message[160];
-    snprintf(message, sizeof message, "shm-map: mmap of %lld bytes failed: %s", (long long)length, strerror(errno));
+    snprintf(message, sizeof message, "nereid native: mmap of %lld bytes failed: %s", (long long)length, strerror(errno));
     napi_throw_error(env, "ERR_SHM_MMAP", message);
     return NULL;
   }
   mapping_t *m = malloc(sizeof *m);
   if (m == NULL) {
     munmap(base, (size_t)length);
-    napi_throw_error(env, NULL, "shm-map: out of memory");
+    napi_throw_error(env, NULL, "nereid native: out of memory");
     return NULL;
   }
   m->base = base;
@@ -170,7 +172,7 @@ static napi_value map_file(napi_env env, napi_callback_info info) {
   if (napi_create_external(env, m, finalize_mapping, NULL, &result) != napi_ok) {
     munmap(base, (size_t)length);
     free(m);
-    napi_throw_error(env, NULL, "shm-map: cannot wrap the mapping");
+    napi_throw_error(env, NULL, "nereid native: cannot wrap the mapping");
     return NULL;
   }
   return result;
@@ -183,7 +185,7 @@ static napi_value unmap_file(napi_env env, napi_callback_info info) {
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   void *data = NULL;
   if (argc < 1 || napi_get_value_external(env, argv[0], &data) != napi_ok || data == NULL) {
-    napi_throw_type_error(env, NULL, "shm-map: not a mapping");
+    napi_throw_type_error(env, NULL, "nereid native: not a mapping");
     return NULL;
   }
   mapping_t *m = data;
@@ -204,7 +206,7 @@ static napi_value copy_bytes(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 4) {
-    napi_throw_type_error(env, NULL, "shm-map: copy(mapping, position, bytes, intoMapping)");
+    napi_throw_type_error(env, NULL, "nereid native: copy(mapping, position, bytes, intoMapping)");
     return NULL;
   }
   mapping_t *m;
@@ -215,7 +217,7 @@ static napi_value copy_bytes(napi_env env, napi_callback_info info) {
   if (get_mapping(env, argv[0], &m) != 0 || get_position(env, argv[1], &position) != 0 || get_bytes(env, argv[2], &bytes, &length) != 0) return NULL;
   CHECK(napi_get_value_bool(env, argv[3], &into));
   if (position > m->length || length > m->length - position) {
-    napi_throw_range_error(env, "ERR_SHM_RANGE", "shm-map: copy outside the mapping");
+    napi_throw_range_error(env, "ERR_SHM_RANGE", "nereid native: copy outside the mapping");
     return NULL;
   }
   int status = length == 0 ? 0 : into ? guarded_copy(m->base + position, bytes, length) : guarded_copy(bytes, m->base + position, length);

@@ -1,0 +1,37 @@
+/**
+ * Nereid's native addon (packages/server/native/addon.c, compiled by `npm run build` into
+ * dist/native/nereid.node with the system C compiler): memory-mapped copies for shared-memory
+ * files (`mapped-file.ts`). Optional: without it the server uses positioned I/O.
+ */
+import { createRequire } from 'node:module';
+
+/** A mapping made by the addon; opaque to JavaScript. */
+export interface NativeMapping {
+  readonly __brand: 'mapping';
+}
+
+export interface NativeAddon {
+  map(fd: number, length: number, writable: boolean): NativeMapping;
+  unmap(mapping: NativeMapping): void;
+  copy(mapping: NativeMapping, position: number, bytes: Uint8Array, intoMapping: boolean): boolean;
+}
+
+let addon: NativeAddon | undefined;
+let missing: string | undefined;
+
+/** The addon, or undefined when it is not built (`nativeAddonMissing` says why). */
+export function nativeAddon(): NativeAddon | undefined {
+  if (addon !== undefined || missing !== undefined) return addon;
+  try {
+    addon = createRequire(import.meta.url)('../native/nereid.node') as NativeAddon;
+  } catch (err) {
+    missing = `native addon not built (${(err as Error).message.split('\n')[0]}); run \`npm run build\` with a C compiler installed`;
+  }
+  return addon;
+}
+
+/** Why the addon is not available, or undefined when it is. */
+export function nativeAddonMissing(): string | undefined {
+  nativeAddon();
+  return missing;
+}
