@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { KEY_FIGURES, parseFigureLine, summaryTable } from '../dist/bench/summary.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const all = ['http-overhead', 'grpc-overhead', 'perf-protocols', 'dynamic-batching', 'instance-update', 'python-overhead', 'streaming', 'custom-backend', 'shared-memory', 'sequence', 'ensemble', 'ocr-pipeline'];
+const all = ['http-overhead', 'grpc-overhead', 'perf-protocols', 'dynamic-batching', 'dynamic-batching-stream', 'instance-update', 'python-overhead', 'streaming', 'custom-backend', 'shared-memory', 'sequence', 'ensemble', 'ocr-pipeline'];
+/** Entries that run another entry's script with arguments of their own. */
+const variants = { 'dynamic-batching-stream': ['dynamic-batching', '--transport', 'http2', '--mode', 'stream'] };
 const argv = process.argv.slice(2);
 const onlyAt = argv.indexOf('--only');
 const only = onlyAt >= 0 ? argv[onlyAt + 1]?.split(',') : undefined;
@@ -19,7 +21,8 @@ const benches = only ? all.filter((b) => only.includes(b)) : all;
 /** Runs one script, echoing its output, and resolves with its exit code and the figures it printed. */
 function runOne(bench) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(root, 'dist', 'bench', `${bench}.js`), ...passOn], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const [script, ...own] = variants[bench] ?? [bench];
+    const child = spawn(process.execPath, [join(root, 'dist', 'bench', `${script}.js`), ...own, ...passOn], { stdio: ['ignore', 'pipe', 'inherit'] });
     const figures = [];
     let pending = '';
     child.stdout.on('data', (chunk) => {

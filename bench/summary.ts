@@ -33,6 +33,8 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'perf-protocols', figure: 'perf_grpc_latency_c1', label: 'nereid perf: gRPC latency vs in process, c1' },
   { bench: 'dynamic-batching', figure: 'batching_throughput', label: 'dynamic batching vs no batching (throughput)', target: { on: 'ratio', op: '>=', bound: 3 } },
   { bench: 'dynamic-batching', figure: 'batching_vs_ceiling', label: 'dynamic batching vs in-process ONNX Runtime ceiling', target: { on: 'ratio', op: '>=', bound: 0.6 } },
+  { bench: 'dynamic-batching-stream', figure: 'batching_throughput', label: 'dynamic batching vs no batching, gRPC streams', target: { on: 'ratio', op: '>=', bound: 3 } },
+  { bench: 'dynamic-batching-stream', figure: 'batching_vs_ceiling', label: 'dynamic batching vs ceiling, gRPC streams', target: { on: 'ratio', op: '>=', bound: 0.6 } },
   { bench: 'instance-update', figure: 'instance count change in place (mlp, 1 → 2 instances)', label: 'in-place instance change vs full reload (time)' },
   { bench: 'python-overhead', figure: 'python added latency per request (16 FP32)', label: 'Python backend added latency per request (µs)', target: { on: 'value', op: '<', bound: 200 } },
   { bench: 'python-overhead', figure: 'python 4 MiB tensor bandwidth (in + out)', label: 'Python backend 4 MiB tensor bandwidth (GB/s)', target: { on: 'value', op: '>=', bound: 2 } },
