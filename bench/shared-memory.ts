@@ -9,24 +9,27 @@
  * Each transport runs in alternating windows (`--rounds`, default 3), medians kept; closed loop at
  * concurrency `--concurrency` (default 1). Throughput is tensor bytes in plus out per second.
  * Figures: shared memory against HTTP binary (target ≥ 3×), against gRPC, and HTTP binary against
- * gRPC; `shm_http_binary_gbps` is HTTP binary's own figure (target ≥ 1 GB/s).
- * `shm_region_pread_16mib` is what reading a region costs the server (a positioned read into a
- * reused buffer, as the server's pool gives it, see docs/protocol.md) against an in-memory copy
- * of the same 16 MiB into a reused buffer: what a mapped region would cost if its bytes were
- * copied out before use.
+ * gRPC; `shm_http_binary_gbps` is HTTP binary's own figure (target ≥ 1 GB/s), and
+ * `shm_http_binary_vs_bare_http_16mib` sets it against a bare `node:http` server that reads the
+ * same 16 MiB body and answers Nereid's 16 MiB response bytes (bench/bare-http-server.ts), same
+ * client, same windows: what HTTP itself moves on this machine, no model, no Nereid.
+ * `shm_region_read_16mib` is what reading 16 MiB of a region costs the server: a copy out of the
+ * region's mapping (the native addon, docs/protocol.md) into a reused buffer, against the
+ * positioned read the server falls back to without the addon.
  *
  * Usage: node dist/bench/shared-memory.js [--seconds N] [--rounds N] [--concurrency N] [--json out.json]
  */
 import { randomUUID } from 'node:crypto';
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GrpcClient, HttpClient, SystemSharedMemoryRegion, type ClientInferOptions } from '@nereid/client';
+import { fileBytes } from '@nereid/server';
 import { identityModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, compared, httpPoster, median, medianOf, report, runLoad, spawnServer, type Figure, type LoadResult } from './lib.js';
+import { alternate, benchArgs, compared, httpPoster, median, medianOf, report, runLoad, spawnServer, type ChildServer, type Figure, type LoadResult } from './lib.js';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -62,6 +65,7 @@ const http = new HttpClient(`http://127.0.0.1:${server.port}`);
 const grpc = new GrpcClient(`127.0.0.1:${server.ports.grpc}`);
 const regions: SystemSharedMemoryRegion[] = [];
 
+let bare: ChildServer | undefined;
 try {
   // HTTP binary: the body as Triton's clients send it, built once.
   const header = Buffer.from(
@@ -74,6 +78,17 @@ try {
   const poster = httpPoster(server.port, `/v2/models/${MODEL}/infer`, body, { 'Inference-Header-Content-Length': header.byteLength }, concurrency);
   const length = await poster.post();
   if (length < BYTES) throw new Error(`HTTP binary response of ${length} bytes, expected at least ${BYTES}`);
+
+  // The bare node:http server answers Nereid's own response bytes to the same request.
+  const answer = await fetch(`http://127.0.0.1:${server.port}/v2/models/${MODEL}/infer`, {
+    method: 'POST',
+    headers: { 'Inference-Header-Content-Length': String(header.byteLength) },
+    body,
+  });
+  const answerFile = join(repo, 'http-response.bin');
+  await writeFile(answerFile, Buffer.from(await answer.arrayBuffer()));
+  bare = await spawnServer([join(root, 'dist/bench/bare-http-server.js'), answerFile, answer.headers.get('inference-header-content-length')!], /port (\d+)/);
+  const barePoster = httpPoster(bare.port, `/v2/models/${MODEL}/infer`, body, { 'Inference-Header-Content-Length': header.byteLength }, concurrency);
 
   const plain: ClientInferOptions = { model: MODEL, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data: input }] };
 
@@ -114,17 +129,20 @@ try {
     ['grpc', () => grpc.infer(plain)],
     ['shm_http', () => http.infer(slot())],
     ['shm_grpc', () => grpc.infer(slot())],
+    ['bare_http', () => barePoster.post()],
   ];
   const results = await alternate(transports, rounds, ([, op]) => runLoad(op, concurrency, seconds, 0.5));
   poster.close();
+  barePoster.close();
   const med = results.map((r) => medianOf<LoadResult>(r));
   const gbps = (i: number) => (med[i]!.throughput * 2 * BYTES) / 1e9;
-  const [httpBinary, viaGrpc, shmHttp, shmGrpc] = [0, 1, 2, 3].map(gbps) as [number, number, number, number];
-  // What reading a region costs the server: a positioned read into a reused buffer (the shared-
-  // memory manager's pool), against copying the same bytes from memory into a reused buffer,
-  // which is what a mapped region would cost if it were copied out before use (docs/protocol.md).
-  const readFd = openSync(`/dev/shm/${regions[0]!.key.slice(1)}`, 'r');
-  const source = Buffer.from(input.buffer);
+  const [httpBinary, viaGrpc, shmHttp, shmGrpc, bareHttp] = [0, 1, 2, 3, 4].map(gbps) as [number, number, number, number, number];
+  // What reading a region costs the server: a copy out of its mapping into a reused buffer (the
+  // shared-memory manager's pool), against the positioned read used without the native addon.
+  const readFd = openSync(`/dev/shm/${regions[0]!.key.slice(1)}`, 'r+');
+  const mapped = fileBytes(readFd, BYTES, { writable: true });
+  const positioned = fileBytes(readFd, BYTES, { writable: true, map: false });
+  if (!mapped.mapped) throw new Error('the native addon is not built: run `npm run build` with a C compiler installed');
   const timeMs = (op: () => void, n = 20): number => {
     const times: number[] = [];
     for (let i = 0; i < n; i++) {
@@ -135,14 +153,17 @@ try {
     return median(times);
   };
   const target = Buffer.alloc(BYTES);
-  const preadMs = timeMs(() => readSync(readFd, target, 0, BYTES, 0));
-  const copyMs = timeMs(() => source.copy(target));
+  const mappedMs = timeMs(() => mapped.read(0, target));
+  const positionedMs = timeMs(() => positioned.read(0, target));
+  mapped.close();
+  positioned.close();
   closeSync(readFd);
   const figures: Figure[] = [
-    compared('shm_region_pread_16mib', 'ms', preadMs, copyMs, 'memcpy'),
+    compared('shm_region_read_16mib', 'ms', mappedMs, positionedMs, 'positioned_read'),
     compared('shm_http_vs_http_binary_16mib', 'GB/s', shmHttp, httpBinary, 'http_binary'),
     compared('shm_grpc_vs_grpc_16mib', 'GB/s', shmGrpc, viaGrpc, 'grpc'),
     compared('shm_http_binary_gbps', 'GB/s', httpBinary, viaGrpc, 'grpc'),
+    compared('shm_http_binary_vs_bare_http_16mib', 'GB/s', httpBinary, bareHttp, 'bare_node_http'),
     ...transports.map(([name], i) => ({ name: `shm_bench_${name}_p50_latency`, value: med[i]!.p50Us / 1000, unit: 'ms' })),
   ];
   report(figures, jsonPath);
@@ -150,5 +171,6 @@ try {
   grpc.close();
   for (const r of regions) r.destroy();
   await server.stop();
+  await bare?.stop();
   await rm(repo, { recursive: true, force: true });
 }

@@ -83,3 +83,5 @@ export {
 export type * from './config/model-config.js';
 /** The ONNX Runtime backend's intra-op thread count per instance when a model does not set one. */
 export { defaultIntraOpThreads } from './backends/onnxruntime/onnxruntime-backend.js';
+/** Byte access to /dev/shm files through the native addon's mappings, or positioned I/O. */
+export { fileBytes, mappingUnavailableReason, type FileBytes } from './core/mapped-file.js';
