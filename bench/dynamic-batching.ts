@@ -33,9 +33,8 @@ import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client, credentials } from '@grpc/grpc-js';
 import * as ort from 'onnxruntime-node';
-import { GRPC_INFERENCE_SERVICE, pb } from '@nereid/protocol';
+import { pb } from '@nereid/protocol';
 import { defaultIntraOpThreads } from '@nereid/server';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
 import {
@@ -45,6 +44,7 @@ import {
   LoadClientPool,
   medianOf,
   report,
+  rawGrpcAnswers,
   runLoad,
   spawnServer,
   type ChildServer,
@@ -197,31 +197,14 @@ async function probe(server: ChildServer): Promise<{ bytes: Buffer; streamed?: B
     const data = bytes.subarray(Number(headerLength));
     return { bytes, headerLength, output: new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)) };
   }
-  const identity = (b: Buffer) => b;
-  const client = new Client(`127.0.0.1:${server.ports.grpc}`, credentials.createInsecure());
-  try {
-    const bytes = await new Promise<Buffer>((done, fail) =>
-      client.makeUnaryRequest(GRPC_INFERENCE_SERVICE.ModelInfer.path, identity, identity, request, (err, r) => (err ? fail(err) : done(r!))),
-    );
-    // The same request on a stream: the bytes of a streamed answer (ModelStreamInferResponse).
-    const streamed = await new Promise<Buffer>((done, fail) => {
-      const call = client.makeBidiStreamRequest(GRPC_INFERENCE_SERVICE.ModelStreamInfer.path, identity, identity);
-      call.once('data', (r: Buffer) => {
-        done(r);
-        call.end();
-      });
-      call.on('error', fail);
-      call.write(request);
-    });
-    const fromStream = pb.ModelStreamInferResponse.decode(streamed);
-    if (fromStream.error_message || !fromStream.infer_response) throw new Error(`ModelStreamInfer failed: ${fromStream.error_message}`);
-    const raw = pb.ModelInferResponse.decode(bytes).raw_output_contents[0] ?? new Uint8Array();
-    const rawStreamed = fromStream.infer_response.raw_output_contents[0] ?? new Uint8Array();
-    if (!Buffer.from(raw).equals(Buffer.from(rawStreamed))) throw new Error('ModelInfer and ModelStreamInfer answer differently');
-    return { bytes, streamed, headerLength: '0', output: new Float32Array(Uint8Array.from(raw).buffer) };
-  } finally {
-    client.close();
-  }
+  // The answer to the request, unary and on a stream (a ModelStreamInferResponse).
+  const { unary: bytes, streamed } = await rawGrpcAnswers(`127.0.0.1:${server.ports.grpc}`, request);
+  const fromStream = pb.ModelStreamInferResponse.decode(streamed);
+  if (fromStream.error_message || !fromStream.infer_response) throw new Error(`ModelStreamInfer failed: ${fromStream.error_message}`);
+  const raw = pb.ModelInferResponse.decode(bytes).raw_output_contents[0] ?? new Uint8Array();
+  const rawStreamed = fromStream.infer_response.raw_output_contents[0] ?? new Uint8Array();
+  if (!Buffer.from(raw).equals(Buffer.from(rawStreamed))) throw new Error('ModelInfer and ModelStreamInfer answer differently');
+  return { bytes, streamed, headerLength: '0', output: new Float32Array(Uint8Array.from(raw).buffer) };
 }
 
 const batching = await serve(batchingRepo);

@@ -33,7 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, credentials } from '@grpc/grpc-js';
 import { GRPC_INFERENCE_SERVICE, pb } from '@nereid/protocol';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, compared, LoadClientPool, medianOf, report, spawnServer, type DistributedLoadResult, type Figure } from './lib.js';
+import { alternate, benchArgs, compared, LoadClientPool, medianOf, rawGrpcAnswers, report, spawnServer, type DistributedLoadResult, type Figure } from './lib.js';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
 
 const args = benchArgs();
@@ -85,21 +85,7 @@ const nereid = await spawnServer(
 );
 
 // Capture Nereid's real response bytes (unary and streamed) for the bare server to send back.
-const identity = (b: Buffer) => b;
-const probe = new Client(`127.0.0.1:${nereid.port}`, credentials.createInsecure());
-const unaryResponse = await new Promise<Buffer>((done, fail) =>
-  probe.makeUnaryRequest(GRPC_INFERENCE_SERVICE.ModelInfer.path, identity, identity, request, (err, r) => (err ? fail(err) : done(r!))),
-);
-const streamResponse = await new Promise<Buffer>((done, fail) => {
-  const call = probe.makeBidiStreamRequest(GRPC_INFERENCE_SERVICE.ModelStreamInfer.path, identity, identity);
-  call.once('data', (r: Buffer) => {
-    done(r);
-    call.end();
-  });
-  call.on('error', fail);
-  call.write(request);
-});
-probe.close();
+const { unary: unaryResponse, streamed: streamResponse } = await rawGrpcAnswers(`127.0.0.1:${nereid.port}`, request);
 const statsClient = new Client(`127.0.0.1:${nereid.port}`, credentials.createInsecure());
 {
   const check = (r: pb.ModelInferResponse | undefined, what: string) => {

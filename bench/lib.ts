@@ -7,6 +7,8 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { Client, credentials } from '@grpc/grpc-js';
+import { GRPC_INFERENCE_SERVICE } from '@nereid/protocol';
 
 export interface LoadResult {
   completed: number;
@@ -426,4 +428,31 @@ export function report(figures: readonly Figure[], jsonPath?: string): void {
     console.log(line);
   }
   if (jsonPath) writeFileSync(jsonPath, JSON.stringify(figures, null, 2));
+}
+
+/**
+ * A server's raw answers to one encoded `ModelInferRequest` at `address` (host:port): the bytes of
+ * its unary `ModelInferResponse` and of the `ModelStreamInferResponse` it streams back for the same
+ * request, for bare servers and load processes to send or expect.
+ */
+export async function rawGrpcAnswers(address: string, request: Buffer): Promise<{ unary: Buffer; streamed: Buffer }> {
+  const identity = (b: Buffer) => b;
+  const client = new Client(address, credentials.createInsecure());
+  try {
+    const unary = await new Promise<Buffer>((done, fail) =>
+      client.makeUnaryRequest(GRPC_INFERENCE_SERVICE.ModelInfer.path, identity, identity, request, (err, r) => (err ? fail(err) : done(r!))),
+    );
+    const streamed = await new Promise<Buffer>((done, fail) => {
+      const call = client.makeBidiStreamRequest(GRPC_INFERENCE_SERVICE.ModelStreamInfer.path, identity, identity);
+      call.once('data', (r: Buffer) => {
+        done(r);
+        call.end();
+      });
+      call.on('error', fail);
+      call.write(request);
+    });
+    return { unary, streamed };
+  } finally {
+    client.close();
+  }
 }
