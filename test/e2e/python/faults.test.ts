@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { NereidError } from '@nereid/protocol';
+import { mappingUnavailableReason } from '@nereid/server';
 import { addModels, makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
 import { IDENTITY_PY, identityConfig, processAlive, pythonSkipReason, recordingLogger, waitUntil } from '../../helpers/python.js';
 
@@ -37,6 +38,29 @@ class TritonPythonModel:
             time.sleep(float(json.loads(request.parameters()).get("sleep", 0)))
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
         return out
+`;
+
+// Empties the stub's inbound ring file (server → stub) when asked: the server's next
+// write into it lands past the end of the file.
+const SHRINKS_PY = String.raw`
+import json, os, re
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            if json.loads(request.parameters()).get("shrink") == "1":
+                for fd in os.listdir("/proc/self/fd"):
+                    try:
+                        target = os.readlink("/proc/self/fd/" + fd)
+                    except OSError:
+                        continue
+                    if re.search(r"nereid-\d+-[0-9a-f]+-in( \(deleted\))?$", target):
+                        os.ftruncate(int(fd), 0)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
+        return responses
 `;
 
 const FINALIZE_PY = String.raw`
@@ -99,6 +123,7 @@ describe('Python backend: fault isolation', { skip }, () => {
         '1/model.py': FINALIZE_PY,
       },
       identity: { 'config.pbtxt': identityConfig('identity', 'TYPE_FP32'), '1/model.py': IDENTITY_PY },
+      shrinks: { 'config.pbtxt': sleepyConfig('shrinks'), '1/model.py': SHRINKS_PY },
     });
     srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', loadModels: ['*'], logger });
     assert.deepEqual(srv.server.startReport.failures, []);
@@ -144,6 +169,29 @@ describe('Python backend: fault isolation', { skip }, () => {
     await waitUntil(() => !processAlive(pid), 'the hung stub to be gone');
     const next = await pidOf('hangs');
     assert.notEqual(next, pid);
+    await identityStillServes();
+  });
+
+  it('stops a stub that shrinks its shared-memory ring, fails the request that needed it and serves again', async () => {
+    const pid = await pidOf('shrinks');
+    const shrink = () => srv.server.infer({ model: 'shrinks', parameters: { shrink: '1' }, inputs: IN });
+    await shrink(); // its inputs were read before it shrank the ring
+    if (mappingUnavailableReason() === undefined) {
+      // The server's next write into the ring faults past the end of the file: the guarded copy
+      // reports it, the stub is stopped, the request fails, the server carries on.
+      await assert.rejects(pidOf('shrinks'), (err: NereidError) => {
+        assert.equal(err.code, 'PYTHON_STUB_FAILED');
+        assert.match(err.message, /model 'shrinks' instance 'shrinks_0'/);
+        assert.match(err.message, /broke its shared-memory channel \(the shared-memory ring file was shrunk while writing a message\)/);
+        return true;
+      });
+      await waitUntil(() => !processAlive(pid), 'the stub to be gone');
+      const next = await pidOf('shrinks');
+      assert.notEqual(next, pid);
+    } else {
+      // Positioned writes extend the file again: the stub keeps serving.
+      assert.equal(await pidOf('shrinks'), pid);
+    }
     await identityStillServes();
   });
 

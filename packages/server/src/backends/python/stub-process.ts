@@ -212,7 +212,17 @@ export class StubProcess {
       return;
     }
     const descriptors = (message.t === 'bls' ? message['inputs'] : message['outputs']) as Placement[] | undefined;
-    const tensors = descriptors && descriptors.length > 0 ? this.#reader.take(message['shm'] as ShmRef | undefined, descriptors) : [];
+    let tensors: Uint8Array[] = [];
+    if (descriptors && descriptors.length > 0) {
+      try {
+        tensors = this.#reader.take(message['shm'] as ShmRef | undefined, descriptors);
+      } catch (err) {
+        // The stub broke the channel (shrank its ring, removed a spill file): it cannot be trusted
+        // with more requests. Its calls fail and the backend restarts it, as after a crash.
+        this.kill(`broke its shared-memory channel (${err instanceof Error ? err.message : String(err)})`);
+        return;
+      }
+    }
     this.#onMessage(message, tensors);
   }
 
@@ -220,7 +230,16 @@ export class StubProcess {
   send(message: Record<string, unknown>, parts: readonly Uint8Array[] = [], descriptors: Record<string, unknown>[] = []): void {
     if (this.#exited) return;
     if (parts.length > 0) {
-      const { shm, placements } = this.#writer.put(parts);
+      let placed: ReturnType<RingWriter['put']>;
+      try {
+        placed = this.#writer.put(parts);
+      } catch (err) {
+        // The stub shrank its inbound ring: the message is not sent, the stub is stopped, and its
+        // calls fail with this reason once it is gone (the backend restarts it, as after a crash).
+        this.kill(`broke its shared-memory channel (${err instanceof Error ? err.message : String(err)})`);
+        return;
+      }
+      const { shm, placements } = placed;
       message['shm'] = shm;
       for (let i = 0; i < descriptors.length; i++) {
         descriptors[i]!['o'] = placements[i]!.o;
