@@ -38,8 +38,9 @@ export class NereidProcess {
   #exit: Exit | undefined;
   #listeners = new Set<() => void>();
 
-  constructor(args: readonly string[]) {
-    this.child = spawn(process.execPath, [NEREID_BIN, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** @param env variables added to this process's environment for the child */
+  constructor(args: readonly string[], env: Record<string, string> = {}) {
+    this.child = spawn(process.execPath, [NEREID_BIN, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       this.#stdout += s;
       this.#notify();
@@ -141,8 +142,9 @@ export const LOCAL_ENDPOINTS = ['--http-address=127.0.0.1', '--http-port=0', '--
  */
 export async function startNereidServe(
   args: readonly string[],
+  env: Record<string, string> = {},
 ): Promise<{ process: NereidProcess; port: number; url: string; grpcPort: number | undefined }> {
-  const p = new NereidProcess(['serve', ...args, ...LOCAL_ENDPOINTS]);
+  const p = new NereidProcess(['serve', ...args, ...LOCAL_ENDPOINTS], env);
   try {
     const m = await p.waitFor(/Started HTTPService at 127\.0\.0\.1:(\d+)/);
     const port = Number(m[1]);

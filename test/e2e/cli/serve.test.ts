@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { mappingUnavailableReason } from '@nereid/server';
 import { simpleModel, simpleStringModel } from '@nereid/testkit';
 import {
   httpRequest,
@@ -244,6 +245,22 @@ describe('log options', () => {
       await verbose.process.stop();
     }
     for (const l of logLines(verbose.process.stdout)) assert.match(l, DEFAULT_LINE);
+  });
+
+  it('warns at startup when shared memory is not memory-mapped, and says why', async () => {
+    const POSITIONED = /^W.* shared-memory regions and Python tensor rings are read and written with positioned I\/O, slower for large tensors than mapped memory: (.*)$/m;
+    const mapped = await startNereidServe([`--model-repository=${repo}`]);
+    await mapped.process.stop();
+    if (mappingUnavailableReason() === undefined) assert.doesNotMatch(mapped.process.stderr, POSITIONED, mapped.process.output);
+    else assert.match(mapped.process.stderr, POSITIONED, mapped.process.output);
+
+    const off = await startNereidServe([`--model-repository=${repo}`], { NEREID_SHM_MAPPING: 'off' });
+    try {
+      assert.equal((await httpRequest(`${off.url}/v2/health/ready`)).status, 200);
+    } finally {
+      await off.process.stop();
+    }
+    assert.equal(POSITIONED.exec(off.process.stderr)?.[1], 'turned off by NEREID_SHM_MAPPING=off', off.process.output);
   });
 
   it('--log-info=false keeps info lines out; --log-file writes the log to a file', async () => {
