@@ -9,20 +9,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { NereidError } from '@nereid/protocol';
-
-/** BYTES tensor data of UTF-8 strings: each a 4-byte little-endian length, then the bytes. */
-function encodeStrings(texts) {
-  const encoded = texts.map((t) => Buffer.from(t, 'utf8'));
-  const out = Buffer.alloc(encoded.reduce((n, b) => n + 4 + b.length, 0));
-  let at = 0;
-  for (const b of encoded) {
-    out.writeUInt32LE(b.length, at);
-    b.copy(out, at + 4);
-    at += 4 + b.length;
-  }
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
-}
+import { NereidError, encodeBytesElements } from '@nereid/protocol';
 
 /** @type {import('@nereid/server').Backend} */
 export default {
@@ -80,7 +67,7 @@ export default {
               timing.markOutputsStart();
               request.respond({
                 outputs: [
-                  { name: 'TEXT', datatype: 'BYTES', shape: [lines], data: encodeStrings(texts) },
+                  { name: 'TEXT', datatype: 'BYTES', shape: [lines], data: encodeBytesElements(texts) },
                   { name: 'CONFIDENCE', datatype: 'FP32', shape: [lines], data: new Uint8Array(confidence.buffer) },
                 ],
               });

@@ -9,25 +9,13 @@
  * INVALID_ARG naming the model and the tensor.
  */
 import pngjs from 'pngjs';
-import { NereidError } from '@nereid/protocol';
+import { NereidError, decodeBytesElements } from '@nereid/protocol';
 import { resizeNormalized } from '../../../image.mjs';
 
 const { PNG } = pngjs;
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
 const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-
-/** The elements of a BYTES tensor (4-byte little-endian length, then the bytes). */
-function bytesElements(data) {
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  const elements = [];
-  for (let at = 0; at + 4 <= data.byteLength; ) {
-    const length = view.getUint32(at, true);
-    elements.push(data.subarray(at + 4, at + 4 + length));
-    at += 4 + length;
-  }
-  return elements;
-}
 
 /** @type {import('@nereid/server').Backend} */
 export default {
@@ -79,7 +67,7 @@ export default {
             timing.markInputsReady();
             for (const request of requests) {
               try {
-                const elements = bytesElements(request.inputs.get('IMAGE').data);
+                const elements = decodeBytesElements(request.inputs.get('IMAGE').data, `model '${name}' input 'IMAGE'`);
                 if (elements.length !== 1) throw refuse(`has ${elements.length} elements; send one PNG image per request`);
                 const { rgb, width, height } = decode(elements[0]);
                 const ratio = Math.max(width, height) > limit ? limit / Math.max(width, height) : 1;
