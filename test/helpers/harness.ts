@@ -2,6 +2,7 @@
  * End-to-end test helpers: build a model repository in a temporary directory, start a real Nereid
  * server on an ephemeral 127.0.0.1 port, and always shut it down.
  */
+import assert from 'node:assert/strict';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -14,6 +15,7 @@ import {
   type HttpFrontendOptions,
   type ServerOptions,
 } from '@nereid/server';
+import { GrpcClient, HttpClient, InferenceServerError } from '@nereid/client';
 
 /** Files of one model directory, by path relative to it (`config.pbtxt`, `1/model.onnx`, …). */
 export type ModelFiles = Record<string, string | Uint8Array>;
@@ -103,6 +105,58 @@ export async function startServer(options: StartOptions, http: HttpFrontendOptio
 
 export async function removeDir(path: string): Promise<void> {
   await rm(path, { recursive: true, force: true });
+}
+
+/** A repository, a server on it with both frontends, and an `@nereid/client` client of each. */
+export interface ServedRepository {
+  repo: string;
+  srv: RunningGrpcServer;
+  http: HttpClient;
+  grpc: GrpcClient;
+  /** Closes the gRPC client, stops the server and removes the repository. */
+  close(): Promise<void>;
+}
+
+/**
+ * Writes `models` into a fresh repository and serves it over HTTP and gRPC (`startServer` with
+ * `options`); every model must load.
+ */
+export async function serveRepository(models: Record<string, ModelFiles>, options: Omit<StartOptions, 'modelRepositories' | 'grpc'> = {}): Promise<ServedRepository> {
+  const repo = await makeRepository(models);
+  let srv: RunningGrpcServer | undefined;
+  try {
+    srv = await startServer({ ...options, modelRepositories: [repo], grpc: true });
+    assert.deepEqual(srv.server.startReport.failures, []);
+  } catch (err) {
+    await srv?.stop();
+    await removeDir(repo);
+    throw err;
+  }
+  const running = srv;
+  const http = new HttpClient(running.url);
+  const grpc = new GrpcClient(running.grpcTarget);
+  return {
+    repo,
+    srv: running,
+    http,
+    grpc,
+    async close() {
+      grpc.close();
+      await running.stop();
+      await removeDir(repo);
+    },
+  };
+}
+
+/** The InferenceServerError a client call is refused with; fails if it succeeds or fails otherwise. */
+export async function refusal(promise: Promise<unknown>): Promise<InferenceServerError> {
+  return promise.then(
+    (r) => assert.fail(`expected a refusal, got ${JSON.stringify(r)}`),
+    (err: unknown) => {
+      assert.ok(err instanceof InferenceServerError, String(err));
+      return err;
+    },
+  );
 }
 
 /** A whole HTTP reply, body read as text. */

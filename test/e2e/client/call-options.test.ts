@@ -13,9 +13,10 @@ import { GrpcStatus } from '@nereid/protocol';
 import { NereidError } from '@nereid/protocol';
 import { BACKEND_SPI_VERSION, GrpcFrontend, HttpFrontend, Server, silentLogger, type Backend } from '@nereid/server';
 import { simpleModel } from '@nereid/testkit';
-import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { serveRepository, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 
+let served: ServedRepository;
 let repo: string;
 /**
  * A backend whose requests finish only when cancelled: each waits for its signal, then answers
@@ -77,20 +78,18 @@ let grpc: GrpcClient;
 
 before(async () => {
   backend = new WaitingBackend();
-  repo = await makeRepository({
-    waiter: { 'config.pbtxt': WAITER_CONFIG, '1/.keep': '' },
-    simple: modelFiles(simpleModel()),
-  });
-  srv = await startServer({ modelRepositories: [repo], backends: [backend.backend], grpc: true });
-  assert.deepEqual(srv.server.startReport.failures, []);
-  http = new HttpClient(srv.url);
-  grpc = new GrpcClient(srv.grpcTarget);
+  served = await serveRepository(
+    {
+      waiter: { 'config.pbtxt': WAITER_CONFIG, '1/.keep': '' },
+      simple: modelFiles(simpleModel()),
+    },
+    { backends: [backend.backend] },
+  );
+  ({ repo, srv, http, grpc } = served);
 });
 
 after(async () => {
-  grpc?.close();
-  await srv?.stop();
-  if (repo) await removeDir(repo);
+  await served?.close();
 });
 
 function waiting(id: string): ClientInferOptions {

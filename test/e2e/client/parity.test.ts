@@ -14,11 +14,11 @@ import {
   type InferResult,
 } from '@nereid/client';
 import { identityModel, simpleModel, simpleStringModel } from '@nereid/testkit';
-import { httpRequest, jsonBody, makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { httpRequest, jsonBody, serveRepository, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 import { DATATYPE_CASES, asBuffer, labelledModelFiles, simpleInputs } from './cases.js';
 
-let repo: string;
+let served: ServedRepository;
 let srv: RunningGrpcServer;
 let http: HttpClient;
 let grpc: GrpcClient;
@@ -30,22 +30,17 @@ before(async () => {
       return [model.name, modelFiles(model)];
     }),
   );
-  repo = await makeRepository({
+  served = await serveRepository({
     simple: modelFiles(simpleModel()),
     simple_string: modelFiles(simpleStringModel()),
     labelled: labelledModelFiles(),
     ...identities,
   });
-  srv = await startServer({ modelRepositories: [repo], grpc: true });
-  assert.deepEqual(srv.server.startReport.failures, []);
-  http = new HttpClient(srv.url);
-  grpc = new GrpcClient(srv.grpcTarget);
+  ({ srv, http, grpc } = served);
 });
 
 after(async () => {
-  grpc?.close();
-  await srv?.stop();
-  if (repo) await removeDir(repo);
+  await served?.close();
 });
 
 /** Everything an InferResult tells, in comparable form. */

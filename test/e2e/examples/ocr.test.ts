@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { HttpClient, InferenceServerError } from '@nereid/client';
+import { HttpClient } from '@nereid/client';
 import { REPO_ROOT } from '../../helpers/cli.js';
-import { startServer, type RunningServer } from '../../helpers/harness.js';
+import { refusal, startServer, type RunningServer } from '../../helpers/harness.js';
 import { PYTHON, pythonSkipReason, runPython } from '../../helpers/python.js';
 
 const run = promisify(execFile);
@@ -36,16 +36,6 @@ image.save(sys.argv[1])`,
     [file, JSON.stringify(lines)],
   );
   return readFile(file);
-}
-
-async function rejection(promise: Promise<unknown>): Promise<InferenceServerError> {
-  return promise.then(
-    () => assert.fail('the request succeeded'),
-    (err: unknown) => {
-      assert.ok(err instanceof InferenceServerError, String(err));
-      return err;
-    },
-  );
 }
 
 const skip =
@@ -115,7 +105,7 @@ describe('example: text recognition pipeline (ensemble of JS steps and PaddleOCR
       ['truncated', twoLines.subarray(0, Math.floor(twoLines.length / 2)), /truncated PNG image/],
       ['corrupt data', Buffer.concat([twoLines.subarray(0, 60), Buffer.alloc(200, 7), twoLines.subarray(260)]), /is not a valid PNG image/],
     ];
-    const failures = await Promise.all(cases.map(([, png]) => rejection(ocr(png))));
+    const failures = await Promise.all(cases.map(([, png]) => refusal(ocr(png))));
     failures.forEach((err, i) => {
       assert.equal(err.status, 400, `${cases[i]![0]}: ${err.message}`);
       assert.match(err.message, /model 'ocr_preprocess': input 'IMAGE'/, cases[i]![0]);
@@ -130,17 +120,17 @@ describe('example: text recognition pipeline (ensemble of JS steps and PaddleOCR
     const png = Buffer.from(twoLines);
     png.writeUInt32BE(100_000, 16);
     png.writeUInt32BE(100_000, 20);
-    const err = await rejection(ocr(png));
+    const err = await refusal(ocr(png));
     assert.equal(err.status, 400);
     assert.match(err.message, /model 'ocr_preprocess': input 'IMAGE' is 100000×100000 pixels/);
   });
 
   it('an IMAGE of the wrong datatype or shape is refused by the ensemble', async () => {
-    const dtype = await rejection(http.infer({ model: 'ocr', inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1], data: new Uint8Array(1) }] }));
+    const dtype = await refusal(http.infer({ model: 'ocr', inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1], data: new Uint8Array(1) }] }));
     assert.equal(dtype.status, 400);
     assert.match(dtype.message, /ocr/);
     assert.match(dtype.message, /IMAGE/);
-    const shape = await rejection(http.infer({ model: 'ocr', inputs: [{ name: 'IMAGE', datatype: 'BYTES', shape: [2], data: [twoLines, twoLines] }] }));
+    const shape = await refusal(http.infer({ model: 'ocr', inputs: [{ name: 'IMAGE', datatype: 'BYTES', shape: [2], data: [twoLines, twoLines] }] }));
     assert.equal(shape.status, 400);
     assert.match(shape.message, /IMAGE/);
   });

@@ -12,9 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { GrpcClient, InferenceServerError } from '@nereid/client';
+import { GrpcClient } from '@nereid/client';
 import { REPO_ROOT } from '../../helpers/cli.js';
-import { startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { refusal, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
 
 const run = promisify(execFile);
 const REPOSITORY = join(REPO_ROOT, 'examples', 'vad', 'model_repository');
@@ -102,16 +102,6 @@ async function reference(samples: Float32Array): Promise<number[]> {
   const out: number[] = [];
   for (let w = 0; w < Math.ceil(samples.length / WINDOW); w++) out.push(await vad.processChunk(windowOf(samples, w), RATE));
   return out;
-}
-
-async function rejection(promise: Promise<unknown>): Promise<InferenceServerError> {
-  return promise.then(
-    () => assert.fail('the request succeeded'),
-    (err: unknown) => {
-      assert.ok(err instanceof InferenceServerError, String(err));
-      return err;
-    },
-  );
 }
 
 const skip = await run('espeak-ng', ['--version']).then(
@@ -206,21 +196,21 @@ describe('example: speech detection on a stream (Silero VAD, implicit state)', {
     const probabilities: number[] = [];
     for (let w = 0; w < windows; w++) {
       if (w === Math.floor(windows / 2)) {
-        const dtype = await rejection(
+        const dtype = await refusal(
           grpc.infer({ model: 'silero_vad', inputs: [{ name: 'AUDIO', datatype: 'FP64', shape: [1, WINDOW], data: new Float64Array(WINDOW) }], parameters: { sequence_id: id } }),
         );
         assert.equal(dtype.grpcCode, 3);
         assert.match(dtype.message, /silero_vad/);
         assert.match(dtype.message, /AUDIO/);
         assert.match(dtype.message, /FP32/);
-        const shape = await rejection(
+        const shape = await refusal(
           grpc.infer({ model: 'silero_vad', inputs: [{ name: 'AUDIO', datatype: 'FP32', shape: [1, 300], data: new Float32Array(300) }], parameters: { sequence_id: id } }),
         );
         assert.equal(shape.grpcCode, 3);
         assert.match(shape.message, /silero_vad/);
         assert.match(shape.message, /AUDIO/);
         assert.match(shape.message, /512/);
-        const noId = await rejection(grpc.infer({ model: 'silero_vad', inputs: [{ name: 'AUDIO', datatype: 'FP32', shape: [1, WINDOW], data: windowOf(samples, w) }] }));
+        const noId = await refusal(grpc.infer({ model: 'silero_vad', inputs: [{ name: 'AUDIO', datatype: 'FP32', shape: [1, WINDOW], data: windowOf(samples, w) }] }));
         assert.equal(noId.grpcCode, 3);
         assert.match(noId.message, /silero_vad/);
         assert.match(noId.message, /correlation ID/i);

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient } from '@nereid/client';
-import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { serveRepository, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { IDENTITY_PY, identityConfig, pythonSkipReason } from '../../helpers/python.js';
 
 const skip = await pythonSkipReason(['numpy']);
@@ -55,7 +55,7 @@ class TritonPythonModel:
 `;
 
 describe('Python backend: is_ready()', { skip }, () => {
-  let repo: string;
+  let served: ServedRepository;
   let srv: RunningGrpcServer;
   let http: HttpClient;
   let grpc: GrpcClient;
@@ -66,22 +66,17 @@ describe('Python backend: is_ready()', { skip }, () => {
 
   before(async () => {
     marker = join(tmpdir(), `nereid-ready-${randomUUID()}`);
-    repo = await makeRepository({
+    served = await serveRepository({
       sync_ready: { 'config.pbtxt': markerConfig('sync_ready'), '1/model.py': markerModel(false) },
       async_ready: { 'config.pbtxt': markerConfig('async_ready'), '1/model.py': markerModel(true) },
       raising_ready: { 'config.pbtxt': identityConfig('raising_ready', 'TYPE_FP32'), '1/model.py': RAISING_PY },
       no_probe: { 'config.pbtxt': identityConfig('no_probe', 'TYPE_FP32'), '1/model.py': IDENTITY_PY },
     });
-    srv = await startServer({ modelRepositories: [repo], grpc: true });
-    assert.deepEqual(srv.server.startReport.failures, []);
-    http = new HttpClient(srv.url);
-    grpc = new GrpcClient(srv.grpcTarget);
+    ({ srv, http, grpc } = served);
   });
 
   after(async () => {
-    grpc?.close();
-    await srv?.stop();
-    if (repo) await removeDir(repo);
+    await served?.close();
     await rm(marker, { force: true });
   });
 

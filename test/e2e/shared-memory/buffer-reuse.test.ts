@@ -10,7 +10,8 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient, SystemSharedMemoryRegion, type InferResult } from '@nereid/client';
 import { identityModel } from '@nereid/testkit';
-import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { executeModule } from '../backends/modules.js';
+import { serveRepository, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { postFp32, type StalledResponse } from '../../helpers/http.js';
 import { modelFiles } from '../../helpers/models.js';
 
@@ -25,27 +26,13 @@ parameters { key: "execution_thread" value { string_value: "worker" } }
 `;
 
 /** A custom backend that answers with its input's bytes as they are (a view, not a copy). */
-const ECHO_MODULE = `export default {
-  name: 'echo',
-  spiVersion: 1,
-  async createModel() {
-    return {
-      async createInstance() {
-        return {
-          async execute(requests) {
-            for (const r of requests) {
-              const x = r.inputs.get('X');
-              r.respond({ outputs: [{ name: 'Y', datatype: 'FP32', shape: x.shape, data: x.data }] });
-            }
-          },
-          async unload() {},
-        };
-      },
-      async unload() {},
-    };
-  },
-};
-`;
+const ECHO_MODULE = executeModule(
+  'echo',
+  `for (const r of requests) {
+    const x = r.inputs.get('X');
+    r.respond({ outputs: [{ name: 'Y', datatype: 'FP32', shape: x.shape, data: x.data }] });
+  }`,
+);
 const ECHO_CONFIG = `name: "echo"
 backend: "echo"
 max_batch_size: 0
@@ -56,7 +43,7 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
 /** Large enough to be pooled (64 KiB and up). */
 const N = 256 * 1024;
 
-let repo: string;
+let served: ServedRepository;
 let srv: RunningGrpcServer;
 let http: HttpClient;
 let grpc: GrpcClient;
@@ -90,21 +77,19 @@ function assertFloats(actual: Float32Array, expected: Float32Array, what: string
 }
 
 before(async () => {
-  repo = await makeRepository({
-    identity: modelFiles(identityModel('FP32', [1, -1], { name: 'identity' }), { config: IDENTITY_CONFIG }),
-    echo: { 'config.pbtxt': ECHO_CONFIG, '1/model.mjs': ECHO_MODULE },
-  });
-  srv = await startServer({ modelRepositories: [repo], grpc: true, allowClientShm: true });
-  assert.deepEqual(srv.server.startReport.failures, []);
-  http = new HttpClient(srv.url);
-  grpc = new GrpcClient(srv.grpcTarget);
+  served = await serveRepository(
+    {
+      identity: modelFiles(identityModel('FP32', [1, -1], { name: 'identity' }), { config: IDENTITY_CONFIG }),
+      echo: { 'config.pbtxt': ECHO_CONFIG, '1/model.mjs': ECHO_MODULE },
+    },
+    { allowClientShm: true },
+  );
+  ({ srv, http, grpc } = served);
 });
 
 after(async () => {
-  grpc?.close();
-  await srv?.stop();
+  await served?.close();
   for (const r of regions) r.destroy();
-  if (repo) await removeDir(repo);
 });
 
 describe('buffers reused across requests', () => {

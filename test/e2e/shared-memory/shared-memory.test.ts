@@ -13,13 +13,12 @@ import { status } from '@grpc/grpc-js';
 import {
   GrpcClient,
   HttpClient,
-  InferenceServerError,
   SystemSharedMemoryRegion,
   type ClientInferOptions,
   type InferResult,
 } from '@nereid/client';
 import { simpleModel } from '@nereid/testkit';
-import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { refusal, serveRepository, startServer, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 
 const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
@@ -36,6 +35,7 @@ dynamic_batching {
 }
 `;
 
+let served: ServedRepository;
 let repo: string;
 let srv: RunningGrpcServer;
 let http: HttpClient;
@@ -51,32 +51,21 @@ function createRegion(byteSize: number): SystemSharedMemoryRegion {
 }
 
 before(async () => {
-  repo = await makeRepository({
-    simple: modelFiles(simpleModel()),
-    simple_batched: modelFiles(simpleModel({ name: 'simple_batched' }), { config: BATCHED_CONFIG }),
-  });
-  srv = await startServer({ modelRepositories: [repo], grpc: true, allowClientShm: true });
-  assert.deepEqual(srv.server.startReport.failures, []);
-  http = new HttpClient(srv.url);
-  grpc = new GrpcClient(srv.grpcTarget);
+  served = await serveRepository(
+    {
+      simple: modelFiles(simpleModel()),
+      simple_batched: modelFiles(simpleModel({ name: 'simple_batched' }), { config: BATCHED_CONFIG }),
+    },
+    { allowClientShm: true },
+  );
+  ({ repo, srv, http, grpc } = served);
 });
 
 after(async () => {
-  grpc?.close();
-  await srv?.stop();
+  await served?.close();
   for (const r of regions) r.destroy();
-  if (repo) await removeDir(repo);
 });
 
-async function rejection(promise: Promise<unknown>): Promise<InferenceServerError> {
-  return promise.then(
-    (r) => assert.fail(`expected a refusal, got ${JSON.stringify(r)}`),
-    (err: unknown) => {
-      assert.ok(err instanceof InferenceServerError, String(err));
-      return err;
-    },
-  );
-}
 
 function int32(bytes: Uint8Array): Int32Array {
   return new Int32Array(Uint8Array.from(bytes).buffer);
@@ -245,10 +234,10 @@ describe('register, status, unregister', () => {
     assert.deepEqual(await grpc.systemSharedMemoryStatus(name), [{ name, key: r.key, offset: 64, byte_size: 128 }]);
     assert.ok((await http.systemSharedMemoryStatus()).some((s) => s.name === name));
     await http.unregisterSystemSharedMemory(name);
-    const err = await rejection(http.systemSharedMemoryStatus(name));
+    const err = await refusal(http.systemSharedMemoryStatus(name));
     assert.equal(err.status, 404);
     assert.equal(err.message, `Unable to find system shared memory region: '${name}'`);
-    const gerr = await rejection(grpc.systemSharedMemoryStatus(name));
+    const gerr = await refusal(grpc.systemSharedMemoryStatus(name));
     assert.equal(gerr.grpcCode, status.NOT_FOUND);
   });
 
@@ -256,10 +245,10 @@ describe('register, status, unregister', () => {
     const r = createRegion(64);
     const name = `dup_${randomUUID()}`;
     await http.registerSystemSharedMemory(name, r.key, 64);
-    const err = await rejection(http.registerSystemSharedMemory(name, r.key, 64));
+    const err = await refusal(http.registerSystemSharedMemory(name, r.key, 64));
     assert.equal(err.status, 400);
     assert.equal(err.message, `shared memory region '${name}' already in manager`);
-    const gerr = await rejection(grpc.registerSystemSharedMemory(name, r.key, 64));
+    const gerr = await refusal(grpc.registerSystemSharedMemory(name, r.key, 64));
     assert.equal(gerr.grpcCode, status.ALREADY_EXISTS);
     await grpc.unregisterSystemSharedMemory(name);
     await http.registerSystemSharedMemory(name, r.key, 32);
@@ -313,10 +302,10 @@ describe('keys that are not shared-memory objects are refused', () => {
   ];
   for (const [what, key, message] of cases) {
     it(`${what}`, async () => {
-      const err = await rejection(http.registerSystemSharedMemory('bad', key(), 64));
+      const err = await refusal(http.registerSystemSharedMemory('bad', key(), 64));
       assert.equal(err.status, 400);
       assert.match(err.message, message);
-      const gerr = await rejection(grpc.registerSystemSharedMemory('bad', key(), 64));
+      const gerr = await refusal(grpc.registerSystemSharedMemory('bad', key(), 64));
       assert.equal(gerr.grpcCode, status.INVALID_ARGUMENT);
       assert.match(gerr.message, message);
       await assert.rejects(http.systemSharedMemoryStatus('bad'), /Unable to find/);
@@ -325,7 +314,7 @@ describe('keys that are not shared-memory objects are refused', () => {
 
   it('a region larger than its object', async () => {
     const r = createRegion(64);
-    const err = await rejection(http.registerSystemSharedMemory('big', r.key, 64, 1));
+    const err = await refusal(http.registerSystemSharedMemory('big', r.key, 64, 1));
     assert.equal(err.status, 400);
     assert.match(err.message, /offset 1 \+ byte size 64 exceeds the 64 bytes of object/);
   });
@@ -335,10 +324,10 @@ describe('every use is checked against the region', () => {
   it('unknown region, offset past the end, offset + size past the end, output too small', async () => {
     const { input, output } = await inputOutputRegions(http);
     const unknown = shmRequest('simple', 'no_such_region', output);
-    let err = await rejection(http.infer(unknown));
+    let err = await refusal(http.infer(unknown));
     assert.equal(err.status, 404);
     assert.equal(err.message, "Unable to find shared memory region: 'no_such_region'");
-    err = await rejection(grpc.infer(unknown));
+    err = await refusal(grpc.infer(unknown));
     assert.equal(err.grpcCode, status.NOT_FOUND);
 
     const base = shmRequest('simple', input, output);
@@ -347,22 +336,22 @@ describe('every use is checked against the region', () => {
       inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], sharedMemory: { region: input, byteSize, offset } }, base.inputs[1]!],
     });
     for (const client of [http, grpc]) {
-      err = await rejection(client.infer(withInput0(128, 64)));
+      err = await refusal(client.infer(withInput0(128, 64)));
       assert.match(err.message, new RegExp(`^Invalid offset for shared memory region: '${input}'`));
-      err = await rejection(client.infer(withInput0(100, 64)));
+      err = await refusal(client.infer(withInput0(100, 64)));
       assert.match(err.message, new RegExp(`^Invalid offset \\+ byte size for shared memory region: '${input}'`));
       assert.equal(client === http ? err.status : err.grpcCode, client === http ? 400 : status.INVALID_ARGUMENT);
     }
 
     const small = { ...base, outputs: [{ name: 'OUTPUT0', sharedMemory: { region: output, byteSize: 32 } }] };
-    err = await rejection(http.infer(small));
+    err = await refusal(http.infer(small));
     assert.equal(err.status, 500);
     assert.equal(err.message, "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) should be at least 64 bytes to hold the results");
-    err = await rejection(grpc.infer(small));
+    err = await refusal(grpc.infer(small));
     assert.equal(err.grpcCode, status.INTERNAL);
 
     // An input byte size that does not match its shape is the ordinary validation error.
-    err = await rejection(http.infer(withInput0(0, 60)));
+    err = await refusal(http.infer(withInput0(0, 60)));
     assert.equal(err.status, 400);
     assert.match(err.message, /INPUT0/);
 
@@ -377,7 +366,7 @@ describe('every use is checked against the region', () => {
     try {
       ftruncateSync(fd, 32);
       for (const client of [http, grpc]) {
-        const err = await rejection(client.infer(shmRequest('simple', input, output)));
+        const err = await refusal(client.infer(shmRequest('simple', input, output)));
         assert.equal(client === http ? err.status : err.grpcCode, client === http ? 400 : status.INVALID_ARGUMENT);
         assert.match(err.message, new RegExp(`shared memory region '${input}': the object '.*' shrank to 32 bytes`));
       }
@@ -393,7 +382,7 @@ describe('every use is checked against the region', () => {
     const key = srv.server.sharedMemory.systemStatus(input)[0]!.key;
     unlinkSync(`/dev/shm/${key.slice(1)}`);
     assert.equal(existsSync(`/dev/shm/${key.slice(1)}`), false);
-    const err = await rejection(http.infer(shmRequest('simple', input, output)));
+    const err = await refusal(http.infer(shmRequest('simple', input, output)));
     assert.equal(err.status, 400);
     assert.match(err.message, /was deleted or replaced after registration/);
     assert.deepEqual((await http.infer(plainRequest)).typed('OUTPUT0'), SUM);
@@ -412,7 +401,7 @@ describe('every use is checked against the region', () => {
     await http.unregisterSystemSharedMemory(output);
     assert.deepEqual((await http.systemSharedMemoryStatus()).filter((s) => s.name === input || s.name === output), []);
     // New requests no longer find them.
-    assert.equal((await rejection(http.infer(shmRequest('simple', input, output)))).status, 404);
+    assert.equal((await refusal(http.infer(shmRequest('simple', input, output)))).status, 404);
     const response = await pending;
     assert.equal(response.outputs[0]!.data.byteLength, 0);
     assertOutputsInRegion(out);
@@ -436,18 +425,18 @@ describe('every use is checked against the region', () => {
 
 describe('CUDA shared memory on a server without GPUs', () => {
   it('register says GPUs are not supported; status is empty; unknown status is NOT_FOUND', async () => {
-    let err = await rejection(http.registerCudaSharedMemory('gpu_region', new Uint8Array(64), 0, 1024));
+    let err = await refusal(http.registerCudaSharedMemory('gpu_region', new Uint8Array(64), 0, 1024));
     assert.equal(err.status, 400);
     assert.equal(err.message, "failed to register CUDA shared memory region: 'gpu_region', GPUs not supported");
-    err = await rejection(grpc.registerCudaSharedMemory('gpu_region', new Uint8Array(64), 0, 1024));
+    err = await refusal(grpc.registerCudaSharedMemory('gpu_region', new Uint8Array(64), 0, 1024));
     assert.equal(err.grpcCode, status.INVALID_ARGUMENT);
     assert.match(err.message, /GPUs not supported/);
-    err = await rejection(http.registerCudaSharedMemory('gpu_region', new Uint8Array(10), 0, 1024));
+    err = await refusal(http.registerCudaSharedMemory('gpu_region', new Uint8Array(10), 0, 1024));
     assert.equal(err.status, 400);
     assert.match(err.message, /raw_handle holds 10 bytes/);
     assert.deepEqual(await http.cudaSharedMemoryStatus(), []);
     assert.deepEqual(await grpc.cudaSharedMemoryStatus(), []);
-    err = await rejection(http.cudaSharedMemoryStatus('gpu_region'));
+    err = await refusal(http.cudaSharedMemoryStatus('gpu_region'));
     assert.equal(err.status, 404);
     assert.equal(err.message, "Unable to find cuda shared memory region: 'gpu_region'");
     await http.unregisterCudaSharedMemory('gpu_region');
@@ -478,14 +467,14 @@ describe('client shared memory is off by default (--allow-client-shm)', () => {
       () => offHttp.registerCudaSharedMemory('r', new Uint8Array(64), 0, 64),
       () => offHttp.unregisterCudaSharedMemory(),
     ]) {
-      const err = await rejection(call());
+      const err = await refusal(call());
       assert.equal(err.status, 501);
       assert.equal(err.message, message);
     }
     // The gate comes before the body is looked at.
     const res = await fetch(`${off.url}/v2/systemsharedmemory/region/r/register`, { method: 'POST', body: '{}' });
     assert.equal(res.status, 501);
-    const gerr = await rejection(offGrpc.registerSystemSharedMemory('r', r.key, 64));
+    const gerr = await refusal(offGrpc.registerSystemSharedMemory('r', r.key, 64));
     assert.equal(gerr.grpcCode, status.UNIMPLEMENTED);
     assert.equal(gerr.message, message);
     assert.deepEqual(await offHttp.systemSharedMemoryStatus(), []);
