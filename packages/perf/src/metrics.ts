@@ -8,16 +8,20 @@
  */
 import { NereidError } from '@nereid/protocol';
 
-/** One scrape. Per-GPU maps are keyed by `gpu_uuid`; absent families are empty maps / undefined. */
-export interface MetricsSample {
-  /** `performance.now()` when the reply arrived. */
-  at: number;
+/** The per-GPU families (keyed by `gpu_uuid`) and the CPU figures, of one scrape or of several. */
+export interface GpuAndCpuFigures {
   gpuUtilization: Record<string, number>;
   gpuPowerUsage: Record<string, number>;
   gpuMemoryUsed: Record<string, number>;
   gpuMemoryTotal: Record<string, number>;
   cpuUtilization?: number;
   cpuMemoryUsed?: number;
+}
+
+/** One scrape; absent families are empty maps / undefined. */
+export interface MetricsSample extends GpuAndCpuFigures {
+  /** `performance.now()` when the reply arrived. */
+  at: number;
   /** The measured model's pending requests (summed over its versions). */
   pendingRequests?: number;
 }
@@ -27,14 +31,8 @@ export interface MetricsSample {
  * power averaged, used memory the maximum, total memory the first sample (per GPU); beyond it,
  * CPU utilization averaged, CPU memory the maximum, pending requests averaged and the maximum.
  */
-export interface MetricsSummary {
+export interface MetricsSummary extends GpuAndCpuFigures {
   samples: number;
-  gpuUtilization: Record<string, number>;
-  gpuPowerUsage: Record<string, number>;
-  gpuMemoryUsed: Record<string, number>;
-  gpuMemoryTotal: Record<string, number>;
-  cpuUtilization?: number;
-  cpuMemoryUsed?: number;
   avgPendingRequests?: number;
   maxPendingRequests?: number;
 }
