@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import { Server as NetServer, type Socket } from 'node:net';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
-import { BufferPool, returnView } from '../../core/buffer-pool.js';
+import { BufferPool } from '../../core/buffer-pool.js';
 import { decodeContent, readBody, readBodyInto, type PooledBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
 import type { InferRequest, InferResponse } from '../../core/types.js';
@@ -441,7 +441,7 @@ export class HttpFrontend {
       sendError(res, error, error.code === 'REQUEST_COMPRESSION_UNSUPPORTED' ? { 'Accept-Encoding': 'gzip, deflate' } : {});
       return;
     }
-    // The response's outputs, once known: their views go back (`returnView`) with the body.
+    // The response's outputs, once known: they go back (`recycleOutputs`) with the body.
     const sent: { response?: InferResponse } = {};
     try {
       await this.#inferBody(req, res, model, version, body, signal, sent);
@@ -449,7 +449,7 @@ export class HttpFrontend {
       // The request has settled (its backend answered it); the response may still be on its way.
       afterResponse(res, () => {
         read.release();
-        for (const out of sent.response?.outputs ?? []) returnView(out.data);
+        if (sent.response !== undefined) this.#server.recycleOutputs(sent.response);
       });
     }
   }
