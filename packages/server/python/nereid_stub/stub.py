@@ -321,8 +321,9 @@ class Stub:
                 self._reading.release()
         return request._key in self._cancelled
 
-    def _response_entry(self, request, response, final):
-        """(entry, output descriptors, output arrays) of one response; marks the request final."""
+    def _response_entry(self, request, response, final, outputs, arrays):
+        """The entry of one response, its output descriptors and arrays appended to ``outputs``
+        and ``arrays``; marks the request final."""
         key = request._key
         if key not in self._open:
             raise pb_utils.TritonModelException(
@@ -330,32 +331,36 @@ class Stub:
         if response is not None and not isinstance(response, pb_utils.InferenceResponse):
             raise pb_utils.TritonModelException(
                 "send() expects a pb_utils.InferenceResponse, got %s" % type(response).__name__)
-        entry = {"r": key[1], "f": bool(final)}
-        outputs = []
-        arrays = []
+        entry = {"r": key[1], "f": final}
+        k = 0
         if response is not None:
             if response.has_error():
                 err = response.error()
                 entry["error"] = {"message": err.message(), "code": err.code()}
             else:
                 wanted = request.requested_output_names()
+                output_names = self.output_names
+                mark = len(outputs)
                 for tensor in response.output_tensors():
                     if not isinstance(tensor, pb_utils.Tensor):
                         entry["error"] = {"message": "response output is a %s, not a pb_utils.Tensor" % type(tensor).__name__,
                                           "code": pb_utils.TritonError.INTERNAL}
                         break
-                    if wanted and tensor.name() not in wanted and tensor.name() in self.output_names:
+                    name = tensor.name()
+                    if wanted and name not in wanted and name in output_names:
                         continue
                     try:
                         datatype, shape, data = encode(tensor.as_numpy())
                     except ValueError as err:
-                        entry["error"] = {"message": "output '%s': %s" % (tensor.name(), err), "code": pb_utils.TritonError.INTERNAL}
+                        entry["error"] = {"message": "output '%s': %s" % (name, err), "code": pb_utils.TritonError.INTERNAL}
                         break
-                    outputs.append({"name": tensor.name(), "d": datatype, "s": shape})
+                    outputs.append({"name": name, "d": datatype, "s": shape})
                     arrays.append(data)
                 if "error" in entry:
-                    outputs, arrays = [], []
+                    del outputs[mark:]
+                    del arrays[mark:]
                 else:
+                    k = len(outputs) - mark
                     # The dict InferenceResponse keeps (checked when it was made); no JSON round trip.
                     params = getattr(response, "_parameters", None)
                     if not isinstance(params, dict):
@@ -363,14 +368,16 @@ class Stub:
                     if params:
                         entry["parameters"] = params
             entry["has_response"] = True
-        entry["k"] = len(outputs)
+        entry["k"] = k
         if final:
             self._open.discard(key)
-            self._cancelled.discard(key)
-        return entry, outputs, arrays
+            if self._cancelled:
+                self._cancelled.discard(key)
+        return entry
 
     def send_response(self, request, response, final):
-        entry, outputs, arrays = self._response_entry(request, response, final)
+        outputs, arrays = [], []
+        entry = self._response_entry(request, response, bool(final), outputs, arrays)
         entry["t"] = "resp"
         entry["x"] = request._key[0]
         entry["outputs"] = outputs
@@ -434,18 +441,21 @@ class Stub:
 
     def execute(self, message):
         x = message["x"]
+        model_name = message.get("model")
+        open_keys = self._open
+        Tensor = pb_utils.Tensor
         requests = []
         for index, r in enumerate(message["requests"]):
-            tensors = [pb_utils.Tensor(t["name"], a) for t, a in zip(r["inputs"], r.pop("arrays"))]
+            tensors = [Tensor(t["name"], a) for t, a in zip(r["inputs"], r.pop("arrays"))]
             correlation_id = r.get("correlation_id", 0)
-            if r.get("correlation_id_int"):
+            if "correlation_id_int" in r:
                 correlation_id = int(correlation_id)
             request = pb_utils.InferenceRequest(
-                model_name=message.get("model"), requested_output_names=r["outputs"], inputs=tensors,
+                model_name=model_name, requested_output_names=r["outputs"], inputs=tensors,
                 request_id=r["id"], correlation_id=correlation_id, flags=r.get("flags", 0),
                 parameters=r.get("parameters", "{}"))
-            request._key = (x, index)
-            self._open.add(request._key)
+            request._key = key = (x, index)
+            open_keys.add(key)
             requests.append(request)
         started = time.monotonic_ns()
         try:
@@ -459,11 +469,14 @@ class Stub:
             done = {"t": "done", "x": x}
             arrays = []
             # Iterative sequences: requests released with RESCHEDULE run again (no final response now).
-            rescheduled = [i for i, r in enumerate(requests)
-                           if r._release_flags & pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE and r._key in self._open]
-            for i in rescheduled:
-                self._open.discard(requests[i]._key)
-                self._cancelled.discard(requests[i]._key)
+            rescheduled = None
+            for i, request in enumerate(requests):
+                if request._release_flags & pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE and request._key in open_keys:
+                    open_keys.discard(request._key)
+                    self._cancelled.discard(request._key)
+                    if rescheduled is None:
+                        rescheduled = []
+                    rescheduled.append(i)
             if rescheduled:
                 done["rs"] = rescheduled
             if not self.decoupled:
@@ -474,20 +487,23 @@ class Stub:
             traceback.print_exc()
             self.channel.send({"t": "done", "x": x, "error": _error_text(err)})
             for request in requests:
-                self._open.discard(request._key)
+                open_keys.discard(request._key)
                 self._cancelled.discard(request._key)
         finally:
             if not self.decoupled:
+                cancelled = self._cancelled
                 for request in requests:
-                    self._open.discard(request._key)
-                    self._cancelled.discard(request._key)
+                    open_keys.discard(request._key)
+                    if cancelled:
+                        cancelled.discard(request._key)
 
     def _respond_all(self, requests, result):
         """Non-decoupled: one response per request, in order, unless it used its sender. Returns
         the responses as (entries, output descriptors, arrays) for the ``done`` message."""
         entries, outputs, arrays = [], [], []
+        open_keys = self._open
         if result is None:
-            if all(r._key not in self._open for r in requests):
+            if all(r._key not in open_keys for r in requests):
                 return entries, outputs, arrays
             raise pb_utils.TritonModelException(
                 "execute returned None; a model that is not decoupled must return a list of %d "
@@ -500,23 +516,23 @@ class Stub:
             raise pb_utils.TritonModelException(
                 "execute returned %d response(s) for %d request(s); return exactly one per request, in order"
                 % (len(result), len(requests)))
+        InferenceResponse = pb_utils.InferenceResponse
         for request, response in zip(requests, result):
-            if request._key not in self._open:
+            if request._key not in open_keys:
                 # Answered through its sender, or rescheduled (its entry is None then).
                 continue
             if response is None:
                 raise pb_utils.TritonModelException(
                     "execute returned None for request '%s'; every request needs a pb_utils.InferenceResponse"
                     % request.request_id())
-            if not isinstance(response, pb_utils.InferenceResponse):
+            if not isinstance(response, InferenceResponse):
                 raise pb_utils.TritonModelException(
                     "execute returned a %s where a pb_utils.InferenceResponse belongs" % type(response).__name__)
+        # Nothing is marked final before every response passed the checks above (an error fails
+        # the whole execute).
         for request, response in zip(requests, result):
-            if request._key in self._open:
-                entry, o, a = self._response_entry(request, response, True)
-                entries.append(entry)
-                outputs.extend(o)
-                arrays.extend(a)
+            if request._key in open_keys:
+                entries.append(self._response_entry(request, response, True, outputs, arrays))
         return entries, outputs, arrays
 
     def _run_detached(self, coroutine, requests):

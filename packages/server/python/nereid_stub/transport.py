@@ -19,23 +19,13 @@ import struct
 import threading
 
 import numpy as np
+import triton_python_backend_utils as _pb  # beside nereid_stub/ on the stub's path
 
 HEADER = 64
 _TAIL = struct.Struct("<Q")
 _LEN = struct.Struct("<I")
 # One encoder for every frame (json.dumps with non-default separators builds a new one per call).
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
-_PB = None
-
-
-def _pb_utils():
-    """triton_python_backend_utils, imported on first use (it is on the stub's path, not a package
-    dependency of this module)."""
-    global _PB
-    if _PB is None:
-        import triton_python_backend_utils  # noqa: PLC0415
-        _PB = triton_python_backend_utils
-    return _PB
 
 
 class Channel:
@@ -119,7 +109,7 @@ class RingWriter:
 
     def put(self, arrays):
         """Writes encoded arrays (uint8, C-contiguous) contiguously; returns (shm, offsets)."""
-        total = sum(a.nbytes for a in arrays)
+        total = arrays[0].nbytes if len(arrays) == 1 else sum(a.nbytes for a in arrays)
         start = self._reserve(total)
         if start is None:
             self._spills += 1
@@ -139,7 +129,7 @@ class RingWriter:
             n = a.nbytes
             offsets.append(pos)
             if n:
-                mm[pos:pos + n] = memoryview(a)
+                mm[pos:pos + n] = a
             pos += n
         return {"end": self._head}, offsets
 
@@ -163,29 +153,34 @@ class RingWriter:
 
 def _decode(buf, t):
     """A fresh numpy array from a tensor descriptor {d: datatype, s: shape, o: offset, n: size}."""
-    pb = _pb_utils()
     datatype = t["d"]
-    shape = t["s"]
-    offset = t["o"]
-    size = t["n"]
-    if datatype == "BYTES":
-        flat = pb.deserialize_bytes_tensor(bytes(buf[offset:offset + size]))
-        return flat.reshape(shape)
-    dtype = pb.WIRE_TO_NUMPY.get(datatype)
+    dtype = _WIRE_TO_NUMPY.get(datatype)
     if dtype is None:
+        if datatype == "BYTES":
+            offset = t["o"]
+            return _pb.deserialize_bytes_tensor(bytes(buf[offset:offset + t["n"]])).reshape(t["s"])
         raise ValueError("datatype %s is not supported by the Python backend" % datatype)
-    count = size // dtype.itemsize
-    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset).copy().reshape(shape)
+    return np.frombuffer(buf, dtype=dtype, count=t["n"] // dtype.itemsize, offset=t["o"]).copy().reshape(t["s"])
 
 
 def encode(array):
     """(wire datatype, shape, uint8 array) for a numpy array; raises ValueError if unsupported."""
-    pb = _pb_utils()
-    datatype = pb.numpy_to_wire_datatype(array.dtype)
+    datatype = _NUMPY_TO_WIRE.get(array.dtype)
     if datatype is None:
-        raise ValueError("numpy dtype %s has no Triton datatype" % array.dtype)
-    shape = [int(d) for d in array.shape]
-    if datatype == "BYTES":
-        return datatype, shape, pb.serialize_byte_tensor(array)
-    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    return datatype, shape, flat
+        datatype = _pb.numpy_to_wire_datatype(array.dtype)
+        if datatype is None:
+            raise ValueError("numpy dtype %s has no Triton datatype" % array.dtype)
+        if datatype == "BYTES":
+            return datatype, [int(d) for d in array.shape], _pb.serialize_byte_tensor(array)
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
+    return datatype, [int(d) for d in array.shape], array.reshape(-1).view(np.uint8)
+
+
+def _dtype_tables():
+    """Wire datatype <-> numpy dtype for the fixed-size types (BYTES takes the slow path)."""
+    wire_to_numpy = {name: d for name, d in _pb.WIRE_TO_NUMPY.items() if name != "BYTES"}
+    return wire_to_numpy, {d: name for name, d in wire_to_numpy.items()}
+
+
+_WIRE_TO_NUMPY, _NUMPY_TO_WIRE = _dtype_tables()

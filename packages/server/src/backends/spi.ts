@@ -29,6 +29,12 @@ export interface BackendTensor {
   readonly data: Uint8Array;
 }
 
+/**
+ * The signal of requests that cannot be cancelled (in-process callers that pass none). Never
+ * aborted: schedulers and backends skip listening to it.
+ */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 /** What a backend sends for one request. */
 export interface BackendResponse {
   readonly outputs: readonly BackendTensor[];
@@ -49,7 +55,10 @@ export interface BackendRequest {
   readonly parameters: Readonly<Record<string, ParameterValue>>;
   /** The request's batch size: its first dimension for batching models, 1 otherwise. */
   readonly batchSize: number;
-  /** Aborted when the client goes away or the request is cancelled. */
+  /**
+   * Aborted when the client goes away or the request is cancelled. `NEVER_ABORTED` for requests
+   * that cannot be cancelled (an embedder's call without a signal): nothing to listen to.
+   */
   readonly signal: AbortSignal;
   /**
    * The request's `sequence_id` (protocol.md §3.12; 0n / '' when none) and sequence flags. Models

@@ -23,7 +23,7 @@ import { classify } from './classification.js';
 import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
 import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest, type ResponseSink } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
-import { NEVER_ABORTED } from '../scheduling/request-queue.js';
+import { NEVER_ABORTED } from '../backends/spi.js';
 import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';

@@ -12,7 +12,7 @@ import type { BackendTensor } from '../backends/spi.js';
 import { isInsideDirectory } from '../config/index.js';
 import type { ModelConfig, ModelWarmup, ModelWarmupInput } from '../config/model-config.js';
 import type { InstanceRunner } from '../scheduling/instance-runner.js';
-import { NEVER_ABORTED } from '../scheduling/request-queue.js';
+import { NEVER_ABORTED } from '../backends/spi.js';
 import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest } from './inference-request.js';
 import { applyReshape } from './request-validation.js';
 

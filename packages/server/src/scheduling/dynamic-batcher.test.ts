@@ -11,7 +11,7 @@ import { InferenceRequest } from '../core/inference-request.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { DynamicBatcher, SYSTEM_CLOCK, type BatcherClock } from './dynamic-batcher.js';
 import { InstanceRunner } from './instance-runner.js';
-import { NEVER_ABORTED } from './request-queue.js';
+import { NEVER_ABORTED } from '../backends/spi.js';
 import type { FailureReason, ScheduledRequest, SchedulerObserver } from './scheduler.js';
 
 // ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import { NereidError } from '@nereid/protocol';
 import type { ModelDynamicBatching, ModelQueuePolicy } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
 import type { InstanceRunner } from './instance-runner.js';
-import { NEVER_ABORTED } from './request-queue.js';
+import { NEVER_ABORTED } from '../backends/spi.js';
 import { NO_OBSERVER, type ScheduledRequest, type Scheduler, type SchedulerObserver } from './scheduler.js';
 
 /** Time source and timers, injectable for tests (a controllable clock). */

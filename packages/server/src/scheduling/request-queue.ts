@@ -2,13 +2,8 @@
  * A FIFO of scheduled requests that removes a request as soon as its signal aborts (cancelled
  * while queued) and tells the owner through the callback given at push time.
  */
+import { NEVER_ABORTED } from '../backends/spi.js';
 import type { ScheduledRequest } from './scheduler.js';
-
-/**
- * The signal of requests that cannot be cancelled (in-process callers that pass none). Never
- * aborted; the queue skips listening to it.
- */
-export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
 
 interface Entry {
   request: ScheduledRequest;

@@ -12,7 +12,7 @@ import type { BackendInstance, BackendRequest, BackendTensor } from '../backends
 import type { ModelConfig, ModelSequenceBatching, SequenceControlInput, SequenceState } from '../config/model-config.js';
 import { InferenceRequest } from '../core/inference-request.js';
 import { InstanceRunner } from './instance-runner.js';
-import { NEVER_ABORTED } from './request-queue.js';
+import { NEVER_ABORTED } from '../backends/spi.js';
 import type { FailureReason, ScheduledRequest, SchedulerObserver } from './scheduler.js';
 import { SequenceBatcher, resolveSequenceStates } from './sequence-batcher.js';
 

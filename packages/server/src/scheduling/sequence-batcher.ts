@@ -19,7 +19,7 @@ import type { BackendResponse, BackendTensor } from '../backends/spi.js';
 import type { ModelConfig, ModelSequenceBatching, SequenceControl } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
 import type { InstanceRunner } from './instance-runner.js';
-import { NEVER_ABORTED } from './request-queue.js';
+import { NEVER_ABORTED } from '../backends/spi.js';
 import {
   NO_OBSERVER,
   type FailureReason,

@@ -50,6 +50,7 @@ import {
   type ExecutionTiming,
   type InstanceSpec,
   type ModelContext,
+  NEVER_ABORTED,
 } from '../spi.js';
 import { StubProcess, type StubMessage } from './stub-process.js';
 
@@ -192,16 +193,23 @@ async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' 
  * are written exactly (Python's json reads them as ints).
  */
 function parametersJson(parameters: Readonly<Record<string, ParameterValue>>): string {
-  const entries = Object.entries(parameters).map(([k, v]) => `${JSON.stringify(k)}:${typeof v === 'bigint' ? v.toString() : JSON.stringify(v)}`);
+  const keys = Object.keys(parameters);
+  if (keys.length === 0) return '{}';
+  const entries = keys.map((k) => {
+    const v = parameters[k]!;
+    return `${JSON.stringify(k)}:${typeof v === 'bigint' ? v.toString() : JSON.stringify(v)}`;
+  });
   return `{${entries.join(',')}}`;
 }
 
 /** The output of a model checked against its configuration; an error names the model and tensor. */
 function checkOutput(config: Readonly<ModelConfig>, t: WireTensor, data: Uint8Array, batchSize: number): BackendTensor | NereidError {
   // An implicit-state output (sequence batching, §5.8) need not be listed in `output`.
-  const state = config.sequence_batching?.state.find((st) => st.output_name === t.name);
-  const spec: { data_type: string; dims: readonly number[]; reshape?: { shape: number[] } } | undefined =
-    config.output.find((o) => o.name === t.name) ?? (state === undefined ? undefined : { data_type: state.data_type, dims: state.dims });
+  let spec: { data_type: string; dims: readonly number[]; reshape?: { shape: number[] } } | undefined = config.output.find((o) => o.name === t.name);
+  if (spec === undefined) {
+    const state = config.sequence_batching?.state.find((st) => st.output_name === t.name);
+    if (state !== undefined) spec = { data_type: state.data_type, dims: state.dims };
+  }
   const model = config.name;
   if (spec === undefined) {
     return new NereidError(
@@ -340,6 +348,9 @@ class PythonInstance implements BackendInstance {
     this.#held.set(x, held);
     const finished = new Promise<[bigint, bigint] | undefined>((resolve, reject) => (held.settle = { resolve, reject }));
     requests.forEach((r, i) => {
+      // A request without a caller's signal (an embedder's call without one) cannot be cancelled:
+      // no listener to add and remove.
+      if (r.signal === NEVER_ABORTED) return;
       const onAbort = () => stub.send({ t: 'cancel', x, r: i });
       r.signal.addEventListener('abort', onAbort, { once: true });
       held.aborts.push(() => r.signal.removeEventListener('abort', onAbort));
