@@ -10,4 +10,4 @@ export * as pb from './generated/grpc_service.js';
 export * as configPb from './generated/model_config.js';
 export * as healthPb from './generated/health.js';
 export * from './grpc-services.js';
-export { encodeModelInferResponse, encodeModelStreamInferResponse } from './infer-response-encoder.js';
+export { encodeModelInferResponse, encodeModelStreamInferResponse, whenEncoded } from './infer-response-encoder.js';

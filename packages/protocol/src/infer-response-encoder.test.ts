@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import * as pb from './generated/grpc_service.js';
-import { encodeModelInferResponse, encodeModelStreamInferResponse } from './infer-response-encoder.js';
+import { encodeModelInferResponse, encodeModelStreamInferResponse, whenEncoded } from './infer-response-encoder.js';
 
 function response(overrides: Partial<pb.ModelInferResponse> = {}): pb.ModelInferResponse {
   return {
@@ -70,4 +70,26 @@ test('dimensions at the edges of the small-number path, and repeated names, enco
   const want = Buffer.from(pb.ModelInferResponse.encode(m).finish());
   for (let i = 0; i < 3; i++) assert.deepEqual(encodeModelInferResponse(m), want);
   assert.deepEqual(pb.ModelInferResponse.decode(encodeModelInferResponse(m)).outputs[0]!.shape, dims);
+});
+
+test('whenEncoded runs once, right after the message was encoded, when its tensor bytes are copied', () => {
+  const unary = response();
+  const stream: pb.ModelStreamInferResponse = { error_message: '', infer_response: response() };
+  const calls: string[] = [];
+  whenEncoded(unary, () => {
+    calls.push('unary');
+    unary.raw_output_contents[0]!.fill(9); // the buffer is reused: the encoded message must not change
+  });
+  whenEncoded(stream, () => calls.push('stream'));
+  const want = Buffer.from(pb.ModelInferResponse.encode(response()).finish());
+  assert.deepEqual(calls, []);
+  assert.deepEqual(encodeModelInferResponse(response()), want, 'another message with the same content runs nothing');
+  assert.deepEqual(calls, []);
+  const encoded = encodeModelInferResponse(unary);
+  assert.deepEqual(calls, ['unary']);
+  assert.deepEqual(encoded, want);
+  encodeModelInferResponse(unary);
+  assert.deepEqual(calls, ['unary'], 'once only');
+  encodeModelStreamInferResponse(stream);
+  assert.deepEqual(calls, ['unary', 'stream']);
 });

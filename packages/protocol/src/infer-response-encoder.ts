@@ -222,11 +222,33 @@ function writeResponse(out: Out, m: pb.ModelInferResponse, sizes: number[], at: 
   for (const raw of m.raw_output_contents) out.bytes(TAG_LEN_6, raw);
 }
 
+/** Callbacks of `whenEncoded`, by message. */
+const afterEncoding = new WeakMap<object, () => void>();
+
+/**
+ * Runs `done` right after `message` is next encoded by `encodeModelInferResponse` or
+ * `encodeModelStreamInferResponse`, that is once its output bytes have been copied into the
+ * encoded message, whenever grpc-js serializes it (at once, or later for a stream write that
+ * waits behind others). A server hands pooled output buffers back then. A message that is never
+ * encoded (its call ended first) never runs `done`.
+ */
+export function whenEncoded(message: pb.ModelInferResponse | pb.ModelStreamInferResponse, done: () => void): void {
+  afterEncoding.set(message, done);
+}
+
+function encoded(message: object): void {
+  const done = afterEncoding.get(message);
+  if (done === undefined) return;
+  afterEncoding.delete(message);
+  done();
+}
+
 /** Encodes a ModelInferResponse into a Buffer of exactly its size. */
 export function encodeModelInferResponse(m: pb.ModelInferResponse): Buffer {
   const sizes: number[] = [];
   const out = new Out(responseSizes(m, sizes));
   writeResponse(out, m, sizes, { i: 0 });
+  encoded(m);
   return out.buf;
 }
 
@@ -247,5 +269,6 @@ export function encodeModelStreamInferResponse(m: pb.ModelStreamInferResponse): 
     out.varint(inner);
     writeResponse(out, m.infer_response, sizes, { i: 0 });
   }
+  encoded(m);
   return out.buf;
 }

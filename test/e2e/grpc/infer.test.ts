@@ -17,6 +17,8 @@ import {
   inferRequest,
   inputTensor,
   int32s,
+  nextResponses,
+  openStream,
   rawBytes,
   requestedOutput,
   simpleRequest,
@@ -149,6 +151,43 @@ describe('raw contents', () => {
     const diff = bytesElements(response.raw_output_contents[1]!).map(String);
     assert.deepEqual(sum, a.map((x, i) => String(Number(x) + Number(b[i]))));
     assert.deepEqual(diff, a.map((x, i) => String(Number(x) - Number(b[i]))));
+  });
+});
+
+describe('large outputs', () => {
+  it('go back to the server once encoded, unary and streamed, and concurrent responses keep their own bytes', async () => {
+    const server = srv.server;
+    const original = server.recycleOutputs;
+    const recycled: string[] = [];
+    server.recycleOutputs = (response) => {
+      recycled.push(response.id);
+      original.call(server, response);
+    };
+    try {
+      const n = 1 << 17; // 512 KiB of FP32, above the output pool's threshold
+      const values = (k: number) => Float32Array.from({ length: n }, (_, i) => i * 8 + k);
+      const request = (k: number) => ({ ...identityRequest('FP32', [1, n], rawBytes(values(k))), id: `r${k}` });
+      const ids = [0, 1, 2, 3, 4, 5, 6, 7];
+      // Eight calls at once: an output buffer given back before its bytes were copied into the
+      // message would show another call's values.
+      const responses = await Promise.all(ids.map((k) => unary(client, 'ModelInfer', request(k))));
+      for (const k of ids) assert.deepEqual(viewAs(identityOutput(responses[k]!, 'FP32', [1, n]), Float32Array), values(k));
+      assert.deepEqual([...recycled].sort(), ids.map((k) => `r${k}`));
+      recycled.length = 0;
+      const stream = openStream(client);
+      const got = nextResponses(stream, ids.length);
+      for (const k of ids) stream.write(request(k));
+      const streamed = await got;
+      stream.end();
+      for (const r of streamed) {
+        assert.equal(r.error_message, '');
+        const k = Number(r.infer_response!.id.slice(1));
+        assert.deepEqual(viewAs(identityOutput(r.infer_response!, 'FP32', [1, n]), Float32Array), values(k));
+      }
+      assert.deepEqual([...recycled].sort(), ids.map((k) => `r${k}`));
+    } finally {
+      Reflect.deleteProperty(server, 'recycleOutputs');
+    }
   });
 });
 

@@ -17,6 +17,7 @@ import {
   GRPC_INFERENCE_SERVICE,
   NereidError,
   healthPb,
+  whenEncoded,
   type GrpcInferenceRpc,
   type pb,
 } from '@nereid/protocol';
@@ -257,7 +258,10 @@ export class GrpcFrontend {
         call.once('cancelled', onCancelled);
         try {
           const response = await server.infer(decodeInferRequest(request), { signal: abort.signal });
-          return encodeInferResponse(response);
+          const message = encodeInferResponse(response);
+          // The outputs' pooled buffers go back once grpc-js has copied their bytes into the message.
+          whenEncoded(message, () => server.recycleOutputs(response));
+          return message;
         } catch (err) {
           throw err instanceof NereidError && err.code === 'MODEL_DECOUPLED_UNSUPPORTED'
             ? new NereidError(err.code, "ModelInfer RPC doesn't support models with decoupled transaction policy")

@@ -19,9 +19,9 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { toNereidError, type NereidError, type pb } from '@nereid/protocol';
+import { toNereidError, whenEncoded, type NereidError, type pb } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
-import type { StreamAccepted, StreamResponse } from '../../core/types.js';
+import type { InferResponse, StreamAccepted, StreamResponse } from '../../core/types.js';
 import type { Logger } from '../../observability/logger.js';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.js';
 import { grpcError } from './status.js';
@@ -123,11 +123,11 @@ export class InferStream {
     };
     const onResponse = (r: StreamResponse) => {
       if (slot !== undefined) {
-        settle(slot, { error_message: '', infer_response: encodeInferResponse(r.response!, FINAL) });
+        settle(slot, this.#message(r.response!, FINAL));
         return;
       }
       if (r.response !== undefined) {
-        this.#write({ error_message: '', infer_response: encodeInferResponse(r.response, r.final ? FINAL : NOT_FINAL) });
+        this.#write(this.#message(r.response, r.final ? FINAL : NOT_FINAL));
       } else if (emptyFinal) {
         this.#write({
           error_message: '',
@@ -175,6 +175,13 @@ export class InferStream {
   }
 
   /** Writes one message now (reading pauses while the write buffer is full); false once the stream is over. */
+  /** The stream message of a response; its pooled output buffers go back once grpc-js encoded it. */
+  #message(response: InferResponse, parameters: typeof FINAL | typeof NOT_FINAL): pb.ModelStreamInferResponse {
+    const message = { error_message: '', infer_response: encodeInferResponse(response, parameters) };
+    whenEncoded(message, () => this.#server.recycleOutputs(response));
+    return message;
+  }
+
   #write(message: pb.ModelStreamInferResponse): boolean {
     if (this.#closed) return false;
     try {
