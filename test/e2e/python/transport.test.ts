@@ -18,6 +18,48 @@ if (skip) console.log(`# skipping Python transport tests: ${skip}`);
 
 const RING = 6 * 1024 * 1024;
 
+/** Identity that says, in the response parameter `view`, whether its input was a view over shared memory. */
+const VIEW_PROBE_PY = `
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
+            root = x
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            # A copy owns its memory; a view hangs from the mapping it views.
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)], parameters={"view": root.base is not None}))
+        return out
+`;
+
+/**
+ * A model that keeps `kept` (its first input, or an array derived from it) for good and answers
+ * every request with it, as a model caching a reference tensor would.
+ */
+const KEEPS_PY = (kept: string) => `
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.kept = None
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
+            if self.kept is None:
+                self.kept = ${kept}
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.ascontiguousarray(self.kept))]))
+        return out
+`;
+
 function pattern(bytes: number, seed: number): Uint8Array {
   const out = new Uint8Array(bytes);
   for (let i = 0; i < bytes; i++) out[i] = (i * 31 + seed * 7) & 0xff;
@@ -32,6 +74,9 @@ describe('Python backend: shared-memory transport', { skip }, () => {
     repo = await makeRepository({
       identity_u8: { 'config.pbtxt': identityConfig('identity_u8', 'TYPE_UINT8', { extra: 'dynamic_batching { }' }), '1/model.py': IDENTITY_PY },
       identity_f32: { 'config.pbtxt': identityConfig('identity_f32', 'TYPE_FP32'), '1/model.py': IDENTITY_PY },
+      view_probe: { 'config.pbtxt': identityConfig('view_probe', 'TYPE_UINT8'), '1/model.py': VIEW_PROBE_PY },
+      keeps_first: { 'config.pbtxt': identityConfig('keeps_first', 'TYPE_UINT8'), '1/model.py': KEEPS_PY('x') },
+      keeps_slices: { 'config.pbtxt': identityConfig('keeps_slices', 'TYPE_UINT8'), '1/model.py': KEEPS_PY('x[:, ::2]') },
     });
     srv = await startServer({ modelRepositories: [repo], backendConfig: new Map([['python', { 'shm-region-byte-size': String(RING) }]]) });
   });
@@ -75,6 +120,32 @@ describe('Python backend: shared-memory transport', { skip }, () => {
     const got = await a.body();
     assert.ok(Buffer.from(got.buffer).equals(Buffer.from(first.buffer)), 'the first response changed while it was being sent');
   });
+
+  it('hands large inputs to the model as views over the ring, small ones as copies', async () => {
+    const viewed = async (size: number) => {
+      const r = await srv.server.infer({ model: 'view_probe', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, size], data: pattern(size, size) }] });
+      assert.ok(Buffer.from(r.outputs[0]!.data).equals(Buffer.from(pattern(size, size))));
+      return r.parameters?.['view'];
+    };
+    assert.equal(await viewed(1 << 20), true);
+    assert.equal(await viewed(1000), false);
+  });
+
+  for (const model of ['keeps_first', 'keeps_slices']) {
+    it(`a model that keeps an input for good (${model}) sees it intact while the ring wraps`, async () => {
+      // 1.5 MiB per request through the 6 MiB ring: unless the kept range stays reserved, the
+      // fifth request overwrites it. Once it is reserved, the ring fills and later requests go
+      // through files of their own.
+      const size = 3 << 19;
+      const first = pattern(size, 100);
+      const kept = model === 'keeps_first' ? first : first.filter((_, i) => i % 2 === 0);
+      for (let i = 0; i < 12; i++) {
+        const data = i === 0 ? first : pattern(size, 100 + i);
+        const r = await srv.server.infer({ model, inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, size], data }] });
+        assert.ok(Buffer.from(r.outputs[0]!.data).equals(Buffer.from(kept)), `request ${i}: what the model kept changed`);
+      }
+    });
+  }
 
   it('leaves no ring or spill file in /dev/shm by name', () => {
     const leftovers = readdirSync('/dev/shm').filter((n) => n.startsWith(`nereid-${process.pid}-`));

@@ -38,6 +38,11 @@ if _BOOT_ERROR is None:
     from nereid_stub.transport import Channel, RingReader, RingWriter, encode  # noqa: E402
 
 
+# Inputs this large reach a model as views over the shared-memory ring instead of copies (below
+# it a copy costs less than the bookkeeping of a view).
+VIEW_MIN_BYTES = 64 * 1024
+
+
 def _die_with_parent():
     """Asks Linux to kill this process when the server dies (even by SIGKILL); a watchdog thread
     covers systems without PR_SET_PDEATHSIG."""
@@ -104,6 +109,11 @@ class Stub:
         self.outbound = RingWriter(out_ring, spill_base)
         self.model = None
         self.decoupled = False
+        # Inputs of at least this many bytes reach execute as views over the ring (None: copies).
+        # Set once the model is known not to be decoupled; cleared for good when the model keeps
+        # inputs past execute (``_dispatch``).
+        self._view_min = None
+        self._last_hold = None
         self.output_names = []
         self._work = collections.deque()
         self._reading = threading.Lock()
@@ -124,7 +134,16 @@ class Stub:
         kind = message.get("t")
         if kind == "exec":
             requests = message["requests"]
-            arrays = self.inbound.take(message.get("shm"), [t for r in requests for t in r["inputs"]])
+            last = self._last_hold
+            if last is not None and not last.released and self._view_min is not None:
+                # The previous execute has returned but its input views are still alive: the
+                # model keeps its inputs. They stay valid (their range stays reserved until they
+                # are gone), but views would keep reserving ring space, so copies from now on.
+                self._view_min = None
+                print("VERBOSE: the model keeps input tensors after execute returns; its inputs are copied "
+                      "out of shared memory from now on", file=sys.stderr, flush=True)
+            arrays, self._last_hold = self.inbound.take(
+                message.get("shm"), [t for r in requests for t in r["inputs"]], self._view_min)
             start = 0
             for request in requests:
                 count = len(request["inputs"])
@@ -182,7 +201,7 @@ class Stub:
     def _answer(self, message):
         arrays = None
         if message.get("outputs"):
-            arrays = self.inbound.take(message.get("shm"), message["outputs"])
+            arrays, _ = self.inbound.take(message.get("shm"), message["outputs"])
         with self._calls_lock:
             waiter = self._calls.pop(message["call"], None)
         if waiter is None:
@@ -427,6 +446,8 @@ class Stub:
         args = message["args"]
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        # A decoupled model may use its inputs from other threads after execute returns: copies.
+        self._view_min = None if self.decoupled else VIEW_MIN_BYTES
         self.output_names = [o["name"] for o in config.get("output", [])]
         if message["runner"] == "pytorch":
             from nereid_stub.pytorch_model import TorchScriptModel  # noqa: PLC0415

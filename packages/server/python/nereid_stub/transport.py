@@ -4,19 +4,23 @@ server").
 Control messages are frames on one socket inherited as fd 3: a 4-byte little-endian length, then
 UTF-8 JSON. Tensor bytes never cross the socket: each direction has a ring in a /dev/shm file
 written by one side and read by the other. A message that carries tensors names the byte range
-it used (``shm.end``: the ring position after it); the reader copies the bytes out when it takes
-the message and then publishes that position as the ring's tail (the first 8 bytes of the file),
-which frees the space. Messages, and so ranges, are consumed in the order they were written.
+it used (``shm.end``: the ring position after it). The reader copies the bytes out when it
+takes the message, or hands large tensors to the model as numpy views over the ring and gives
+the range back once no view is left (``Hold``); given-back positions are published as the ring's
+tail (the first 8 bytes of the file), which frees the space. Messages, and so ranges, are taken
+in the order they were written, and the tail only moves past ranges that were all given back.
 A message whose tensors do not fit in the ring's free space goes through a file of its own
 (``shm.file``), which the reader deletes after reading.
 """
 
+import collections
 import json
 import mmap
 import os
 import select
 import struct
 import threading
+import weakref
 
 import numpy as np
 import triton_python_backend_utils as _pb  # beside nereid_stub/ on the stub's path
@@ -68,8 +72,23 @@ class Channel:
             self.send_locked(message)
 
 
+class Hold:
+    """A ring range whose bytes numpy views still use. It is given back once every view is gone:
+    the weak references to the arrays the views hang from call back when the last one dies,
+    whether when ``execute`` returns or later, when a model lets go of inputs it kept."""
+
+    __slots__ = ("end", "released", "refs")
+
+    def __init__(self, end):
+        self.end = end
+        self.released = False
+        self.refs = []
+
+
 class RingReader:
-    """The reading side of the server → stub ring."""
+    """The reading side of the server → stub ring. ``take`` is called by one thread at a time (the
+    stub's read lock); ranges are given back from any thread, in any order, and the tail only
+    moves past ranges that were all given back."""
 
     def __init__(self, path):
         fd = os.open(path, os.O_RDWR)
@@ -77,20 +96,73 @@ class RingReader:
             self._mm = mmap.mmap(fd, 0)
         finally:
             os.close(fd)
+        # Ranges taken and not yet published, oldest first. Re-entrant: a weak reference's
+        # callback (``release``) may run inside any allocation, the lock's holder's included.
+        self._pending = collections.deque()
+        self._lock = threading.RLock()
 
-    def take(self, shm, tensors):
-        """Copies the message's tensors out as numpy arrays (in order) and frees their range."""
+    def take(self, shm, tensors, view_min=None):
+        """The message's tensors as numpy arrays, in order, and the ``Hold`` of its range (None
+        when nothing holds it).
+
+        Tensors of a fixed-size datatype and at least ``view_min`` bytes are views over the ring,
+        valid as long as any array derived from them lives; the range is given back once they
+        are all gone. Every other tensor is a copy, and a range no view uses is given back at
+        once. A message that went through a file of its own is copied out of it."""
         if shm is not None and shm.get("file"):
             path = shm["file"]
             with open(path, "rb") as f:
                 data = f.read()
             os.unlink(path)
-            arrays = [_decode(memoryview(data), t) for t in tensors]
-        else:
-            arrays = [_decode(self._mm, t) for t in tensors]
-            if shm is not None and "end" in shm:
-                _TAIL.pack_into(self._mm, 0, shm["end"])
-        return arrays
+            return [_decode(memoryview(data), t) for t in tensors], None
+        mm = self._mm
+        arrays = []
+        hold = None
+        for t in tensors:
+            dtype = _WIRE_TO_NUMPY.get(t["d"]) if view_min is not None and t["n"] >= view_min else None
+            if dtype is None:
+                arrays.append(_decode(mm, t))
+                continue
+            # Derived views keep this array alive (numpy points them at it): it is the one
+            # whose end frees the range.
+            root = np.frombuffer(mm, dtype=dtype, count=t["n"] // dtype.itemsize, offset=t["o"])
+            if hold is None:
+                hold = Hold(None)
+            hold.refs.append(weakref.ref(root, self._view_gone(hold)))
+            arrays.append(root.reshape(t["s"]))
+        if shm is None or "end" not in shm:
+            return arrays, None
+        with self._lock:
+            if hold is None:
+                if not self._pending:
+                    _TAIL.pack_into(mm, 0, shm["end"])
+                else:
+                    done = Hold(shm["end"])
+                    done.released = True
+                    self._pending.append(done)
+                return arrays, None
+            hold.end = shm["end"]
+            self._pending.append(hold)
+        return arrays, hold
+
+    def _view_gone(self, hold):
+        def gone(_ref):
+            if hold.end is not None and all(r() is None for r in hold.refs):
+                self._release(hold)
+        return gone
+
+    def _release(self, hold):
+        with self._lock:
+            if hold.released:
+                return
+            hold.released = True
+            hold.refs = []  # its weak references' callbacks refer to it: no cycle left behind
+            end = None
+            pending = self._pending
+            while pending and pending[0].released:
+                end = pending.popleft().end
+            if end is not None:
+                _TAIL.pack_into(self._mm, 0, end)
 
 
 class RingWriter:
