@@ -54,6 +54,7 @@ export {
   type InstanceSpec,
   type ModelContext,
   type ModelServices,
+  NEVER_ABORTED,
 } from './backends/spi.js';
 export { gatherInput, scatterOutput, unionOfRequestedOutputs } from './backends/batching.js';
 export type { BackendFactory, BackendFactoryOptions } from './backends/custom/module-loader.js';
