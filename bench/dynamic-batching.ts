@@ -216,7 +216,7 @@ let bare: ChildServer | undefined;
 const measured = await (async () => {
   try {
     // The served model as the server normalised it; the ceiling gets its instance's thread count
-    // (onnxruntime-backend.ts: intra_op_thread_count, else `defaultIntraOpThreads`: the cores but
+    // (intra_op_thread_count, else `defaultIntraOpThreads` of backends/threads.ts: the cores but
     // one divided among the instances).
     const served = (await getJson(batching, `/v2/models/${MODEL}/config`)) as ServedConfig;
     const unbatched = (await getJson(direct, `/v2/models/${MODEL}/config`)) as ServedConfig;

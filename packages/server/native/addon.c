@@ -6,7 +6,7 @@
  * 1.5-3 GB/s where a plain memory copy moves 6-10 GB/s.
  *
  * The mapping never leaves this file as memory JavaScript could touch: JavaScript asks for copies
- * into and out of its own buffers (`read`, `write`), and every copy runs under a SIGBUS guard.
+ * into and out of its own buffers (`copy`), and every copy runs under a SIGBUS guard.
  * A file that another process shrinks underneath a mapping makes the next access to the lost
  * pages raise SIGBUS; inside a guarded copy the handler jumps back out of the copy and the call
  * returns false, so the caller fails the one request instead of the process dying. A SIGBUS

@@ -82,7 +82,7 @@ export {
   type MeteredVersion,
 } from './observability/metrics.js';
 export type * from './config/model-config.js';
-/** The ONNX Runtime backend's intra-op thread count per instance when a model does not set one. */
-export { defaultIntraOpThreads } from './backends/onnxruntime/onnxruntime-backend.js';
+/** The intra-op thread count per instance of ONNX Runtime and PyTorch models that do not set one. */
+export { defaultIntraOpThreads } from './backends/threads.js';
 /** Byte access to /dev/shm files through the native addon's mappings, or positioned I/O. */
 export { fileBytes, mappingUnavailableReason, type FileBytes } from './core/mapped-file.js';

@@ -66,7 +66,6 @@ after(async () => {
   for (const r of regions) r.destroy();
 });
 
-
 function int32(bytes: Uint8Array): Int32Array {
   return new Int32Array(Uint8Array.from(bytes).buffer);
 }

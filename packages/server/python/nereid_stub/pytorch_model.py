@@ -12,7 +12,6 @@ first dimension, the outputs split back by each request's batch size.
 """
 
 import json
-import os
 import re
 
 import numpy as np
@@ -43,9 +42,9 @@ class TorchScriptModel:
         self._name = config["name"]
         self._batching = int(config.get("max_batch_size", 0) or 0) > 0
         params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
-        instances = max(1, int(args.get("nereid_instance_count", "1")))
-        # As the ONNX Runtime backend: the cores but one (the server's event loop) among the instances.
-        intra = int(params.get("INTRA_OP_THREAD_COUNT") or 0) or max(1, ((os.cpu_count() or 1) - 1) // instances)
+        # Without INTRA_OP_THREAD_COUNT, the server's default (as for ONNX Runtime: the cores but one,
+        # the event loop's, divided among the instances).
+        intra = int(params.get("INTRA_OP_THREAD_COUNT") or 0) or int(args.get("nereid_default_intra_op_threads") or 1)
         torch.set_num_threads(intra)
         inter = int(params.get("INTER_OP_THREAD_COUNT") or 0)
         if inter > 0:

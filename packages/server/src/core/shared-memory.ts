@@ -18,7 +18,7 @@
 import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs';
 import { NereidError, type CudaSharedMemoryStatus, type SystemSharedMemoryStatus } from '@nereid/protocol';
 import { BufferPool } from './buffer-pool.js';
-import { fileBytes, mappingUnavailableReason, type FileBytes } from './mapped-file.js';
+import { fileBytes, type FileBytes } from './mapped-file.js';
 
 /** Where POSIX shared-memory objects live on Linux. */
 export const SHM_DIRECTORY = '/dev/shm';
@@ -61,11 +61,6 @@ class SystemRegion {
     this.#dev = dev;
     this.#ino = ino;
     this.#bytes = fileBytes(fd, offset + byteSize, { writable: true, map });
-  }
-
-  /** Whether the region is accessed through a memory mapping. */
-  get mapped(): boolean {
-    return this.#bytes.mapped;
   }
 
   retain(): void {
@@ -212,11 +207,6 @@ export class SharedMemoryManager {
 
   get allowClient(): boolean {
     return this.#allowClient;
-  }
-
-  /** Whether regions registered now are mapped (else read and written with positioned I/O). */
-  get mapsRegions(): boolean {
-    return this.#map && mappingUnavailableReason() === undefined;
   }
 
   /** Throws SHM_DISABLED (protocol.md §3.17) unless clients may register and unregister regions. */

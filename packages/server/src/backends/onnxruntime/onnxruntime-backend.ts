@@ -20,6 +20,7 @@ import type * as ort from 'onnxruntime-node';
 import { NereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { Logger } from '../../observability/logger.js';
+import { defaultIntraOpThreads } from '../threads.js';
 import { gatherInput, scatterOutput, unionOfRequestedOutputs } from '../batching.js';
 import { BufferPool, lendViews } from '../../core/buffer-pool.js';
 import {
@@ -104,18 +105,6 @@ function boolParameter(config: ModelConfig, key: string, fallback: boolean): boo
   if (['1', 'true', 'on', 'yes'].includes(text)) return true;
   if (['0', 'false', 'off', 'no'].includes(text)) return false;
   throw new NereidError('CONFIG_INVALID', `model '${config.name}': parameter '${key}' must be true or false, got '${text}'`);
-}
-
-/**
- * Intra-op threads per instance without `intra_op_thread_count`: the cores but one, divided among
- * the model's instances, at least one. The core left over is the event loop's: it receives,
- * decodes, batches and answers every request, and when ONNX Runtime's threads take every core
- * they contend with it, and with each other at the barriers of each parallel section (measured on
- * 2 cores, the MLP example under 64 streaming clients: 9.2-10.0k inferences/s with one thread
- * against 7.8k with two, the server's CPU per request 150-164 µs against 188-213).
- */
-export function defaultIntraOpThreads(cores: number, instanceCount: number): number {
-  return Math.max(1, Math.floor((cores - 1) / Math.max(1, instanceCount)));
 }
 
 function sessionOptions(config: ModelConfig, modelPath: string, instanceCount: number, logger: Logger): SessionWorkerOptions {

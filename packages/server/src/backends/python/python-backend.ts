@@ -22,7 +22,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
 import {
@@ -52,6 +52,7 @@ import {
   type ModelContext,
   NEVER_ABORTED,
 } from '../spi.js';
+import { defaultIntraOpThreads } from '../threads.js';
 import { StubProcess, type StubMessage } from './stub-process.js';
 
 const DEFAULT_PYTHON = '/usr/bin/python3';
@@ -304,7 +305,8 @@ class PythonInstance implements BackendInstance {
         model_repository: this.#ctx.modelDirectory,
         model_version: String(this.#ctx.version),
         model_name: this.#ctx.name,
-        nereid_instance_count: String(this.#spec.instanceCount),
+        // The PyTorch runner's INTRA_OP_THREAD_COUNT when the model sets none (threads.ts).
+        nereid_default_intra_op_threads: String(defaultIntraOpThreads(availableParallelism(), this.#spec.instanceCount)),
       };
       try {
         const init = await stub.call({ t: 'init', runner: this.#runner, path: this.#modelFile, args }, `${this.#what}: initialize failed`, 'MODEL_LOAD_FAILED');

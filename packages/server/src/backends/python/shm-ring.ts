@@ -53,8 +53,8 @@ export class RingWriter {
   #knownTail = 0;
   #spills = 0;
 
-  constructor(fd: number, capacity: number, spillBase: string, options: { map?: boolean } = {}) {
-    this.#bytes = fileBytes(fd, RING_HEADER + capacity, { writable: true, map: options.map });
+  constructor(fd: number, capacity: number, spillBase: string) {
+    this.#bytes = fileBytes(fd, RING_HEADER + capacity, { writable: true });
     this.#capacity = capacity;
     this.#spillBase = spillBase;
   }
@@ -117,8 +117,8 @@ export class RingReader {
   /** Buffers messages are read into; lent to the returned views (`lendViews`). */
   readonly #buffers: BufferPool;
 
-  constructor(fd: number, capacity: number, options: { map?: boolean } = {}) {
-    this.#bytes = fileBytes(fd, RING_HEADER + capacity, { writable: true, map: options.map });
+  constructor(fd: number, capacity: number) {
+    this.#bytes = fileBytes(fd, RING_HEADER + capacity, { writable: true });
     this.#publishEvery = Math.max(1, Math.floor(capacity / 8));
     this.#buffers = new BufferPool({ maxBytes: Math.min(capacity, 64 * 1024 * 1024) });
   }
