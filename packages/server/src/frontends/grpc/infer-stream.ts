@@ -174,7 +174,6 @@ export class InferStream {
     this.#flush();
   }
 
-  /** Writes one message now (reading pauses while the write buffer is full); false once the stream is over. */
   /** The stream message of a response; its pooled output buffers go back once grpc-js encoded it. */
   #message(response: InferResponse, parameters: typeof FINAL | typeof NOT_FINAL): pb.ModelStreamInferResponse {
     const message = { error_message: '', infer_response: encodeInferResponse(response, parameters) };
@@ -182,6 +181,7 @@ export class InferStream {
     return message;
   }
 
+  /** Writes one message now (reading pauses while the write buffer is full); false once the stream is over. */
   #write(message: pb.ModelStreamInferResponse): boolean {
     if (this.#closed) return false;
     try {
