@@ -14,6 +14,13 @@
  *
  * Without the addon the server falls back to positioned reads and writes
  * (packages/server/src/core/mapped-file.ts).
+ *
+ * Slabs: anonymous memory every thread of the process can view (packages/server/src/core/slabs.ts).
+ * A request body read on the main thread into a slab is an ONNX Runtime worker's input as it
+ * is, named by its id in a message: no copy into a buffer to transfer, and no buffer moving
+ * between the threads' heaps, where every arrival counts as fresh external memory and drives V8
+ * into full collections. Slabs are never unmapped (a view any thread still holds stays valid);
+ * free slabs beyond an idle budget give their pages back to the kernel.
  */
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -231,12 +238,159 @@ static napi_value copy_bytes(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* ---- slabs ---- */
+
+#define SLAB_LIMIT 4096
+/* Address space all slabs may take together; beyond it slabTake answers -1. */
+#define SLAB_MAX_BYTES ((size_t)8 << 30)
+/* Free slabs keep their pages up to this many bytes together; others are discarded. */
+#define SLAB_IDLE_RESIDENT_BYTES ((size_t)256 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+typedef struct {
+  uint8_t *base;
+  size_t length;
+  bool free;
+  bool resident;
+} slab_t;
+
+static slab_t slab_table[SLAB_LIMIT];
+static int slab_count = 0;
+static size_t slab_mapped = 0;
+static size_t slab_idle_resident = 0;
+static pthread_mutex_t slab_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * Maps `length` bytes (a multiple of HUGE_PAGE when at least that large, aligned to it, and
+ * advised as huge pages: a 16 MiB tensor then costs 8 page faults instead of 4096).
+ */
+static uint8_t *slab_map(size_t length) {
+  if (length < HUGE_PAGE) {
+    void *p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+  }
+  size_t span = length + HUGE_PAGE;
+  uint8_t *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  uint8_t *aligned = (uint8_t *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  if (aligned > raw) munmap(raw, (size_t)(aligned - raw));
+  size_t tail = (size_t)(raw + span - (aligned + length));
+  if (tail > 0) munmap(aligned + length, tail);
+#ifdef MADV_HUGEPAGE
+  madvise(aligned, length, MADV_HUGEPAGE);
+#endif
+  return aligned;
+}
+
+/*
+ * slabTake(bytes) -> id of a slab of at least `bytes` bytes (contents undefined), now the
+ * caller's; -1 when none can be had (the address-space budget or the table is used up). A free
+ * slab is reused when it is at most twice as large as asked.
+ */
+static napi_value slab_take(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t wanted = 0;
+  if (argc < 1 || napi_get_value_int64(env, argv[0], &wanted) != napi_ok || wanted <= 0) {
+    napi_throw_type_error(env, NULL, "nereid native: slabTake(bytes > 0)");
+    return NULL;
+  }
+  size_t bytes = (size_t)wanted;
+  int id = -1;
+  pthread_mutex_lock(&slab_lock);
+  for (int i = 0; i < slab_count; i++) {
+    slab_t *s = &slab_table[i];
+    if (!s->free || s->length < bytes || s->length / 2 > bytes) continue;
+    if (id < 0 || s->length < slab_table[id].length) id = i;
+  }
+  if (id >= 0) {
+    slab_t *s = &slab_table[id];
+    s->free = false;
+    if (s->resident) slab_idle_resident -= s->length;
+  } else if (slab_count < SLAB_LIMIT) {
+    size_t length = bytes < HUGE_PAGE ? (bytes + 4095) & ~(size_t)4095 : (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (slab_mapped + length <= SLAB_MAX_BYTES) {
+      uint8_t *base = slab_map(length);
+      if (base != NULL) {
+        id = slab_count++;
+        slab_table[id] = (slab_t){base, length, false, true};
+        slab_mapped += length;
+      }
+    }
+  }
+  pthread_mutex_unlock(&slab_lock);
+  napi_value result;
+  CHECK(napi_create_int32(env, id, &result));
+  return result;
+}
+
+static int get_slab(napi_env env, napi_value value, int32_t *id) {
+  if (napi_get_value_int32(env, value, id) != napi_ok || *id < 0) {
+    napi_throw_range_error(env, NULL, "nereid native: not a slab id");
+    return -1;
+  }
+  pthread_mutex_lock(&slab_lock);
+  bool known = *id < slab_count;
+  pthread_mutex_unlock(&slab_lock);
+  if (!known) {
+    napi_throw_range_error(env, NULL, "nereid native: not a slab id");
+    return -1;
+  }
+  return 0;
+}
+
+/*
+ * slabView(id) -> an ArrayBuffer over the whole slab, for this thread. Views never free the
+ * memory (slabs stay mapped), so a view outliving its use reads stale bytes, never freed memory.
+ */
+static napi_value slab_view(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t id;
+  if (argc < 1 || get_slab(env, argv[0], &id) != 0) return NULL;
+  pthread_mutex_lock(&slab_lock);
+  slab_t s = slab_table[id];
+  pthread_mutex_unlock(&slab_lock);
+  napi_value result;
+  CHECK(napi_create_external_arraybuffer(env, s.base, s.length, NULL, NULL, &result));
+  return result;
+}
+
+/* slabGive(id): the slab is free again (taking it twice without a give in between is the caller's bug). */
+static napi_value slab_give(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t id;
+  if (argc < 1 || get_slab(env, argv[0], &id) != 0) return NULL;
+  pthread_mutex_lock(&slab_lock);
+  slab_t *s = &slab_table[id];
+  if (!s->free) {
+    s->free = true;
+    if (slab_idle_resident + s->length > SLAB_IDLE_RESIDENT_BYTES) {
+      /* Pages given back; the next use faults fresh zeroed ones in. */
+      madvise(s->base, s->length, MADV_DONTNEED);
+      s->resident = false;
+    } else {
+      s->resident = true;
+      slab_idle_resident += s->length;
+    }
+  }
+  pthread_mutex_unlock(&slab_lock);
+  return NULL;
+}
+
 NAPI_MODULE_INIT() {
   pthread_once(&install_once, install_handler);
   napi_property_descriptor properties[] = {
       {"map", NULL, map_file, NULL, NULL, NULL, napi_default, NULL},
       {"unmap", NULL, unmap_file, NULL, NULL, NULL, napi_default, NULL},
       {"copy", NULL, copy_bytes, NULL, NULL, NULL, napi_default, NULL},
+      {"slabTake", NULL, slab_take, NULL, NULL, NULL, napi_default, NULL},
+      {"slabView", NULL, slab_view, NULL, NULL, NULL, napi_default, NULL},
+      {"slabGive", NULL, slab_give, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
   return exports;

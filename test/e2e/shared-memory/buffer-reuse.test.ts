@@ -25,6 +25,17 @@ instance_group [ { kind: KIND_CPU, count: 1 } ]
 parameters { key: "execution_thread" value { string_value: "worker" } }
 `;
 
+/** FP32 identity [-1, -1] with dynamic batching: large inputs of a batch are gathered into a slab. */
+const BATCHED_CONFIG = `name: "identity_batched"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+dynamic_batching { max_queue_delay_microseconds: 50000 }
+parameters { key: "execution_thread" value { string_value: "worker" } }
+`;
+
 /** A custom backend that answers with its input's bytes as they are (a view, not a copy). */
 const ECHO_MODULE = executeModule(
   'echo',
@@ -80,6 +91,7 @@ before(async () => {
   served = await serveRepository(
     {
       identity: modelFiles(identityModel('FP32', [1, -1], { name: 'identity' }), { config: IDENTITY_CONFIG }),
+      identity_batched: modelFiles(identityModel('FP32', [-1, -1], { name: 'identity_batched' }), { config: BATCHED_CONFIG }),
       echo: { 'config.pbtxt': ECHO_CONFIG, '1/model.mjs': ECHO_MODULE },
     },
     { allowClientShm: true },
@@ -144,6 +156,26 @@ describe('buffers reused across requests', () => {
       });
     }
     for (const [got, expected, what] of await Promise.all(calls)) assertFloats(got, expected, what);
+  });
+
+  it('batches of large inputs, gathered into reused memory, give every request its own rows back', async () => {
+    for (let round = 0; round < 3; round++) {
+      const calls: Promise<[Float32Array, Float32Array, string]>[] = [];
+      for (let i = 0; i < 6; i++) {
+        const seed = 50 + round * 10 + i;
+        const rows = 1 + (i % 2);
+        const data = filled(rows * N, seed);
+        const inputs = [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [rows, N], data }];
+        const client = i % 2 === 0 ? http : grpc;
+        calls.push(client.infer({ model: 'identity_batched', inputs }).then((r: InferResult) => [r.typed('OUTPUT0') as Float32Array, data, `round ${round} request ${i}`]));
+      }
+      for (const [got, expected, what] of await Promise.all(calls)) assertFloats(got, expected, what);
+    }
+    const stats = srv.server.modelStatistics('identity_batched')[0]!;
+    assert.ok(
+      stats.batch_stats.some((s) => s.batch_size > 2),
+      `expected batches of several requests: ${JSON.stringify(stats.batch_stats.map((s) => s.batch_size))}`,
+    );
   });
 
   it('an HTTP request body is not reused while a response that views it is still being sent', async () => {

@@ -17,9 +17,16 @@ export interface GatheredTensor {
 /**
  * Concatenates input `name` of every request, in order. For batching models the result's shape
  * is `[Σ batch sizes] + item shape`; for a single request its own shape is kept.
- * The scheduler guarantees equal item shapes within a batch.
+ * The scheduler guarantees equal item shapes within a batch. `allocate` gives the memory to
+ * gather into (at least the bytes asked; the result views exactly the tensor's bytes of it);
+ * by default a fresh buffer of the tensor's own.
  */
-export function gatherInput(requests: readonly BackendRequest[], name: string, batching: boolean): GatheredTensor {
+export function gatherInput(
+  requests: readonly BackendRequest[],
+  name: string,
+  batching: boolean,
+  allocate: (bytes: number) => Uint8Array = freshBytes,
+): GatheredTensor {
   const first = requests[0]!.inputs.get(name);
   if (first === undefined) throw new NereidError('INPUT_MISSING', `input '${name}' is missing from the batch`);
   let total = 0;
@@ -29,8 +36,7 @@ export function gatherInput(requests: readonly BackendRequest[], name: string, b
     total += t.data.byteLength;
     rows += batching ? t.shape[0]! : 1;
   }
-  // Every byte is written below: skip zero-filling. Unpooled, so `data.buffer` is this tensor's own.
-  const data: Uint8Array = Buffer.allocUnsafeSlow(total);
+  const data = allocate(total).subarray(0, total);
   let offset = 0;
   for (const r of requests) {
     const bytes = r.inputs.get(name)!.data;
@@ -39,6 +45,11 @@ export function gatherInput(requests: readonly BackendRequest[], name: string, b
   }
   const shape = batching ? [rows, ...first.shape.slice(1)] : [...first.shape];
   return { name, datatype: first.datatype, shape, data };
+}
+
+/** Every byte is written by the gather: no zero-filling. Unpooled, so `data.buffer` is the tensor's own. */
+function freshBytes(bytes: number): Uint8Array {
+  return Buffer.allocUnsafeSlow(bytes);
 }
 
 /** Byte offsets of every BYTES element boundary (length n + 1). */

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BufferPool, lendViews, returnView } from './buffer-pool.js';
+import { nativeAddonMissing } from './native.js';
+import { slabId, takeSlab } from './slabs.js';
 
 describe('BufferPool', () => {
   it('hands a given-back buffer to the next caller of a fitting size, and never to two callers at once', () => {
@@ -82,5 +84,29 @@ describe('lendViews / returnView', () => {
     const buffer = pool.take(4096);
     lendViews(pool, buffer, [new Uint8Array(8)]);
     assert.equal(pool.idleBytes, buffer.byteLength);
+  });
+});
+
+describe('BufferPool (shared)', { skip: nativeAddonMissing() }, () => {
+  it('hands out slabs, reuses them, and gives those it drops back to the slabs', () => {
+    const pool = new BufferPool({ shared: true, minBytes: 64 * 1024, maxBytes: 4 << 20 });
+    const a = pool.take(3 << 20);
+    const b = pool.take(3 << 20);
+    assert.notEqual(slabId(a), undefined, 'a fresh buffer is a slab');
+    assert.notEqual(slabId(b), undefined);
+    assert.equal(pool.take(100).byteLength, 100, 'small buffers are fresh, not slabs');
+    pool.give(a);
+    assert.equal(pool.take(3 << 20), a, 'an idle slab is reused');
+    pool.give(a);
+    // Over the bound: the largest idle buffers are dropped, and a dropped slab is free again.
+    pool.give(b);
+    assert.equal(pool.idleBytes, b.byteLength, 'one 4 MiB slab fits the bound: a was dropped');
+    assert.equal(takeSlab(3 << 20), a, 'the dropped slab is free again');
+    assert.equal(pool.take(3 << 20), b);
+  });
+
+  it('a pool that is not shared never hands out slabs', () => {
+    const pool = new BufferPool({ minBytes: 64 * 1024 });
+    assert.equal(slabId(pool.take(1 << 20)), undefined);
   });
 });

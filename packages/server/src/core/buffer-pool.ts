@@ -1,3 +1,5 @@
+import { giveSlab, takeSlab } from './slabs.js';
+
 /**
  * A pool of large `ArrayBuffer`s reused across requests, so that a hot path which must copy
  * megabytes per request does not also allocate them: a fresh large buffer costs page faults on
@@ -5,10 +7,17 @@
  *
  * Ownership: `take` hands a buffer to the caller alone; the caller gives it back with `give` once
  * nothing can read or write it any more (for a transferred buffer: once it has come back). A
- * buffer that is never given back is simply garbage collected. The pool keeps at most `maxBytes`
- * of idle buffers; buffers below `minBytes` are not worth pooling and are allocated fresh.
+ * buffer that is never given back is simply garbage collected (not a slab: see `shared`). The
+ * pool keeps at most `maxBytes` of idle buffers; buffers below `minBytes` are not worth pooling
+ * and are allocated fresh.
  */
 export interface BufferPoolOptions {
+  /**
+   * Fresh buffers are slabs (`slabs.ts`: memory other threads of the process can view by id)
+   * when the native addon is available, and dropped ones are given back to the slabs. Every
+   * buffer taken from such a pool must be given back to it: a slab that never is stays taken.
+   */
+  shared?: boolean;
   /** Smallest request served from the pool (smaller ones get a fresh buffer). Default 64 KiB. */
   minBytes?: number;
   /** Most idle bytes kept. Default 256 MiB. */
@@ -20,6 +29,7 @@ const NONE: readonly ArrayBuffer[] = Object.freeze([]);
 export class BufferPool {
   readonly #minBytes: number;
   readonly #maxBytes: number;
+  readonly #shared: boolean;
   /** Idle buffers, smallest first. */
   #idle: ArrayBuffer[] = [];
   #idleBytes = 0;
@@ -27,6 +37,7 @@ export class BufferPool {
   constructor(options: BufferPoolOptions = {}) {
     this.#minBytes = options.minBytes ?? 64 * 1024;
     this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
+    this.#shared = options.shared ?? false;
   }
 
   /** Smallest request served from the pool; smaller ones gain nothing from it. */
@@ -46,6 +57,8 @@ export class BufferPool {
   take(size: number): ArrayBuffer {
     const idle = this.takeIdle(size);
     if (idle !== undefined) return idle;
+    const slab = this.#shared && size >= this.#minBytes ? takeSlab(size) : undefined;
+    if (slab !== undefined) return slab;
     // Unpooled, so that the whole ArrayBuffer is this tensor's own and may be transferred.
     const fresh = Buffer.allocUnsafeSlow(size);
     return fresh.buffer as ArrayBuffer;
@@ -82,9 +95,14 @@ export class BufferPool {
     if (this.#idleBytes + size > this.#maxBytes) {
       // Keeps the most recently used sizes: drops the largest idle buffers to make room.
       while (this.#idle.length > 0 && this.#idleBytes + size > this.#maxBytes) {
-        this.#idleBytes -= this.#idle.pop()!.byteLength;
+        const dropped = this.#idle.pop()!;
+        this.#idleBytes -= dropped.byteLength;
+        giveSlab(dropped);
       }
-      if (size > this.#maxBytes) return;
+      if (size > this.#maxBytes) {
+        giveSlab(buffer);
+        return;
+      }
     }
     let i = 0;
     while (i < this.#idle.length && this.#idle[i]!.byteLength < size) i++;

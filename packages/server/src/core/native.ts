@@ -1,7 +1,8 @@
 /**
  * Nereid's native addon (packages/server/native/addon.c, compiled by `npm run build` into
  * dist/native/nereid.node with the system C compiler): memory-mapped copies for shared-memory
- * files (`mapped-file.ts`). Optional: without it the server uses positioned I/O.
+ * files (`mapped-file.ts`), and slabs, memory every thread of the process views (`slabs.ts`).
+ * Optional: without it the server uses positioned I/O and per-thread buffers.
  */
 import { createRequire } from 'node:module';
 
@@ -14,6 +15,12 @@ export interface NativeAddon {
   map(fd: number, length: number, writable: boolean): NativeMapping;
   unmap(mapping: NativeMapping): void;
   copy(mapping: NativeMapping, position: number, bytes: Uint8Array, intoMapping: boolean): boolean;
+  /** Id of a free slab of at least `bytes` bytes, now the caller's; -1 when none can be had. */
+  slabTake(bytes: number): number;
+  /** A new ArrayBuffer over the whole slab `id`, for the calling thread. */
+  slabView(id: number): ArrayBuffer;
+  /** Frees slab `id` for the next `slabTake`. */
+  slabGive(id: number): void;
 }
 
 let addon: NativeAddon | undefined;

@@ -573,9 +573,9 @@ export class Server {
    * requests keep their order.
    *
    * `release` runs once the request has settled: its backend has answered it (backends keep no
-   * input after responding, docs/backends.md), so the input buffers go back to the pool, except
-   * any that a delivered response's output views (a model that echoes an input), which are left
-   * to the garbage collector.
+   * input after responding, docs/backends.md), so the input buffers go back to the pool; an output
+   * that a delivered response carries as bytes over one of them (a model that echoes an input) is
+   * copied out first (`keepOutOfPool`).
    *
    * With `returnOutputs` (`infer`: the one, final response of a request whose steps have all
    * ended), `deliver` hands each output it copied into a region back (`returnView`), so a pooled
@@ -622,8 +622,7 @@ export class Server {
     }
     const resolved = (inputs === undefined ? request : { ...request, inputs }) as ResolvedRequest;
     const deliver = (response: InferResponse): InferResponse => {
-      if (pooled.size > 0) for (const out of response.outputs) pooled.delete(out.data.buffer);
-      if (outputRefs.size === 0) return response;
+      if (outputRefs.size === 0) return keepOutOfPool(response, pooled);
       const written: Uint8Array[] | undefined = returnOutputs ? [] : undefined;
       for (let i = 0; i < response.outputs.length; i++) {
         const out = response.outputs[i]!;
@@ -644,7 +643,7 @@ export class Server {
         const carried = new Set(response.outputs.map((o) => o.data));
         for (const view of written) if (!carried.has(view)) returnView(view);
       }
-      return response;
+      return keepOutOfPool(response, pooled);
     };
     return { request: resolved, deliver, release };
   }
@@ -811,4 +810,18 @@ export function checkControlOptions(options: Pick<ServerOptions, 'modelControlMo
   if (mode === 'poll' && !(secs > 0)) {
     throw new NereidError('REQUEST_PARAMETER', `--repository-poll-secs must be > 0 in mode poll, got ${secs}`);
   }
+}
+
+/**
+ * `response` with every output it carries over one of the `pooled` input buffers copied into
+ * memory of its own: those buffers go back to the shared-memory read pool (slabs that must be
+ * given back) once the request settles, while the response may be read later.
+ */
+function keepOutOfPool(response: InferResponse, pooled: ReadonlySet<ArrayBufferLike>): InferResponse {
+  if (pooled.size === 0) return response;
+  for (let i = 0; i < response.outputs.length; i++) {
+    const out = response.outputs[i]!;
+    if (pooled.has(out.data.buffer)) response.outputs[i] = { ...out, data: new Uint8Array(out.data) };
+  }
+  return response;
 }

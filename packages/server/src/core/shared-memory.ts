@@ -198,7 +198,11 @@ export class SharedMemoryManager {
   readonly #allowClient: boolean;
   readonly #map: boolean;
   readonly #system = new Map<string, SystemRegion>();
-  readonly #reads = new BufferPool({ maxBytes: READ_POOL_BYTES });
+  /**
+   * Buffers region reads land in: slabs where the addon is built (core/slabs.ts), so that an
+   * ONNX Runtime worker reads a large input where it lies; every read is given back (`recycle`).
+   */
+  readonly #reads = new BufferPool({ shared: true, maxBytes: READ_POOL_BYTES });
 
   constructor(options: SharedMemoryOptions = {}) {
     this.#allowClient = options.allowClient ?? false;

@@ -23,6 +23,7 @@ import type { Logger } from '../../observability/logger.js';
 import { defaultIntraOpThreads } from '../threads.js';
 import { gatherInput, scatterOutput, unionOfRequestedOutputs } from '../batching.js';
 import { BufferPool, lendViews } from '../../core/buffer-pool.js';
+import { slabId, slabsAvailable } from '../../core/slabs.js';
 import {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
@@ -167,6 +168,16 @@ const PIPELINE_DEPTH = 4;
  */
 const OUTPUT_POOL_BYTES = 64 * 1024 * 1024;
 
+/**
+ * Inputs at least this large reach the worker in slabs (core/slabs.ts) when the native addon is
+ * built: a request's own slab (an HTTP body), or one of the instance's that a batch or a request
+ * in ordinary memory is gathered into, instead of a fresh buffer transferred per run.
+ */
+const SLAB_FEED_MIN_BYTES = 256 * 1024;
+
+/** Idle gather slabs an instance keeps (`#feeds`). */
+const FEED_POOL_BYTES = 64 * 1024 * 1024;
+
 /** How long an unloading instance waits for its worker to release the session. */
 const CLOSE_TIMEOUT_MS = 10_000;
 
@@ -196,6 +207,8 @@ class OnnxInstance implements BackendInstance {
    * back (`returnView`), idle here until the next message to the worker takes them as spares.
    */
   readonly #outputs = new BufferPool({ maxBytes: OUTPUT_POOL_BYTES });
+  /** Slabs large inputs are gathered into (`#gatherMemory`), lent to one run at a time. */
+  readonly #feeds = new BufferPool({ shared: true, minBytes: SLAB_FEED_MIN_BYTES, maxBytes: FEED_POOL_BYTES });
   #outbox: RunRequest[] = [];
   #outboxTransfer: ArrayBuffer[] = [];
   #nextId = 1;
@@ -398,23 +411,44 @@ class OnnxInstance implements BackendInstance {
     const batching = this.#config.max_batch_size > 0;
     const feeds: WireTensor[] = [];
     const transfer: ArrayBuffer[] = [];
+    const lent: ArrayBuffer[] = [];
     let bytes = 0;
-    // The one copy on this path, a single request's input as much as a batch's (the worker
-    // cannot see the request's memory), into a fresh buffer that the worker keeps. Reusing feed
-    // buffers (transferred back with each outcome) was measured and dropped: every buffer moved
-    // into the main thread counts there as new external memory, and the extra transfer per run
-    // cost more collections than the fresh allocation it saved.
+    // A single request's input that lies in a slab (an HTTP body read into one) goes to the
+    // worker as it is. Any other large input is gathered into a slab of the instance's, small
+    // ones into a fresh buffer that is transferred (the worker cannot see the request's memory).
+    // Reusing transferred feed buffers (sent back with each outcome) was measured and dropped:
+    // every buffer moved into the main thread counts there as new external memory, and the extra
+    // transfer per run cost more collections than the fresh allocation it saved.
     for (const name of requests[0]!.inputs.keys()) {
-      const gathered = gatherInput(requests, name, batching);
+      const only = requests.length === 1 ? requests[0]!.inputs.get(name)! : undefined;
+      const slab = only !== undefined && only.data.byteLength >= SLAB_FEED_MIN_BYTES ? slabId(only.data.buffer) : undefined;
+      if (slab !== undefined) {
+        const data = only!.data;
+        bytes += data.byteLength;
+        feeds.push({ name, type: toOrtType(only!.datatype)!, dims: [...only!.shape], slab, byteOffset: data.byteOffset, byteLength: data.byteLength });
+        continue;
+      }
+      const gathered = gatherInput(requests, name, batching, this.#gatherMemory(lent));
       const type = toOrtType(gathered.datatype)!;
-      const data = gathered.data.buffer as ArrayBuffer;
+      const data = gathered.data;
       bytes += data.byteLength;
-      feeds.push({ name, type, dims: gathered.shape, data });
-      transfer.push(data);
+      const into = slabId(data.buffer);
+      if (into !== undefined) {
+        feeds.push({ name, type, dims: gathered.shape, slab: into, byteOffset: data.byteOffset, byteLength: data.byteLength });
+      } else {
+        feeds.push({ name, type, dims: gathered.shape, data: data.buffer as ArrayBuffer });
+        transfer.push(data.buffer as ArrayBuffer);
+      }
     }
     const fetches = unionOfRequestedOutputs(requests);
     const sent = process.hrtime.bigint();
-    const result = await this.#send({ id: this.#nextId++, feeds, fetches }, transfer);
+    let result: RunSuccess;
+    try {
+      result = await this.#send({ id: this.#nextId++, feeds, fetches }, transfer);
+    } finally {
+      // The worker has finished with them (or is gone).
+      for (const buffer of lent) this.#feeds.give(buffer);
+    }
     const hopNs = Number(process.hrtime.bigint() - sent - (result.end - result.start));
     timing.markComputeStart(result.start);
     timing.markInputsReady(result.inputsReady);
@@ -423,11 +457,26 @@ class OnnxInstance implements BackendInstance {
     if (choice !== undefined && choice.recordWorkerRun(Number(result.outputsStart - result.inputsReady), bytes, hopNs)) this.#goInline(choice);
     const outputs: RunOutput[] = [];
     for (const out of result.outputs) {
-      const data = new Uint8Array(out.data, 0, out.byteLength ?? out.data.byteLength);
+      const data = new Uint8Array(out.data!, 0, out.byteLength ?? out.data!.byteLength);
       const pool = data.byteLength >= POOLED_OUTPUT_MIN_BYTES ? this.#outputs : undefined;
       outputs.push({ name: out.name, type: out.type, dims: out.dims, data, ...(pool && { pool }) });
     }
     this.#respond(requests, outputs, timing);
+  }
+
+  /**
+   * Where a large input is gathered: a slab from `#feeds` (recorded in `lent`, given back once
+   * the run's outcome is in); small inputs, and any input without slabs, in a fresh buffer.
+   */
+  #gatherMemory(lent: ArrayBuffer[]): ((bytes: number) => Uint8Array) | undefined {
+    if (!slabsAvailable()) return undefined;
+    return (bytes) => {
+      if (bytes < SLAB_FEED_MIN_BYTES) return Buffer.allocUnsafeSlow(bytes);
+      const buffer = this.#feeds.take(bytes);
+      if (slabId(buffer) === undefined) return new Uint8Array(buffer);
+      lent.push(buffer);
+      return new Uint8Array(buffer, 0, bytes);
+    };
   }
 
   /** Mode `auto` chose inline runs: loads the inline session unless it is there already. */

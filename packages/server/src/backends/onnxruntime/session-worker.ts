@@ -9,6 +9,7 @@
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { BufferPool } from '../../core/buffer-pool.js';
+import { slabView } from '../../core/slabs.js';
 import { loadSyncSession, ortSessionOptions, outputBytes, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
 import { POOLED_OUTPUT_MIN_BYTES, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply, type WorkerRequest } from './worker-protocol.js';
 
@@ -16,7 +17,9 @@ const options = workerData as SessionWorkerOptions;
 const port = parentPort!;
 
 function toFeed(t: WireTensor): ort.Tensor {
-  return toOrtTensor(t.type, t.dims, new Uint8Array(t.data, 0, t.byteLength ?? t.data.byteLength));
+  if (t.slab !== undefined) return toOrtTensor(t.type, t.dims, new Uint8Array(slabView(t.slab), t.byteOffset ?? 0, t.byteLength ?? 0));
+  const data = t.data!;
+  return toOrtTensor(t.type, t.dims, new Uint8Array(data, 0, t.byteLength ?? data.byteLength));
 }
 
 /** Spare output buffers from the main thread (`RunsMessage.spares`). */
@@ -70,7 +73,7 @@ async function handle(
     const started = process.hrtime.bigint();
     const outcome = await execute(queue[i]!);
     const now = process.hrtime.bigint();
-    if (outcome.ok) for (const o of outcome.outputs) transfer.push(o.data);
+    if (outcome.ok) for (const o of outcome.outputs) transfer.push(o.data!);
     if (results.length === 0) oldest = now;
     results.push(outcome);
     if (i === queue.length - 1 && close === undefined) {

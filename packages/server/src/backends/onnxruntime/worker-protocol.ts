@@ -1,7 +1,9 @@
 /**
  * Messages between an ONNX Runtime instance (main thread) and its session worker thread.
- * Tensor bytes travel as transferred ArrayBuffers (moved, not copied). Output buffers the main
- * thread is done with go back to the worker as `spares`, which it copies later outputs into.
+ * Tensor bytes travel as transferred ArrayBuffers (moved, not copied), or, for an input in a slab
+ * (core/slabs.ts: memory both threads view), as the slab's id and the tensor's place in it.
+ * Output buffers the main thread is done with go back to the worker as `spares`, which it copies
+ * later outputs into.
  */
 import type { OrtTensorType } from './ort-types.js';
 
@@ -30,9 +32,17 @@ export interface WireTensor {
   /**
    * Raw bytes; for 'string' tensors the 4-byte length-prefixed element encoding. The tensor is
    * the first `byteLength` bytes (a spare output buffer may be larger); absent: all of them.
+   * Absent for a tensor in a slab.
    */
-  data: ArrayBuffer;
+  data?: ArrayBuffer;
   byteLength?: number;
+  /**
+   * An input's bytes are `byteLength` bytes at `byteOffset` of this slab (core/slabs.ts) instead
+   * of `data`: the main thread owns the slab and leaves those bytes alone until the run's outcome
+   * has arrived.
+   */
+  slab?: number;
+  byteOffset?: number;
 }
 
 /** One execution: a batch's gathered inputs and the outputs to fetch. */

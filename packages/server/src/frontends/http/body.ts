@@ -49,6 +49,9 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
+/** Alignment of a pooled body's binary part (`readBodyInto`): enough for every tensor element type. */
+export const BODY_ALIGNMENT = 64;
+
 /** A request body read into a buffer the caller must `release` once nothing views it any more. */
 export interface PooledBody {
   readonly bytes: Buffer;
@@ -64,15 +67,20 @@ export interface PooledBody {
  * Without a declared length (chunked encoding), or below the pool's smallest size (a small body
  * usually arrives as one chunk, which `readBody` hands on as it is), the body is read as
  * `readBody` reads it and `release` does nothing.
+ *
+ * `alignedOffset`: the body's byte at this offset (where an inference request's binary tensors
+ * start) is placed at a multiple of BODY_ALIGNMENT in the buffer, so that tensors can be viewed
+ * as typed arrays where they lie.
  */
-export function readBodyInto(req: IncomingMessage, limit: number, pool: BufferPool): Promise<PooledBody> {
+export function readBodyInto(req: IncomingMessage, limit: number, pool: BufferPool, alignedOffset = 0): Promise<PooledBody> {
   const declared = Number(req.headers['content-length']);
   if (!Number.isSafeInteger(declared) || declared < pool.minBytes || req.headers['transfer-encoding'] !== undefined) {
     return readBody(req, limit).then((bytes) => ({ bytes, release: () => {} }));
   }
   if (declared > limit) return Promise.reject(tooLarge(limit, `request body of ${declared} bytes`));
-  const buffer = pool.take(declared);
-  const bytes = Buffer.from(buffer, 0, declared);
+  const pad = alignedOffset > 0 && alignedOffset < declared ? (BODY_ALIGNMENT - (alignedOffset % BODY_ALIGNMENT)) % BODY_ALIGNMENT : 0;
+  const buffer = pool.take(declared + pad);
+  const bytes = Buffer.from(buffer, pad, declared);
   let released = false;
   const release = (): void => {
     if (released) return;

@@ -129,9 +129,11 @@ export class HttpFrontend {
   /**
    * Buffers inference request bodies are read into (`readBodyInto`). A body, and the input
    * tensors that view it, belong to its request until the request has settled and its response
-   * has been written out (or the connection closed); only then does the buffer go back.
+   * has been written out (or the connection closed); only then does the buffer go back. Large
+   * bodies are slabs (core/slabs.ts), which an ONNX Runtime worker reads its inputs from as
+   * they lie.
    */
-  readonly #bodies = new BufferPool({ maxBytes: BODY_POOL_BYTES });
+  readonly #bodies = new BufferPool({ shared: true, maxBytes: BODY_POOL_BYTES });
   #idleWaiters: (() => void)[] = [];
   /** Responses carry `Connection: close` (see `drain`). */
   #draining = false;
@@ -431,7 +433,8 @@ export class HttpFrontend {
     let read: PooledBody | undefined;
     let body: Buffer;
     try {
-      read = await readBodyInto(req, this.#options.maxInputSize, this.#bodies);
+      const headerLength = Number(req.headers[INFERENCE_HEADER_CONTENT_LENGTH]);
+      read = await readBodyInto(req, this.#options.maxInputSize, this.#bodies, Number.isSafeInteger(headerLength) ? headerLength : 0);
       body = await decodeContent(read.bytes, req.headers['content-encoding'], this.#options.maxInputSize);
       if (body !== read.bytes) read.release();
     } catch (err) {

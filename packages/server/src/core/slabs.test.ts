@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Worker } from 'node:worker_threads';
+import { nativeAddon, nativeAddonMissing } from './native.js';
+import { giveSlab, slabId, slabView, takeSlab } from './slabs.js';
+
+const missing = nativeAddonMissing();
+if (missing !== undefined) console.log(`# slabs: tests skipped: ${missing}`);
+
+/** Runs `body` (an ES module's text) on a worker thread with `data`; resolves with its one message. */
+function onWorker(body: string, data: unknown): Promise<unknown> {
+  const slabs = new URL('./slabs.js', import.meta.url).href;
+  const source = `import { workerData, parentPort } from 'node:worker_threads';\nimport * as slabs from '${slabs}';\n${body}`;
+  const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(source)}`), { workerData: data });
+  return new Promise((resolve, reject) => {
+    worker.once('message', (m) => {
+      resolve(m);
+      void worker.terminate();
+    });
+    worker.once('error', reject);
+  });
+}
+
+describe('slabs', { skip: missing }, () => {
+  it('are one memory for every thread: a worker reads what this thread wrote and writes what it reads', async () => {
+    const view = takeSlab(1 << 20)!;
+    assert.ok(view.byteLength >= 1 << 20);
+    const id = slabId(view)!;
+    assert.equal(typeof id, 'number');
+    assert.equal(slabView(id), view, "a thread's view of a slab is created once");
+    const bytes = new Uint8Array(view);
+    bytes[0] = 17;
+    bytes[(1 << 20) - 1] = 42;
+    const seen = await onWorker(
+      `const bytes = new Uint8Array(slabs.slabView(workerData));
+       const seen = [bytes[0], bytes[(1 << 20) - 1], slabs.slabId(bytes.buffer) === workerData];
+       bytes[1] = 99;
+       parentPort.postMessage(seen);`,
+      id,
+    );
+    assert.deepEqual(seen, [17, 42, true]);
+    assert.equal(bytes[1], 99, "the worker's write is visible here");
+    giveSlab(view);
+  });
+
+  it('a slab given back is the next one taken of a fitting size, and not before', () => {
+    const a = takeSlab(3 << 20)!;
+    const b = takeSlab(3 << 20)!;
+    assert.notEqual(slabId(a), slabId(b), 'a taken slab is not handed out twice');
+    giveSlab(a);
+    const c = takeSlab(3 << 20)!;
+    assert.equal(slabId(c), slabId(a));
+    assert.equal(c, a);
+    giveSlab(b);
+    giveSlab(c);
+    // More than twice the size asked: not reused for it.
+    const small = takeSlab(64 * 1024)!;
+    assert.notEqual(slabId(small), slabId(a));
+    giveSlab(small);
+  });
+
+  it('ordinary buffers are not slabs, and giving one back does nothing', () => {
+    const plain = new ArrayBuffer(1 << 20);
+    assert.equal(slabId(plain), undefined);
+    giveSlab(plain);
+    assert.equal(takeSlab(0), undefined);
+  });
+
+  it('unknown ids are range errors, not crashes', () => {
+    const addon = nativeAddon()!;
+    assert.throws(() => addon.slabView(1 << 30), RangeError);
+    assert.throws(() => addon.slabView(-1), RangeError);
+    assert.throws(() => addon.slabGive(1 << 30), RangeError);
+    assert.throws(() => addon.slabTake(0), TypeError);
+  });
+});
