@@ -1,11 +1,13 @@
 /**
  * A 16 MiB FP32 identity inference (input [1, 4194304], the same 16 MiB back) against one
  * `nereid serve --allow-client-shm=true` child process, measured in one run through:
- *   - HTTP binary data (pre-built request body, keep-alive connection, response drained);
+ *   - HTTP binary data (pre-built request body, keep-alive connection, response drained; the
+ *     benchmarks' lean HTTP client, bench/lean-http.ts);
  *   - gRPC `ModelInfer` (GrpcClient, raw input contents);
- *   - system shared memory over HTTP and over gRPC: the input is read from a registered region,
- *     the output written into another (regions created and filled once, as perf_analyzer does;
- *     the request and response carry no tensor bytes).
+ *   - system shared memory over HTTP (the same HTTP client, a pre-built JSON request) and over
+ *     gRPC: the input is read from a registered region, the output written into another (regions
+ *     created and filled once, as perf_analyzer does; the request and response carry no tensor
+ *     bytes).
  * Each transport runs in alternating windows (`--rounds`, default 3), medians kept; closed loop at
  * concurrency `--concurrency` (default 1). Throughput is tensor bytes in plus out per second.
  * Figures: shared memory against HTTP binary (target ≥ 3×), against gRPC, and HTTP binary against
@@ -92,8 +94,10 @@ try {
 
   const plain: ClientInferOptions = { model: MODEL, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data: input }] };
 
-  // One input and one output region per concurrent caller.
+  // One input and one output region per concurrent caller. Over HTTP the request's JSON goes
+  // through the same client as HTTP binary (a prebuilt body per region pair).
   const shmRequests: ClientInferOptions[] = [];
+  const shmPosters: ReturnType<typeof httpPoster>[] = [];
   for (let c = 0; c < concurrency; c++) {
     const id = randomUUID();
     const inRegion = SystemSharedMemoryRegion.create(`/nereid_bench_in_${id}`, BYTES);
@@ -102,6 +106,13 @@ try {
     inRegion.write(input);
     await http.registerSystemSharedMemory(`in_${id}`, inRegion.key, BYTES);
     await http.registerSystemSharedMemory(`out_${id}`, outRegion.key, BYTES);
+    const shmBody = Buffer.from(
+      JSON.stringify({
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], parameters: { shared_memory_region: `in_${id}`, shared_memory_byte_size: BYTES } }],
+        outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: `out_${id}`, shared_memory_byte_size: BYTES } }],
+      }),
+    );
+    shmPosters.push(httpPoster(server.port, `/v2/models/${MODEL}/infer`, shmBody, { 'Content-Type': 'application/json' }, concurrency));
     shmRequests.push({
       model: MODEL,
       inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], sharedMemory: { region: `in_${id}`, byteSize: BYTES } }],
@@ -114,26 +125,25 @@ try {
     if (got.length !== ELEMENTS || got[999] !== input[999] || got[ELEMENTS - 1] !== input[ELEMENTS - 1]) throw new Error(`${what}: wrong output`);
   };
   check((await grpc.infer(plain)).typed('OUTPUT0') as Float32Array, 'gRPC');
-  await http.infer(shmRequests[0]!);
+  await shmPosters[0]!.post();
   check(regions[1]!.read('FP32', [ELEMENTS]) as Float32Array, 'shared memory (HTTP)');
   regions[1]!.write(new Float32Array(ELEMENTS));
   await grpc.infer(shmRequests[0]!);
   check(regions[1]!.read('FP32', [ELEMENTS]) as Float32Array, 'shared memory (gRPC)');
 
-  const slot = (() => {
-    let next = 0;
-    return () => shmRequests[next++ % shmRequests.length]!;
-  })();
+  let next = 0;
+  const slot = () => next++ % shmRequests.length;
   const transports: [string, () => Promise<unknown>][] = [
     ['http_binary', () => poster.post()],
     ['grpc', () => grpc.infer(plain)],
-    ['shm_http', () => http.infer(slot())],
-    ['shm_grpc', () => grpc.infer(slot())],
+    ['shm_http', () => shmPosters[slot()]!.post()],
+    ['shm_grpc', () => grpc.infer(shmRequests[slot()]!)],
     ['bare_http', () => barePoster.post()],
   ];
   const results = await alternate(transports, rounds, ([, op]) => runLoad(op, concurrency, seconds, 0.5));
   poster.close();
   barePoster.close();
+  for (const p of shmPosters) p.close();
   const med = results.map((r) => medianOf<LoadResult>(r));
   const gbps = (i: number) => (med[i]!.throughput * 2 * BYTES) / 1e9;
   const [httpBinary, viaGrpc, shmHttp, shmGrpc, bareHttp] = [0, 1, 2, 3, 4].map(gbps) as [number, number, number, number, number];
