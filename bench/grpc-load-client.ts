@@ -9,8 +9,8 @@
  *   - `http2`: gRPC framed by hand over `node:http2`, without grpc-js's client-side call stack
  *     (interceptors, filters, load balancing), at a fraction of its CPU per call.
  * And `http`: the request file is the body of a KServe v2 HTTP/REST inference request (JSON
- * header and binary tensor data), POSTed on keep-alive `node:http` connections, one per call in
- * flight (unary only; the response body's length is checked).
+ * header and binary tensor data), POSTed on keep-alive connections by bench/lean-http.ts, one per
+ * call in flight (unary only; the response body's length is checked).
  *
  * Usage (child process with IPC): node grpc-load-client.js <request-file>
  * Protocol (messages from the parent):

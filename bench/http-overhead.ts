@@ -5,6 +5,7 @@
  *   (c) HTTP infer with binary tensors against `nereid serve` in a child process, at
  *       concurrency 1 and 16;
  *   (d) a bare `node:http` server in a child process answering the same bytes, same load.
+ * The HTTP load of (c) and (d) is the benchmarks' lean HTTP/1.1 client (bench/lean-http.ts).
  * Figures: HTTP overhead per request (c − a at concurrency 1), HTTP throughput against the bare
  * server at concurrency 16 (target ≥ 0.5), facade overhead per request (b − a; target < 20 µs),
  * and the floor under (b): an empty message to a worker thread and back.
