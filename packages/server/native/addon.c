@@ -325,8 +325,12 @@ static napi_value slab_take(napi_env env, napi_callback_info info) {
   return result;
 }
 
-static int get_slab(napi_env env, napi_value value, int32_t *id) {
-  if (napi_get_value_int32(env, value, id) != napi_ok || *id < 0) {
+/* The one argument of a slab function: the id of a slab taken before (a range error otherwise). */
+static int slab_argument(napi_env env, napi_callback_info info, int32_t *id) {
+  size_t argc = 1;
+  napi_value value;
+  if (napi_get_cb_info(env, info, &argc, &value, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_int32(env, value, id) != napi_ok || *id < 0) {
     napi_throw_range_error(env, NULL, "nereid native: not a slab id");
     return -1;
   }
@@ -345,11 +349,8 @@ static int get_slab(napi_env env, napi_value value, int32_t *id) {
  * memory (slabs stay mapped), so a view outliving its use reads stale bytes, never freed memory.
  */
 static napi_value slab_view(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   int32_t id;
-  if (argc < 1 || get_slab(env, argv[0], &id) != 0) return NULL;
+  if (slab_argument(env, info, &id) != 0) return NULL;
   pthread_mutex_lock(&slab_lock);
   slab_t s = slab_table[id];
   pthread_mutex_unlock(&slab_lock);
@@ -360,11 +361,8 @@ static napi_value slab_view(napi_env env, napi_callback_info info) {
 
 /* slabGive(id): the slab is free again (taking it twice without a give in between is the caller's bug). */
 static napi_value slab_give(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   int32_t id;
-  if (argc < 1 || get_slab(env, argv[0], &id) != 0) return NULL;
+  if (slab_argument(env, info, &id) != 0) return NULL;
   pthread_mutex_lock(&slab_lock);
   slab_t *s = &slab_table[id];
   if (!s->free) {
