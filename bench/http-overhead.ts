@@ -5,7 +5,8 @@
  *   (c) HTTP infer with binary tensors against `nereid serve` in a child process, at
  *       concurrency 1 and 16;
  *   (d) a bare `node:http` server in a child process answering the same bytes, same load.
- * The HTTP load of (c) and (d) is the benchmarks' lean HTTP/1.1 client (bench/lean-http.ts).
+ * The HTTP load of (c) and (d) is the benchmarks' lean HTTP/1.1 client (bench/lean-http.ts);
+ * `http_throughput_c16_node_client` repeats the c16 comparison with `node:http`'s own client.
  * Figures: HTTP overhead per request (c − a at concurrency 1), HTTP throughput against the bare
  * server at concurrency 16 (target ≥ 0.5), facade overhead per request (b − a; target < 20 µs),
  * and the floor under (b): an empty message to a worker thread and back.
@@ -22,7 +23,7 @@ import { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { Server, silentLogger } from '@nereid/server';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, httpPoster, medianOf, report, runLoad, spawnServer, type Figure } from './lib.js';
+import { alternate, benchArgs, httpPoster, medianOf, nodeHttpPoster, report, runLoad, spawnServer, type Figure } from './lib.js';
 
 const { seconds, jsonPath } = benchArgs();
 
@@ -78,9 +79,9 @@ const body = Buffer.concat([Buffer.from(header), Buffer.from(in0.buffer), Buffer
 const headers = { 'Inference-Header-Content-Length': Buffer.byteLength(header) };
 
 /** One window per server at concurrency `c`, alternating, `rounds` times (noise hits both alike). */
-async function measureBoth(ports: [number, number], c: number, rounds: number) {
+async function measureBoth(ports: [number, number], c: number, rounds: number, poster = httpPoster) {
   const [nereid, bare] = await alternate(ports, rounds, async (port) => {
-    const client = httpPoster(port, '/v2/models/simple/infer', body, headers, c);
+    const client = poster(port, '/v2/models/simple/infer', body, headers, c);
     const result = await runLoad(client.post, c, seconds);
     client.close();
     return result;
@@ -110,6 +111,7 @@ const bare = await spawnServer([join(root, 'dist/bench/bare-http-server.js'), re
 const rounds = 3;
 const c1 = await measureBoth([nereid.port, bare.port], 1, rounds);
 const c16 = await measureBoth([nereid.port, bare.port], 16, rounds);
+const c16NodeClient = await measureBoth([nereid.port, bare.port], 16, rounds, nodeHttpPoster);
 await nereid.stop();
 await bare.stop();
 await rm(repo, { recursive: true, force: true });
@@ -172,6 +174,14 @@ const figures: Figure[] = [
     baseline: httpBare.r16.throughput,
     baselineName: 'bare_node_http',
     ratio: httpNereid.r16.throughput / httpBare.r16.throughput,
+  },
+  {
+    name: 'http_throughput_c16_node_client',
+    value: c16NodeClient.nereid.throughput,
+    unit: 'req/s',
+    baseline: c16NodeClient.bare.throughput,
+    baselineName: 'bare_node_http',
+    ratio: c16NodeClient.nereid.throughput / c16NodeClient.bare.throughput,
   },
   {
     name: 'http_p99_latency_c16',
