@@ -19,11 +19,6 @@ import { nativeAddon } from './native.js';
 const views = new Map<number, ArrayBuffer>();
 const ids = new Map<ArrayBuffer, number>();
 
-/** Whether slabs can be had (the native addon is built). */
-export function slabsAvailable(): boolean {
-  return nativeAddon() !== undefined;
-}
-
 /**
  * This thread's view of a free slab of at least `bytes` bytes (its length may be larger), now the
  * caller's until `giveSlab`; undefined without the addon or when the process's slab budget is

@@ -23,7 +23,7 @@ import type { Logger } from '../../observability/logger.js';
 import { defaultIntraOpThreads } from '../threads.js';
 import { gatherInput, scatterOutput, unionOfRequestedOutputs } from '../batching.js';
 import { BufferPool, lendViews } from '../../core/buffer-pool.js';
-import { slabId, slabsAvailable } from '../../core/slabs.js';
+import { slabId } from '../../core/slabs.js';
 import {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
@@ -421,24 +421,19 @@ class OnnxInstance implements BackendInstance {
     // transfer per run cost more collections than the fresh allocation it saved.
     for (const name of requests[0]!.inputs.keys()) {
       const only = requests.length === 1 ? requests[0]!.inputs.get(name)! : undefined;
-      const slab = only !== undefined && only.data.byteLength >= SLAB_FEED_MIN_BYTES ? slabId(only.data.buffer) : undefined;
-      if (slab !== undefined) {
-        const data = only!.data;
-        bytes += data.byteLength;
-        feeds.push({ name, type: toOrtType(only!.datatype)!, dims: [...only!.shape], slab, byteOffset: data.byteOffset, byteLength: data.byteLength });
+      const inPlace = only !== undefined && only.data.byteLength >= SLAB_FEED_MIN_BYTES && slabId(only.data.buffer) !== undefined;
+      const tensor = inPlace ? { datatype: only!.datatype, shape: [...only!.shape], data: only!.data } : gatherInput(requests, name, batching, this.#gatherInto);
+      const data = tensor.data;
+      const type = toOrtType(tensor.datatype)!;
+      bytes += data.byteLength;
+      const slab = data.byteLength >= SLAB_FEED_MIN_BYTES ? slabId(data.buffer) : undefined;
+      if (slab === undefined) {
+        feeds.push({ name, type, dims: tensor.shape, data: data.buffer as ArrayBuffer });
+        transfer.push(data.buffer as ArrayBuffer);
         continue;
       }
-      const gathered = gatherInput(requests, name, batching, this.#gatherMemory(lent));
-      const type = toOrtType(gathered.datatype)!;
-      const data = gathered.data;
-      bytes += data.byteLength;
-      const into = slabId(data.buffer);
-      if (into !== undefined) {
-        feeds.push({ name, type, dims: gathered.shape, slab: into, byteOffset: data.byteOffset, byteLength: data.byteLength });
-      } else {
-        feeds.push({ name, type, dims: gathered.shape, data: data.buffer as ArrayBuffer });
-        transfer.push(data.buffer as ArrayBuffer);
-      }
+      feeds.push({ name, type, dims: tensor.shape, slab, byteOffset: data.byteOffset, byteLength: data.byteLength });
+      if (!inPlace) lent.push(data.buffer as ArrayBuffer);
     }
     const fetches = unionOfRequestedOutputs(requests);
     const sent = process.hrtime.bigint();
@@ -465,19 +460,11 @@ class OnnxInstance implements BackendInstance {
   }
 
   /**
-   * Where a large input is gathered: a slab from `#feeds` (recorded in `lent`, given back once
-   * the run's outcome is in); small inputs, and any input without slabs, in a fresh buffer.
+   * Where a batch's input is gathered: a large one into a slab from `#feeds` (given back once the
+   * run's outcome is in), a small one, or any without the addon, into a fresh buffer of its own.
    */
-  #gatherMemory(lent: ArrayBuffer[]): ((bytes: number) => Uint8Array) | undefined {
-    if (!slabsAvailable()) return undefined;
-    return (bytes) => {
-      if (bytes < SLAB_FEED_MIN_BYTES) return Buffer.allocUnsafeSlow(bytes);
-      const buffer = this.#feeds.take(bytes);
-      if (slabId(buffer) === undefined) return new Uint8Array(buffer);
-      lent.push(buffer);
-      return new Uint8Array(buffer, 0, bytes);
-    };
-  }
+  readonly #gatherInto = (bytes: number): Uint8Array =>
+    bytes < SLAB_FEED_MIN_BYTES ? Buffer.allocUnsafeSlow(bytes) : new Uint8Array(this.#feeds.take(bytes), 0, bytes);
 
   /** Mode `auto` chose inline runs: loads the inline session unless it is there already. */
   #goInline(choice: InlineChoice): void {
