@@ -13,9 +13,10 @@
  * The load: `--concurrency` (default 64) closed-loop clients, each sending batch-1 requests, spread
  * over `--clients` load processes (bench/grpc-load-client.ts, default 2). `--transport http`
  * (default) sends KServe v2 HTTP/REST requests with binary tensor data over keep-alive
- * connections (the benchmarks' lean HTTP/1.1 client, bench/lean-http.ts); `http2` and `grpc-js` send gRPC `ModelInfer` calls (see grpc-load-client.ts), or,
- * with `--mode stream`, `ModelStreamInfer` messages: each client is then one stream with one
- * request in flight (perf_analyzer's `--streaming`). On the 2-core development machine unary HTTP
+ * connections (the benchmarks' lean HTTP/1.1 client, bench/lean-http.ts); `http2` and `grpc-js`
+ * send gRPC `ModelInfer` calls (see grpc-load-client.ts), or, with `--mode stream`,
+ * `ModelStreamInfer` messages: each client is then one stream with one request in flight
+ * (perf_analyzer's `--streaming`). On the 2-core development machine unary HTTP
  * costs less CPU per request than unary gRPC on both sides (server and load processes), and a
  * stream less than either; CPU per request is what bounds every served figure here.
  * Targets: (a) ≥ 3 × (b), and (a) ≥ 0.6 × (c).
