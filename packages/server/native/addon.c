@@ -1,12 +1,12 @@
 /*
  * Nereid's native addon: plain C against Node-API, compiled by scripts/build-native.mjs.
  *
- * Memory mappings of shared-memory files (system shared-memory regions, the Python backend's
- * tensor rings). Node has no mmap; positioned read/write on this kind of machine copy at
- * 1.5-3 GB/s where a plain memory copy moves 6-10 GB/s.
+ * Memory mappings of shared-memory files. Node has no mmap; positioned read/write on this kind of
+ * machine copy at 1.5-3 GB/s where a plain memory copy moves 6-10 GB/s.
  *
- * The mapping never leaves this file as memory JavaScript could touch: JavaScript asks for copies
- * into and out of its own buffers (`copy`), and every copy runs under a SIGBUS guard.
+ * Guarded mappings (`map`, the Python backend's tensor rings) never leave this file as memory
+ * JavaScript could touch: JavaScript asks for copies into and out of its own buffers (`copy`),
+ * and every copy runs under a SIGBUS guard. Client regions are shared mappings instead (below).
  * A file that another process shrinks underneath a mapping makes the next access to the lost
  * pages raise SIGBUS; inside a guarded copy the handler jumps back out of the copy and the call
  * returns false, so the caller fails the one request instead of the process dying. A SIGBUS
@@ -21,6 +21,16 @@
  * between the threads' heaps, where every arrival counts as fresh external memory and drives V8
  * into full collections. Slabs are never unmapped (a view any thread still holds stays valid);
  * free slabs beyond an idle budget give their pages back to the kernel.
+ *
+ * Shared mappings: a client's shared-memory region mapped once at registration and entered in the
+ * slab table (`shareMap`), so that every thread views it by id like a slab: a request's input is
+ * the region's bytes where they lie, read by an ONNX Runtime worker without a copy, and an output
+ * can be written into the region by the thread that produced it. A view is ordinary memory to
+ * JavaScript and to ONNX Runtime, so a fault on it cannot be guarded by a copy's jump: instead the
+ * SIGBUS handler, for an address inside a shared mapping, maps anonymous zeroed memory over the
+ * whole mapping and marks it damaged (`shareDamaged`), and the faulting access resumes on that
+ * memory. The request then fails on the mark, the server keeps running, and the region stays
+ * refused until it is registered again.
  */
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -40,12 +50,77 @@ typedef struct {
   size_t length;
 } mapping_t;
 
+/* ---- the slab table (slabs and shared mappings; functions below) ---- */
+
+#define SLAB_LIMIT 4096
+/* Address space all slabs may take together; beyond it slabTake answers -1. */
+#define SLAB_MAX_BYTES ((size_t)8 << 30)
+/* Free slabs keep their pages up to this many bytes together; others are discarded. */
+#define SLAB_IDLE_RESIDENT_BYTES ((size_t)256 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* What a table entry holds. */
+enum { ENTRY_SLAB = 0, ENTRY_SHARED = 1, ENTRY_DEAD = 2 };
+
+/*
+ * One entry of the table: a slab, or a shared mapping. The signal handler reads `kind`, `base`
+ * and `length` without the lock (atomically); they are written under the lock, `kind` last when
+ * an entry comes alive and first when it dies.
+ */
+typedef struct {
+  uint8_t *base;
+  size_t length;
+  bool free;
+  bool resident;
+  int kind;
+  /* A shared entry's generation: part of its id, so an id outlives its mapping harmlessly. */
+  int generation;
+  int damaged;
+} slab_t;
+
+/* Ids: the entry's index in the low bits, its generation above (always 0 for slabs). */
+#define ID_SLOT_BITS 12
+#define ID_SLOT_MASK ((1 << ID_SLOT_BITS) - 1)
+#define ID_MAX_GENERATION ((1 << (31 - ID_SLOT_BITS)) - 1)
+
+static slab_t slab_table[SLAB_LIMIT];
+static int slab_count = 0;
+static size_t slab_mapped = 0;
+static size_t slab_idle_resident = 0;
+static pthread_mutex_t slab_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static __thread sigjmp_buf *volatile guard_jump = NULL;
 static struct sigaction previous_bus;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static int install_error = 0;
 
+/*
+ * A fault inside a shared mapping (the client shrank its object): the mapping's pages are
+ * replaced by anonymous zeroed memory at the same addresses and the entry marked damaged; true
+ * when that was done and the faulting access can resume.
+ */
+static bool rescue_shared(const uint8_t *address) {
+  int saved = errno;
+  bool rescued = false;
+  int count = __atomic_load_n(&slab_count, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < count; i++) {
+    slab_t *s = &slab_table[i];
+    if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) != ENTRY_SHARED) continue;
+    uint8_t *base = __atomic_load_n(&s->base, __ATOMIC_RELAXED);
+    size_t length = __atomic_load_n(&s->length, __ATOMIC_RELAXED);
+    if (address < base || address >= base + length) continue;
+    if (mmap(base, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+      __atomic_store_n(&s->damaged, 1, __ATOMIC_RELEASE);
+      rescued = true;
+    }
+    break;
+  }
+  errno = saved;
+  return rescued;
+}
+
 static void on_sigbus(int sig, siginfo_t *info, void *context) {
+  if (info != NULL && rescue_shared((const uint8_t *)info->si_addr)) return;
   sigjmp_buf *jump = guard_jump;
   if (jump != NULL) {
     guard_jump = NULL;
@@ -240,26 +315,6 @@ static napi_value copy_bytes(napi_env env, napi_callback_info info) {
 
 /* ---- slabs ---- */
 
-#define SLAB_LIMIT 4096
-/* Address space all slabs may take together; beyond it slabTake answers -1. */
-#define SLAB_MAX_BYTES ((size_t)8 << 30)
-/* Free slabs keep their pages up to this many bytes together; others are discarded. */
-#define SLAB_IDLE_RESIDENT_BYTES ((size_t)256 << 20)
-#define HUGE_PAGE ((size_t)2 << 20)
-
-typedef struct {
-  uint8_t *base;
-  size_t length;
-  bool free;
-  bool resident;
-} slab_t;
-
-static slab_t slab_table[SLAB_LIMIT];
-static int slab_count = 0;
-static size_t slab_mapped = 0;
-static size_t slab_idle_resident = 0;
-static pthread_mutex_t slab_lock = PTHREAD_MUTEX_INITIALIZER;
-
 /*
  * Maps `length` bytes (a multiple of HUGE_PAGE when at least that large, aligned to it, and
  * advised as huge pages: a 16 MiB tensor then costs 8 page faults instead of 4096).
@@ -301,7 +356,7 @@ static napi_value slab_take(napi_env env, napi_callback_info info) {
   pthread_mutex_lock(&slab_lock);
   for (int i = 0; i < slab_count; i++) {
     slab_t *s = &slab_table[i];
-    if (!s->free || s->length < bytes || s->length / 2 > bytes) continue;
+    if (s->kind != ENTRY_SLAB || !s->free || s->length < bytes || s->length / 2 > bytes) continue;
     if (id < 0 || s->length < slab_table[id].length) id = i;
   }
   if (id >= 0) {
@@ -313,8 +368,9 @@ static napi_value slab_take(napi_env env, napi_callback_info info) {
     if (slab_mapped + length <= SLAB_MAX_BYTES) {
       uint8_t *base = slab_map(length);
       if (base != NULL) {
-        id = slab_count++;
-        slab_table[id] = (slab_t){base, length, false, true};
+        id = slab_count;
+        slab_table[id] = (slab_t){base, length, false, true, ENTRY_SLAB, 0, 0};
+        __atomic_store_n(&slab_count, slab_count + 1, __ATOMIC_RELEASE);
         slab_mapped += length;
       }
     }
@@ -325,17 +381,23 @@ static napi_value slab_take(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* The one argument of a slab function: the id of a slab taken before (a range error otherwise). */
-static int slab_argument(napi_env env, napi_callback_info info, int32_t *id) {
+/*
+ * The one argument of a slab function: the id of a live entry (a slab taken before, or a shared
+ * mapping not yet unmapped), as its index in the table; a range error otherwise. `kinds`: the
+ * entry kinds accepted (bit 1 << kind).
+ */
+static int slab_argument(napi_env env, napi_callback_info info, int kinds, int32_t *slot) {
   size_t argc = 1;
   napi_value value;
+  int32_t id = -1;
   if (napi_get_cb_info(env, info, &argc, &value, NULL, NULL) != napi_ok || argc < 1 ||
-      napi_get_value_int32(env, value, id) != napi_ok || *id < 0) {
+      napi_get_value_int32(env, value, &id) != napi_ok || id < 0) {
     napi_throw_range_error(env, NULL, "nereid native: not a slab id");
     return -1;
   }
+  *slot = id & ID_SLOT_MASK;
   pthread_mutex_lock(&slab_lock);
-  bool known = *id < slab_count;
+  bool known = *slot < slab_count && slab_table[*slot].generation == (id >> ID_SLOT_BITS) && (kinds & (1 << slab_table[*slot].kind)) != 0;
   pthread_mutex_unlock(&slab_lock);
   if (!known) {
     napi_throw_range_error(env, NULL, "nereid native: not a slab id");
@@ -350,7 +412,7 @@ static int slab_argument(napi_env env, napi_callback_info info, int32_t *id) {
  */
 static napi_value slab_view(napi_env env, napi_callback_info info) {
   int32_t id;
-  if (slab_argument(env, info, &id) != 0) return NULL;
+  if (slab_argument(env, info, (1 << ENTRY_SLAB) | (1 << ENTRY_SHARED), &id) != 0) return NULL;
   pthread_mutex_lock(&slab_lock);
   slab_t s = slab_table[id];
   pthread_mutex_unlock(&slab_lock);
@@ -362,7 +424,7 @@ static napi_value slab_view(napi_env env, napi_callback_info info) {
 /* slabGive(id): the slab is free again (taking it twice without a give in between is the caller's bug). */
 static napi_value slab_give(napi_env env, napi_callback_info info) {
   int32_t id;
-  if (slab_argument(env, info, &id) != 0) return NULL;
+  if (slab_argument(env, info, 1 << ENTRY_SLAB, &id) != 0) return NULL;
   pthread_mutex_lock(&slab_lock);
   slab_t *s = &slab_table[id];
   if (!s->free) {
@@ -380,6 +442,91 @@ static napi_value slab_give(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* ---- shared mappings ---- */
+
+/*
+ * shareMap(fd, length) -> id of a new entry viewing bytes [0, length) of the file (read and
+ * write, MAP_SHARED); `slabView(id)` views it in any thread until `shareUnmap(id)`.
+ */
+static napi_value share_map(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int32_t fd = -1;
+  int64_t length = 0;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int64(env, argv[1], &length) != napi_ok || fd < 0 || length <= 0) {
+    napi_throw_type_error(env, NULL, "nereid native: shareMap(fd, length > 0)");
+    return NULL;
+  }
+  if (install_error != 0) {
+    napi_throw_error(env, NULL, "nereid native: cannot install the SIGBUS handler");
+    return NULL;
+  }
+  void *base = mmap(NULL, (size_t)length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    char message[160];
+    snprintf(message, sizeof message, "nereid native: mmap of %lld bytes failed: %s", (long long)length, strerror(errno));
+    napi_throw_error(env, "ERR_SHM_MMAP", message);
+    return NULL;
+  }
+  int slot = -1;
+  pthread_mutex_lock(&slab_lock);
+  for (int i = 0; i < slab_count && slot < 0; i++) {
+    if (slab_table[i].kind == ENTRY_DEAD) slot = i;
+  }
+  if (slot < 0 && slab_count < SLAB_LIMIT) slot = slab_count;
+  int32_t id = -1;
+  if (slot >= 0) {
+    slab_t *s = &slab_table[slot];
+    int generation = slot < slab_count ? s->generation + 1 : 1;
+    if (generation > ID_MAX_GENERATION) generation = 1;
+    s->base = base;
+    s->length = (size_t)length;
+    s->free = false;
+    s->resident = true;
+    s->generation = generation;
+    __atomic_store_n(&s->damaged, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->kind, ENTRY_SHARED, __ATOMIC_RELEASE);
+    if (slot == slab_count) __atomic_store_n(&slab_count, slab_count + 1, __ATOMIC_RELEASE);
+    id = (generation << ID_SLOT_BITS) | slot;
+  }
+  pthread_mutex_unlock(&slab_lock);
+  if (id < 0) {
+    munmap(base, (size_t)length);
+    napi_throw_error(env, "ERR_SHM_MMAP", "nereid native: too many mappings and slabs");
+    return NULL;
+  }
+  napi_value result;
+  CHECK(napi_create_int32(env, id, &result));
+  return result;
+}
+
+/* shareDamaged(id) -> whether the object shrank under the mapping (see the top of this file). */
+static napi_value share_damaged(napi_env env, napi_callback_info info) {
+  int32_t slot;
+  if (slab_argument(env, info, 1 << ENTRY_SHARED, &slot) != 0) return NULL;
+  napi_value result;
+  CHECK(napi_get_boolean(env, __atomic_load_n(&slab_table[slot].damaged, __ATOMIC_ACQUIRE) != 0, &result));
+  return result;
+}
+
+/*
+ * shareUnmap(id): releases the mapping. Views of it must no longer be used (the caller's
+ * guarantee); the id is refused from now on.
+ */
+static napi_value share_unmap(napi_env env, napi_callback_info info) {
+  int32_t slot;
+  if (slab_argument(env, info, 1 << ENTRY_SHARED, &slot) != 0) return NULL;
+  pthread_mutex_lock(&slab_lock);
+  slab_t *s = &slab_table[slot];
+  __atomic_store_n(&s->kind, ENTRY_DEAD, __ATOMIC_RELEASE);
+  munmap(s->base, s->length);
+  s->base = NULL;
+  s->length = 0;
+  pthread_mutex_unlock(&slab_lock);
+  return NULL;
+}
+
 NAPI_MODULE_INIT() {
   pthread_once(&install_once, install_handler);
   napi_property_descriptor properties[] = {
@@ -389,6 +536,9 @@ NAPI_MODULE_INIT() {
       {"slabTake", NULL, slab_take, NULL, NULL, NULL, napi_default, NULL},
       {"slabView", NULL, slab_view, NULL, NULL, NULL, napi_default, NULL},
       {"slabGive", NULL, slab_give, NULL, NULL, NULL, napi_default, NULL},
+      {"shareMap", NULL, share_map, NULL, NULL, NULL, napi_default, NULL},
+      {"shareDamaged", NULL, share_damaged, NULL, NULL, NULL, napi_default, NULL},
+      {"shareUnmap", NULL, share_unmap, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
   return exports;

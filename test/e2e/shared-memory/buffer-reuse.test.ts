@@ -1,9 +1,10 @@
 /**
- * Buffers reused across requests (core/buffer-pool.ts): the ONNX Runtime instance's output
- * buffers (worker runs), the HTTP frontend's request bodies and the shared-memory manager's
- * region reads. A reused buffer must never change
- * what an earlier response holds, concurrent requests of different sizes must each get their
- * own bytes back, and an input a model echoes as its output must not be reused under the response.
+ * Buffers reused across requests (core/buffer-pool.ts) and memory the server shares with clients:
+ * the ONNX Runtime instance's output buffers (worker runs), the HTTP frontend's request bodies,
+ * and shared-memory regions, whose bytes models read where they lie and whose outputs the worker
+ * writes in place. A reused buffer must never change what an earlier response holds, concurrent
+ * requests of different sizes must each get their own bytes back, and an input a model echoes as
+ * its output must not be reused or rewritten under the response.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -206,13 +207,47 @@ describe('buffers reused across requests', () => {
     assertFloats(await a.body(), first, 'first response, read after the later requests');
   });
 
-  it('an input read from shared memory that a model echoes is not reused under its response', async () => {
+  it('a large output lands in its region at its offset, written where it is produced, the bytes around it untouched', async () => {
+    const data = filled(N, 41);
+    const input = region(N * 4);
+    input.write(data);
+    const output = region(N * 4 + 8192);
+    output.write(new Uint8Array(N * 4 + 8192).fill(0xab));
+    const inName = `in_${randomUUID()}`;
+    const outName = `out_${randomUUID()}`;
+    await http.registerSystemSharedMemory(inName, input.key, N * 4);
+    await http.registerSystemSharedMemory(outName, output.key, N * 4 + 8192);
+    const request = (client: HttpClient | GrpcClient, byteSize: number) =>
+      client.infer({
+        model: 'identity',
+        inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, N], sharedMemory: { region: inName, byteSize: N * 4 } }],
+        outputs: [{ name: 'OUTPUT0', sharedMemory: { region: outName, byteSize, offset: 4096 } }],
+      });
+    for (const client of [http, grpc]) {
+      const result = await request(client, N * 4 + 4096);
+      assert.deepEqual(result.shape('OUTPUT0'), [1, N]);
+      const bytes = output.read('UINT8', [N * 4 + 8192]) as Uint8Array;
+      assertFloats(new Float32Array(bytes.slice(4096, 4096 + N * 4).buffer), data, 'the output in the region');
+      assert.ok(bytes.subarray(0, 4096).every((b) => b === 0xab), 'the bytes before the offset');
+      assert.ok(bytes.subarray(4096 + N * 4).every((b) => b === 0xab), 'the bytes after the output');
+      output.write(new Uint8Array(N * 4 + 8192).fill(0xab));
+    }
+    // Too small for the output: refused, and the region is left as it was.
+    await assert.rejects(request(http, N * 4 - 4), /should be at least 1048576 bytes to hold the results/);
+    assert.ok((output.read('UINT8', [N * 4 + 8192]) as Uint8Array).every((b) => b === 0xab), 'a refused output writes nothing');
+    await http.unregisterSystemSharedMemory(inName);
+    await http.unregisterSystemSharedMemory(outName);
+  });
+
+  it('an input read from shared memory that a model echoes is not reused or rewritten under its response', async () => {
     const first = filled(N, 7);
     const second = filled(N, 8);
     const names: string[] = [];
+    const written: SystemSharedMemoryRegion[] = [];
     const register = async (data: Float32Array): Promise<string> => {
       const r = region(N * 4);
       r.write(data);
+      written.push(r);
       const name = `echo_${randomUUID()}`;
       await http.registerSystemSharedMemory(name, r.key, N * 4);
       names.push(name);
@@ -228,6 +263,8 @@ describe('buffers reused across requests', () => {
     const view = new Float32Array(a.outputs[0]!.data.slice().buffer);
     assertFloats(view, first, 'echoed first input');
     for (let i = 0; i < 3; i++) await ask(two);
+    // The model read the region itself; what the client writes there afterwards is not the response's.
+    written[0]!.write(filled(N, 9));
     const again = a.outputs[0]!.data;
     assertFloats(new Float32Array(again.buffer, again.byteOffset, again.byteLength / 4), first, 'first response after later requests');
     const viaGrpc = await grpc.infer({ model: 'echo', inputs: [{ name: 'X', datatype: 'FP32', shape: [N], sharedMemory: { region: two, byteSize: N * 4 } }] });

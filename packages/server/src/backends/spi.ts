@@ -51,6 +51,16 @@ export interface BackendRequest {
   readonly inputs: ReadonlyMap<string, BackendTensor>;
   /** Config output names the request wants; never empty (no request means all outputs). */
   readonly requestedOutputs: readonly string[];
+  /**
+   * Where the server will copy some outputs once they come back: views of the shared-memory
+   * regions the client asked them written into (protocol.md §3.17.3), by config output name. A
+   * backend may write an output's bytes there itself and respond with a tensor whose `data` is
+   * the start of that view (its first `byteLength` bytes, no more than the view holds): the
+   * server then has nothing left to copy. Optional to use; absent when there are none (and on
+   * requests of decoupled models). Only the thread that produced the bytes needs to touch the
+   * view: the ONNX Runtime backend's worker writes into it by slab id (core/slabs.ts).
+   */
+  readonly outputBuffers?: ReadonlyMap<string, Uint8Array>;
   /** Custom request parameters (reserved keys removed). */
   readonly parameters: Readonly<Record<string, ParameterValue>>;
   /** The request's batch size: its first dimension for batching models, 1 otherwise. */

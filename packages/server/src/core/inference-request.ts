@@ -23,6 +23,8 @@ export interface InferenceRequestInit {
   model: string;
   inputs: ReadonlyMap<string, BackendTensor>;
   requestedOutputs: readonly string[];
+  /** `BackendRequest.outputBuffers`. */
+  outputBuffers?: ReadonlyMap<string, Uint8Array>;
   parameters: Readonly<Record<string, ParameterValue>>;
   batchSize: number;
   priority: number;
@@ -49,6 +51,7 @@ export class InferenceRequest implements ScheduledRequest {
   readonly model: string;
   readonly inputs: ReadonlyMap<string, BackendTensor>;
   readonly requestedOutputs: readonly string[];
+  readonly outputBuffers: ReadonlyMap<string, Uint8Array> | undefined;
   readonly parameters: Readonly<Record<string, ParameterValue>>;
   readonly batchSize: number;
   readonly priority: number;
@@ -87,6 +90,7 @@ export class InferenceRequest implements ScheduledRequest {
     this.model = init.model;
     this.inputs = init.inputs;
     this.requestedOutputs = init.requestedOutputs;
+    this.outputBuffers = init.outputBuffers;
     this.parameters = init.parameters;
     this.batchSize = init.batchSize;
     this.priority = init.priority;

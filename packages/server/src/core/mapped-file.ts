@@ -1,6 +1,7 @@
 /**
- * Copies between JavaScript buffers and a file of /dev/shm (a client's shared-memory region, a
- * Python stub's tensor ring): through a memory mapping when the server's native addon is built
+ * Copies between JavaScript buffers and a file of /dev/shm (a Python stub's tensor ring; a
+ * client's shared-memory region where the addon is missing, else the region is a shared mapping
+ * of slabs.ts): through a memory mapping when the server's native addon is built
  * (`native.ts`: packages/server/native/addon.c, compiled by `npm run build`), else with positioned
  * `read`/`write` on the descriptor.
  *

@@ -1,7 +1,8 @@
 /**
  * Nereid's native addon (packages/server/native/addon.c, compiled by `npm run build` into
  * dist/native/nereid.node with the system C compiler): memory-mapped copies for shared-memory
- * files (`mapped-file.ts`), and slabs, memory every thread of the process views (`slabs.ts`).
+ * files (`mapped-file.ts`), and slabs, memory every thread of the process views (`slabs.ts`),
+ * which shared-memory regions join as shared mappings (`shared-memory.ts`).
  * Optional: without it the server uses positioned I/O and per-thread buffers.
  */
 import { createRequire } from 'node:module';
@@ -21,6 +22,15 @@ export interface NativeAddon {
   slabView(id: number): ArrayBuffer;
   /** Frees slab `id` for the next `slabTake`. */
   slabGive(id: number): void;
+  /**
+   * Maps bytes `[0, length)` of the file (read and write, shared) as an entry every thread views
+   * with `slabView(id)`; a fault on it (the file shrank) is survived, see `shareDamaged`.
+   */
+  shareMap(fd: number, length: number): number;
+  /** Whether the file shrank under mapping `id`: its views then read zeros, not the file. */
+  shareDamaged(id: number): boolean;
+  /** Releases mapping `id`; its views must not be used any more. */
+  shareUnmap(id: number): void;
 }
 
 let addon: NativeAddon | undefined;

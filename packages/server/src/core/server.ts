@@ -74,6 +74,8 @@ function usesSharedMemory(request: InferRequest): boolean {
 /** A request bound to its shared-memory regions (`Server#bindSharedMemory`). */
 interface BoundRequest {
   request: ResolvedRequest;
+  /** Views of mapped regions outputs go into (`BackendRequest.outputBuffers`); absent when none. */
+  outputBuffers?: ReadonlyMap<string, Uint8Array>;
   /** Writes the outputs with references into their regions; the response then carries none of their bytes. */
   deliver(response: InferResponse): InferResponse;
   /** Releases the regions' leases (once the request has settled). */
@@ -530,7 +532,7 @@ export class Server {
     }
     const shm = this.#bindSharedMemory(request, true);
     try {
-      const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined);
+      const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined, shm.outputBuffers);
       mv.scheduler.enqueue(inferenceRequest);
       const response = await inferenceRequest.delivered;
       return shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'));
@@ -566,16 +568,17 @@ export class Server {
   }
 
   /**
-   * Resolves a request's shared-memory references (protocol.md §3.17.3): input bytes are read
-   * from their regions now (one copy, into buffers pooled by the manager), output references are
-   * range-checked now and written by `deliver`. The regions stay acquired until `release`, so
-   * unregistering one meanwhile cannot pull it from under the request. Synchronous, so a stream's
-   * requests keep their order.
+   * Resolves a request's shared-memory references (protocol.md §3.17.3): inputs are views of
+   * their regions where the regions are mapped (no copy), else read now into buffers pooled by the
+   * manager; output references are range-checked now and written by `deliver`, which first
+   * verifies that no input region shrank under its mapping while the request used it. The regions
+   * stay acquired until `release`, so unregistering one meanwhile cannot pull it from under the
+   * request. Synchronous, so a stream's requests keep their order.
    *
    * `release` runs once the request has settled: its backend has answered it (backends keep no
-   * input after responding, docs/backends.md), so the input buffers go back to the pool; an output
-   * that a delivered response carries as bytes over one of them (a model that echoes an input) is
-   * copied out first (`keepOutOfPool`).
+   * input after responding, docs/backends.md), so the input buffers go back to the pool and the
+   * regions may be unmapped; an output that a delivered response carries as bytes over one of them
+   * (a model that echoes an input) is copied out first (`keepOutOfPool`).
    *
    * With `returnOutputs` (`infer`: the one, final response of a request whose steps have all
    * ended), `deliver` hands each output it copied into a region back (`returnView`), so a pooled
@@ -585,10 +588,14 @@ export class Server {
   #bindSharedMemory(request: InferRequest, returnOutputs: boolean): BoundRequest {
     if (!usesSharedMemory(request)) return { request: request as ResolvedRequest, deliver: unchanged, release: nothing };
     const leases = new Map<string, SharedMemoryLease>();
+    /** Buffers under the inputs (region views and pooled copies): kept out of responses. */
     const pooled = new Set<ArrayBufferLike>();
+    /** The pooled copies among them, recycled on release. */
+    const copies: ArrayBufferLike[] = [];
     const release = (): void => {
       for (const lease of leases.values()) lease.release();
-      for (const buffer of pooled) this.sharedMemory.recycle(buffer);
+      for (const buffer of copies) this.sharedMemory.recycle(buffer);
+      copies.length = 0;
       pooled.clear();
     };
     const lease = (region: string): SharedMemoryLease => {
@@ -600,21 +607,29 @@ export class Server {
       return l;
     };
     const outputRefs = new Map<string, SharedMemoryRef>();
+    let outputBuffers: Map<string, Uint8Array> | undefined;
     let inputs: InferInput[] | undefined;
     try {
       if (request.inputs.some(isSharedMemoryInput)) {
         inputs = request.inputs.map((input) => {
           if (!isSharedMemoryInput(input)) return input;
           const ref = input.sharedMemory;
-          const data = lease(ref.region).read(ref.offset ?? 0, ref.byteSize);
+          const region = lease(ref.region);
+          const data = region.read(ref.offset ?? 0, ref.byteSize);
           pooled.add(data.buffer);
+          if (!region.mapped) copies.push(data.buffer);
           return { name: input.name, datatype: input.datatype, shape: input.shape, data };
         });
       }
       for (const out of request.outputs ?? []) {
         if (out.sharedMemory === undefined) continue;
-        lease(out.sharedMemory.region).check(out.sharedMemory.offset ?? 0, out.sharedMemory.byteSize);
-        outputRefs.set(out.name, out.sharedMemory);
+        const ref = out.sharedMemory;
+        const region = lease(ref.region);
+        region.check(ref.offset ?? 0, ref.byteSize);
+        outputRefs.set(out.name, ref);
+        // Bytes the response carries as they are (not classified) may be written in place.
+        const target = out.classification ? undefined : region.target(ref.offset ?? 0, ref.byteSize);
+        if (target !== undefined) (outputBuffers ??= new Map()).set(out.name, target);
       }
     } catch (err) {
       release();
@@ -622,6 +637,7 @@ export class Server {
     }
     const resolved = (inputs === undefined ? request : { ...request, inputs }) as ResolvedRequest;
     const deliver = (response: InferResponse): InferResponse => {
+      for (const l of leases.values()) l.verify();
       if (outputRefs.size === 0) return keepOutOfPool(response, pooled);
       const written: Uint8Array[] | undefined = returnOutputs ? [] : undefined;
       for (let i = 0; i < response.outputs.length; i++) {
@@ -634,8 +650,12 @@ export class Server {
             `shared memory size specified with the request for output '${out.name}' (${ref.byteSize} bytes) should be at least ${out.data.byteLength} bytes to hold the results`,
           );
         }
-        leases.get(ref.region)!.write(ref.offset ?? 0, out.data);
-        written?.push(out.data);
+        const target = outputBuffers?.get(out.name);
+        const inPlace = target !== undefined && out.data.buffer === target.buffer && out.data.byteOffset === target.byteOffset;
+        if (!inPlace) {
+          leases.get(ref.region)!.write(ref.offset ?? 0, out.data);
+          written?.push(out.data);
+        }
         response.outputs[i] = { name: out.name, datatype: out.datatype, shape: out.shape, data: EMPTY_BYTES, sharedMemory: ref };
       }
       if (written !== undefined && written.length > 0) {
@@ -645,7 +665,7 @@ export class Server {
       }
       return keepOutOfPool(response, pooled);
     };
-    return { request: resolved, deliver, release };
+    return { request: resolved, ...(outputBuffers && { outputBuffers }), deliver, release };
   }
 
   /**
@@ -668,7 +688,7 @@ export class Server {
       if (decoupled) {
         await this.#inferDecoupled(mv, shm.request, options, requestTime, id, shm.deliver);
       } else {
-        const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined);
+        const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined, shm.outputBuffers);
         mv.scheduler.enqueue(inferenceRequest);
         options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
         const response = await inferenceRequest.delivered;
@@ -714,6 +734,7 @@ export class Server {
     options: InferOptions,
     requestTime: bigint,
     sink: ResponseSink | undefined,
+    outputBuffers?: ReadonlyMap<string, Uint8Array>,
   ): { inferenceRequest: InferenceRequest; validated: ValidatedRequest } {
     const params = interpretParameters(request.parameters, mv.name);
     const validated = validateRequest(mv.io, request.inputs, request.outputs);
@@ -722,6 +743,7 @@ export class Server {
       model: mv.name,
       inputs: validated.inputs,
       requestedOutputs: validated.requestedOutputs,
+      ...(outputBuffers && { outputBuffers }),
       parameters: params.custom,
       batchSize: validated.batchSize,
       priority: params.priority,
@@ -814,8 +836,9 @@ export function checkControlOptions(options: Pick<ServerOptions, 'modelControlMo
 
 /**
  * `response` with every output it carries over one of the `pooled` input buffers copied into
- * memory of its own: those buffers go back to the shared-memory read pool (slabs that must be
- * given back) once the request settles, while the response may be read later.
+ * memory of its own: those buffers (views of mapped regions, or copies pooled by the shared-memory
+ * manager) may be unmapped or reused once the request settles, while the response may be read
+ * later.
  */
 function keepOutOfPool(response: InferResponse, pooled: ReadonlySet<ArrayBufferLike>): InferResponse {
   if (pooled.size === 0) return response;

@@ -118,3 +118,57 @@ for (const map of [true, false]) describe(`SharedMemoryManager (${map ? 'mapped 
     assert.equal(code(() => m.cudaStatus('g')), 'SHM_REGION_NOT_FOUND');
   });
 });
+
+describe('SharedMemoryManager (mapped regions): views instead of copies', { skip: unavailable }, () => {
+  it('reads are views of the region itself, and outputs can be written through a target view', () => {
+    const m = new SharedMemoryManager({ allowClient: true });
+    const { key, path } = object(8192);
+    m.registerSystem('r', key, 4096, 4096);
+    const lease = m.acquire('r');
+    assert.equal(lease.mapped, true);
+    const view = lease.read(4, 8);
+    assert.deepEqual([...view], [4, 5, 6, 7, 8, 9, 10, 11]);
+    // What the client writes later shows through the view, as the region's own bytes.
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Uint8Array.of(0x77), 0, 1, 4096 + 4);
+    closeSync(fd);
+    assert.equal(view[0], 0x77);
+    const target = lease.target(16, 4)!;
+    assert.equal(target.byteLength, 4);
+    target.set([1, 2, 3, 4]);
+    assert.deepEqual([...readFileSync(path).subarray(4096 + 16, 4096 + 20)], [1, 2, 3, 4]);
+    assert.equal(code(() => lease.target(4090, 8)), 'SHM_RANGE');
+    lease.verify();
+    lease.release();
+    m.close();
+  });
+
+  it('an object shrunk under a view in use: the access reads zeros instead of crashing, the request fails, the region stays refused', () => {
+    const m = new SharedMemoryManager({ allowClient: true });
+    const { key, path } = object(64 * 1024);
+    m.registerSystem('r', key, 0, 64 * 1024);
+    const lease = m.acquire('r');
+    const view = lease.read(0, 64 * 1024);
+    assert.equal(view[40_000], 40_000 & 0xff);
+    const fd = openSync(path, 'r+');
+    ftruncateSync(fd, 0);
+    // Without the addon's handler this access ends the process with SIGBUS.
+    assert.equal(view[40_000], 0);
+    assert.equal(code(() => lease.verify()), 'SHM_REGION_CHANGED');
+    // Large again: still refused, the mapping no longer shows the object.
+    ftruncateSync(fd, 64 * 1024);
+    closeSync(fd);
+    assert.equal(code(() => lease.read(0, 4)), 'SHM_REGION_CHANGED');
+    assert.equal(code(() => lease.write(0, new Uint8Array(4))), 'SHM_REGION_CHANGED');
+    lease.release();
+    // Registered again, it works.
+    m.unregisterSystem('r');
+    m.registerSystem('r', key, 0, 64 * 1024);
+    const again = m.acquire('r');
+    again.write(0, Uint8Array.of(9));
+    assert.equal(again.read(0, 1)[0], 9);
+    again.verify();
+    again.release();
+    m.close();
+  });
+});

@@ -3,12 +3,19 @@
  * (`/dev/shm/<key>`) that clients create and register; the server reads input tensors from them
  * and writes output tensors into them. CUDA regions are refused: this server has no GPU support.
  *
- * Access is by copies through a memory mapping made at registration (`mapped-file.ts`: the native
- * addon, every copy under a SIGBUS guard), or by positioned reads and writes on the descriptor
- * where the addon is not built. Either way a client that shrinks or replaces the object can make
- * a request fail, but never crash the server or make it touch memory outside the region. Every
- * use re-checks the object: its size must still cover the region, and `/dev/shm/<key>` must still
- * be the object registered.
+ * Access: where the native addon is built, the region is mapped once at registration as a shared
+ * mapping (slabs.ts) that every thread of the process views. An input tensor is a view of the
+ * region itself, no copy: an ONNX Runtime worker reads it where it lies (Triton hands its
+ * backends the same memory). An output is copied into the mapping. A client that shrinks the
+ * object underneath makes the next access to the lost pages fault; the addon's SIGBUS handler
+ * then maps zeroed memory in their place, so the access completes, and marks the mapping
+ * damaged: the request fails on that mark (`verify`, checked before a response is delivered), the
+ * server keeps running, and the region is refused until it is registered again. Without the addon,
+ * positioned reads (into pooled buffers) and writes on the descriptor, where shrinking shows as a
+ * short read. Either way a client that shrinks or replaces the object can make a request fail,
+ * but never crash the server or make it touch memory outside the region. Every use re-checks the
+ * object: its size must still cover the region, and `/dev/shm/<key>` must still be the object
+ * registered.
  *
  * Concurrency: region names are one name space for both kinds. A region acquired by a request
  * (`acquire`) stays usable by that request until it releases it, even if it is unregistered
@@ -18,7 +25,8 @@
 import { closeSync, constants, fstatSync, openSync, statSync } from 'node:fs';
 import { NereidError, type CudaSharedMemoryStatus, type SystemSharedMemoryStatus } from '@nereid/protocol';
 import { BufferPool } from './buffer-pool.js';
-import { fileBytes, type FileBytes } from './mapped-file.js';
+import { fileBytes, mappingUnavailableReason, type FileBytes } from './mapped-file.js';
+import { shareFile, sharedFileDamaged, unshareFile, type SharedFileMapping } from './slabs.js';
 
 /** Where POSIX shared-memory objects live on Linux. */
 export const SHM_DIRECTORY = '/dev/shm';
@@ -46,8 +54,13 @@ class SystemRegion {
   readonly #fd: number;
   readonly #ino: bigint;
   readonly #dev: bigint;
-  /** Bytes [0, offset + byteSize) of the object. */
-  readonly #bytes: FileBytes;
+  /**
+   * Bytes [0, offset + byteSize) of the object mapped for every thread (slabs.ts): inputs are
+   * views of it, outputs are copied into it. Undefined without the native addon.
+   */
+  readonly #mapping: SharedFileMapping | undefined;
+  /** Positioned reads and writes on the descriptor, where the object is not mapped. */
+  readonly #bytes: FileBytes | undefined;
   #users = 0;
   #unregistered = false;
 
@@ -60,7 +73,18 @@ class SystemRegion {
     this.#fd = fd;
     this.#dev = dev;
     this.#ino = ino;
-    this.#bytes = fileBytes(fd, offset + byteSize, { writable: true, map });
+    const length = offset + byteSize;
+    try {
+      this.#mapping = map && length > 0 && mappingUnavailableReason() === undefined ? shareFile(fd, length) : undefined;
+    } catch (err) {
+      throw new NereidError('SHM_REGISTER_INVALID', `failed to register shared memory region '${name}': ${(err as Error).message}`, { cause: err });
+    }
+    if (this.#mapping === undefined) this.#bytes = fileBytes(fd, length, { writable: true, map: false });
+  }
+
+  /** Whether `read` answers views of the region itself (else copies). */
+  get mapped(): boolean {
+    return this.#mapping !== undefined;
   }
 
   retain(): void {
@@ -79,13 +103,15 @@ class SystemRegion {
   }
 
   #close(): void {
-    this.#bytes.close();
+    if (this.#mapping !== undefined) unshareFile(this.#mapping.id);
+    this.#bytes?.close();
     closeSync(this.#fd);
   }
 
   /** Checks `[offset, offset+byteSize)` of the region (§3.17.3 errors) and that the object still holds it. */
   #check(offset: number, byteSize: number): number {
     checkRange(this.name, this.byteSize, offset, byteSize);
+    this.verify();
     let current;
     try {
       current = statSync(this.path, { bigint: true, throwIfNoEntry: false });
@@ -109,18 +135,53 @@ class SystemRegion {
     return this.offset + offset;
   }
 
-  /** A copy of `byteSize` bytes at `offset` inside the region, into `out` (at least that long). */
-  read(offset: number, byteSize: number, out: Uint8Array): Uint8Array {
+  /**
+   * Throws SHM_REGION_CHANGED when the object shrank under the mapping since registration: its
+   * views have read zeros since then, so whatever used them is wrong, and the region stays
+   * unusable until it is registered again.
+   */
+  verify(): void {
+    if (this.#mapping !== undefined && sharedFileDamaged(this.#mapping.id)) {
+      throw new NereidError(
+        'SHM_REGION_CHANGED',
+        `shared memory region '${this.name}': the object '${this.key}' shrank while the server was using the region, ` +
+          'so its contents were lost to the server; unregister the region and register it again',
+      );
+    }
+  }
+
+  /**
+   * `byteSize` bytes at `offset` inside the region: where it is mapped, a view of the region
+   * itself (valid while the region is retained; what the client writes there meanwhile shows
+   * through, as with Triton); else a copy into `out()`.
+   */
+  read(offset: number, byteSize: number, out: (byteSize: number) => Uint8Array): Uint8Array {
     const position = this.#check(offset, byteSize);
-    const target = out.subarray(0, byteSize);
-    if (!this.#bytes.read(position, target)) throw this.#shrankDuring('reading', byteSize, offset);
+    if (this.#mapping !== undefined) return new Uint8Array(this.#mapping.view, position, byteSize);
+    const target = out(byteSize).subarray(0, byteSize);
+    if (!this.#bytes!.read(position, target)) throw this.#shrankDuring('reading', byteSize, offset);
     return target;
+  }
+
+  /**
+   * A view of `[offset, offset + byteSize)` of the region for an output to be written into where
+   * it is produced, or undefined when the region is not mapped. Writes into it are checked by
+   * `verify`.
+   */
+  target(offset: number, byteSize: number): Uint8Array | undefined {
+    if (this.#mapping === undefined) return undefined;
+    return new Uint8Array(this.#mapping.view, this.#check(offset, byteSize), byteSize);
   }
 
   /** Writes `data` at `offset` inside the region. */
   write(offset: number, data: Uint8Array): void {
     const position = this.#check(offset, data.byteLength);
-    if (!this.#bytes.write(position, data)) throw this.#shrankDuring('writing', data.byteLength, offset);
+    if (this.#mapping !== undefined) {
+      new Uint8Array(this.#mapping.view, position, data.byteLength).set(data);
+      if (sharedFileDamaged(this.#mapping.id)) throw this.#shrankDuring('writing', data.byteLength, offset);
+    } else if (!this.#bytes!.write(position, data)) {
+      throw this.#shrankDuring('writing', data.byteLength, offset);
+    }
   }
 
   /** The object was shrunk by another process between the check and the copy. */
@@ -173,14 +234,23 @@ export function shmKeyPath(key: string, region: string): string {
 export interface SharedMemoryLease {
   readonly name: string;
   /**
-   * A copy of `byteSize` bytes at `offset` of the region. Large copies are made into a pooled
-   * buffer that is the request's until it passes it back with `SharedMemoryManager.recycle`
-   * (or drops it).
+   * Whether `read` answers views of the region itself (the native addon maps it), valid until
+   * `release`; else copies, into pooled buffers that are the request's until it passes them back
+   * with `SharedMemoryManager.recycle` (or drops them).
    */
+  readonly mapped: boolean;
+  /** The `byteSize` bytes at `offset` of the region (see `mapped`). */
   read(offset: number, byteSize: number): Uint8Array;
   write(offset: number, data: Uint8Array): void;
+  /**
+   * Where mapped, a view of `[offset, offset + byteSize)` of the region, for an output's bytes
+   * to be written into directly (`BackendRequest.outputBuffers`); undefined otherwise.
+   */
+  target(offset: number, byteSize: number): Uint8Array | undefined;
   /** Range checks against the region, without touching it. */
   check(offset: number, byteSize: number): void;
+  /** Throws SHM_REGION_CHANGED when the object shrank under the mapping (views read zeros since). */
+  verify(): void;
   release(): void;
 }
 
@@ -198,11 +268,8 @@ export class SharedMemoryManager {
   readonly #allowClient: boolean;
   readonly #map: boolean;
   readonly #system = new Map<string, SystemRegion>();
-  /**
-   * Buffers region reads land in: slabs where the addon is built (core/slabs.ts), so that an
-   * ONNX Runtime worker reads a large input where it lies; every read is given back (`recycle`).
-   */
-  readonly #reads = new BufferPool({ shared: true, maxBytes: READ_POOL_BYTES });
+  /** Buffers region reads land in where regions are not mapped; every read is given back (`recycle`). */
+  readonly #reads = new BufferPool({ maxBytes: READ_POOL_BYTES });
 
   constructor(options: SharedMemoryOptions = {}) {
     this.#allowClient = options.allowClient ?? false;
@@ -305,6 +372,8 @@ export class SharedMemoryManager {
     throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find cuda shared memory region: '${name}'`);
   }
 
+  readonly #take = (byteSize: number): Uint8Array => new Uint8Array(this.#reads.take(byteSize));
+
   /** Acquires region `name` for a request (§3.17.3: unknown → NOT_FOUND). */
   acquire(name: string): SharedMemoryLease {
     const region = this.#system.get(name);
@@ -313,9 +382,12 @@ export class SharedMemoryManager {
     let released = false;
     return {
       name,
-      read: (offset, byteSize) => region.read(offset, byteSize, new Uint8Array(this.#reads.take(byteSize))),
+      mapped: region.mapped,
+      read: (offset, byteSize) => region.read(offset, byteSize, this.#take),
       write: (offset, data) => region.write(offset, data),
+      target: (offset, byteSize) => region.target(offset, byteSize),
       check: (offset, byteSize) => checkRange(name, region.byteSize, offset, byteSize),
+      verify: () => region.verify(),
       release: () => {
         if (released) return;
         released = true;

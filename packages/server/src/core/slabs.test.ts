@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { closeSync, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { nativeAddon, nativeAddonMissing } from './native.js';
-import { giveSlab, slabId, slabView, takeSlab } from './slabs.js';
+import { giveSlab, shareFile, sharedFileDamaged, slabId, slabView, takeSlab, unshareFile } from './slabs.js';
 
 const missing = nativeAddonMissing();
 if (missing !== undefined) console.log(`# slabs: tests skipped: ${missing}`);
@@ -72,5 +73,40 @@ describe('slabs', { skip: missing }, () => {
     assert.throws(() => addon.slabView(-1), RangeError);
     assert.throws(() => addon.slabGive(1 << 30), RangeError);
     assert.throws(() => addon.slabTake(0), TypeError);
+  });
+});
+
+describe('shared file mappings', { skip: missing }, () => {
+  it('are viewed by id from every thread; a fault after the file shrank is survived in any thread and marked', async () => {
+    const path = `/dev/shm/nereid_slabs_${process.pid}_${Date.now()}`;
+    const fd = openSync(path, 'w+');
+    try {
+      ftruncateSync(fd, 1 << 20);
+      writeSync(fd, Uint8Array.of(5, 6, 7), 0, 3, 100_000);
+      const mapping = shareFile(fd, 1 << 20)!;
+      assert.equal(slabView(mapping.id), mapping.view);
+      assert.equal(slabId(mapping.view), mapping.id);
+      assert.deepEqual([...new Uint8Array(mapping.view, 100_000, 3)], [5, 6, 7]);
+      assert.equal(sharedFileDamaged(mapping.id), false);
+      ftruncateSync(fd, 0);
+      const seen = await onWorker(
+        `const bytes = new Uint8Array(slabs.slabView(workerData));
+         parentPort.postMessage([bytes[100_000], bytes[900_000], slabs.sharedFileDamaged(workerData)]);`,
+        mapping.id,
+      );
+      assert.deepEqual(seen, [0, 0, true], 'the worker read zeros where the file was cut, and the mapping is marked');
+      assert.equal(sharedFileDamaged(mapping.id), true);
+      unshareFile(mapping.id);
+      assert.equal(slabId(mapping.view), undefined);
+      assert.throws(() => nativeAddon()!.slabView(mapping.id), RangeError, 'an unmapped id is refused');
+      const next = shareFile(fd, 4096);
+      assert.ok(next !== undefined);
+      assert.notEqual(next.id, mapping.id, 'ids are not handed out again');
+      assert.throws(() => nativeAddon()!.slabGive(next.id), RangeError, 'a mapping is not a slab to give back');
+      unshareFile(next.id);
+    } finally {
+      closeSync(fd);
+      unlinkSync(path);
+    }
   });
 });

@@ -11,6 +11,12 @@
  * reads or writes another owner's bytes, never freed memory; ownership is the callers' (a slab is
  * owned by whoever took it until they give it back, and only its owner writes it).
  *
+ * Shared mappings (`shareFile`): a file's bytes mapped as an entry of the same table, viewed by
+ * id the same way (a client's shared-memory region whose bytes an ONNX Runtime worker reads where
+ * they lie). Unlike slabs they are unmapped (`unshareFile`): their owner guarantees that no view is
+ * used afterwards, and their ids are never handed out again, so a view a thread kept is never
+ * mistaken for a later mapping's.
+ *
  * Without the addon nothing here hands out slabs and callers keep their per-thread buffers.
  */
 import { nativeAddon } from './native.js';
@@ -53,4 +59,38 @@ export function slabId(buffer: ArrayBufferLike): number | undefined {
 export function giveSlab(buffer: ArrayBufferLike): void {
   const id = ids.get(buffer as ArrayBuffer);
   if (id !== undefined) nativeAddon()!.slabGive(id);
+}
+
+/** A file's bytes `[0, length)`, mapped for every thread to view (`slabView(id)`). */
+export interface SharedFileMapping {
+  readonly id: number;
+  /** This thread's view of the whole mapping. */
+  readonly view: ArrayBuffer;
+}
+
+/**
+ * Maps bytes `[0, length)` of the file open as `fd` (read and write, shared with other processes);
+ * undefined without the addon. Throws when the mapping cannot be made.
+ */
+export function shareFile(fd: number, length: number): SharedFileMapping | undefined {
+  const addon = nativeAddon();
+  if (addon === undefined) return undefined;
+  const id = addon.shareMap(fd, length);
+  return { id, view: slabView(id) };
+}
+
+/**
+ * Whether the file shrank under mapping `id` since it was mapped: every view of it reads zeros
+ * from then on, not the file (the addon replaces the lost pages rather than let the access crash).
+ */
+export function sharedFileDamaged(id: number): boolean {
+  return nativeAddon()!.shareDamaged(id);
+}
+
+/** Releases mapping `id`. No view of it, in any thread, may be used afterwards. */
+export function unshareFile(id: number): void {
+  nativeAddon()!.shareUnmap(id);
+  const view = views.get(id);
+  views.delete(id);
+  if (view !== undefined) ids.delete(view);
 }

@@ -23,7 +23,7 @@ import type { Logger } from '../../observability/logger.js';
 import { defaultIntraOpThreads } from '../threads.js';
 import { gatherInput, scatterOutput, unionOfRequestedOutputs } from '../batching.js';
 import { BufferPool, lendViews } from '../../core/buffer-pool.js';
-import { slabId } from '../../core/slabs.js';
+import { slabId, slabView } from '../../core/slabs.js';
 import {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
@@ -41,7 +41,7 @@ import { DEFAULT_INLINE_LIMITS, InlineChoice, parseExecutionThread, type Executi
 import { loadSyncSession, outputBytes, syncSessionsAvailable, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
 import { readOnnxModelInfo } from './onnx-model-info.js';
 import { fromOrtType, toOrtType } from './ort-types.js';
-import { POOLED_OUTPUT_MIN_BYTES, type CloseMessage, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply } from './worker-protocol.js';
+import { POOLED_OUTPUT_MIN_BYTES, type CloseMessage, type OutputTarget, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply } from './worker-protocol.js';
 
 const WORKER_URL = new URL('./session-worker.js', import.meta.url);
 
@@ -436,10 +436,11 @@ class OnnxInstance implements BackendInstance {
       if (!inPlace) lent.push(data.buffer as ArrayBuffer);
     }
     const fetches = unionOfRequestedOutputs(requests);
+    const targets = requests.length === 1 ? outputTargets(requests[0]!) : undefined;
     const sent = process.hrtime.bigint();
     let result: RunSuccess;
     try {
-      result = await this.#send({ id: this.#nextId++, feeds, fetches }, transfer);
+      result = await this.#send({ id: this.#nextId++, feeds, fetches, ...(targets && { targets }) }, transfer);
     } finally {
       // The worker has finished with them (or is gone).
       for (const buffer of lent) this.#feeds.give(buffer);
@@ -452,6 +453,11 @@ class OnnxInstance implements BackendInstance {
     if (choice !== undefined && choice.recordWorkerRun(Number(result.outputsStart - result.inputsReady), bytes, hopNs)) this.#goInline(choice);
     const outputs: RunOutput[] = [];
     for (const out of result.outputs) {
+      if (out.slab !== undefined) {
+        // Written into its target by the worker.
+        outputs.push({ name: out.name, type: out.type, dims: out.dims, data: new Uint8Array(slabView(out.slab), out.byteOffset, out.byteLength) });
+        continue;
+      }
       const data = new Uint8Array(out.data!, 0, out.byteLength ?? out.data!.byteLength);
       const pool = data.byteLength >= POOLED_OUTPUT_MIN_BYTES ? this.#outputs : undefined;
       outputs.push({ name: out.name, type: out.type, dims: out.dims, data, ...(pool && { pool }) });
@@ -579,6 +585,22 @@ function inputBytes(requests: readonly BackendRequest[]): number {
   let total = 0;
   for (const r of requests) for (const t of r.inputs.values()) total += t.data.byteLength;
   return total;
+}
+
+/**
+ * The request's output buffers (`BackendRequest.outputBuffers`) that the worker can write into:
+ * large ones in memory it views (a mapped shared-memory region, core/slabs.ts). Small outputs
+ * come back with the rest of the outcome as usual.
+ */
+function outputTargets(request: BackendRequest): OutputTarget[] | undefined {
+  if (request.outputBuffers === undefined) return undefined;
+  let targets: OutputTarget[] | undefined;
+  for (const [name, view] of request.outputBuffers) {
+    if (view.byteLength < POOLED_OUTPUT_MIN_BYTES || !request.requestedOutputs.includes(name)) continue;
+    const slab = slabId(view.buffer);
+    if (slab !== undefined) (targets ??= []).push({ name, slab, byteOffset: view.byteOffset, byteLength: view.byteLength });
+  }
+  return targets;
 }
 
 class OnnxModel implements BackendModel {

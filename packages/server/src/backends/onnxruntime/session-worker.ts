@@ -11,7 +11,7 @@ import * as ort from 'onnxruntime-node';
 import { BufferPool } from '../../core/buffer-pool.js';
 import { slabView } from '../../core/slabs.js';
 import { loadSyncSession, ortSessionOptions, outputBytes, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
-import { POOLED_OUTPUT_MIN_BYTES, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply, type WorkerRequest } from './worker-protocol.js';
+import { POOLED_OUTPUT_MIN_BYTES, type OutputTarget, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply, type WorkerRequest } from './worker-protocol.js';
 
 const options = workerData as SessionWorkerOptions;
 const port = parentPort!;
@@ -26,11 +26,16 @@ function toFeed(t: WireTensor): ort.Tensor {
 const spares = new BufferPool({ maxBytes: 64 * 1024 * 1024 });
 
 /**
- * An output as transferable bytes: a large one copied into a spare buffer when one fits, others
- * the binding's own buffer when the data fills it, else a copy.
+ * An output as the main thread gets it: written into its target when it has one and fits there;
+ * else as transferable bytes, a large one copied into a spare buffer when one fits, others the
+ * binding's own buffer when the data fills it, else a copy.
  */
-function fromRawTensor(name: string, tensor: RawTensor): WireTensor {
+function fromRawTensor(name: string, tensor: RawTensor, target: OutputTarget | undefined): WireTensor {
   const bytes = outputBytes(tensor);
+  if (target !== undefined && tensor.type !== 'string' && bytes.byteLength <= target.byteLength) {
+    new Uint8Array(slabView(target.slab), target.byteOffset, bytes.byteLength).set(bytes);
+    return { name, type: tensor.type as WireTensor['type'], dims: [...tensor.dims], slab: target.slab, byteOffset: target.byteOffset, byteLength: bytes.byteLength };
+  }
   const spare = tensor.type !== 'string' && bytes.byteLength >= POOLED_OUTPUT_MIN_BYTES ? spares.takeIdle(bytes.byteLength) : undefined;
   if (spare !== undefined) {
     new Uint8Array(spare, 0, bytes.byteLength).set(bytes);
@@ -73,7 +78,7 @@ async function handle(
     const started = process.hrtime.bigint();
     const outcome = await execute(queue[i]!);
     const now = process.hrtime.bigint();
-    if (outcome.ok) for (const o of outcome.outputs) transfer.push(o.data!);
+    if (outcome.ok) for (const o of outcome.outputs) if (o.data !== undefined) transfer.push(o.data);
     if (results.length === 0) oldest = now;
     results.push(outcome);
     if (i === queue.length - 1 && close === undefined) {
@@ -91,7 +96,7 @@ async function handle(
 }
 
 function outcome(run: RunRequest, results: Record<string, RawTensor>, start: bigint, inputsReady: bigint, outputsStart: bigint): RunOutcome {
-  const outputs = run.fetches.map((name) => fromRawTensor(name, results[name]!));
+  const outputs = run.fetches.map((name) => fromRawTensor(name, results[name]!, run.targets?.find((t) => t.name === name)));
   return { id: run.id, ok: true, outputs, start, inputsReady, outputsStart, end: process.hrtime.bigint() };
 }
 

@@ -39,10 +39,18 @@ export interface WireTensor {
   /**
    * An input's bytes are `byteLength` bytes at `byteOffset` of this slab (core/slabs.ts) instead
    * of `data`: the main thread owns the slab and leaves those bytes alone until the run's outcome
-   * has arrived.
+   * has arrived. An output's: the worker wrote them there (`RunRequest.targets`).
    */
   slab?: number;
   byteOffset?: number;
+}
+
+/** Where an output's bytes go when they fit: `byteLength` bytes at `byteOffset` of slab `slab`. */
+export interface OutputTarget {
+  name: string;
+  slab: number;
+  byteOffset: number;
+  byteLength: number;
 }
 
 /** One execution: a batch's gathered inputs and the outputs to fetch. */
@@ -50,6 +58,12 @@ export interface RunRequest {
   id: number;
   feeds: WireTensor[];
   fetches: string[];
+  /**
+   * Outputs to be written into memory the main thread names (a client's shared-memory region,
+   * `BackendRequest.outputBuffers`) instead of coming back as buffers: such an output comes back
+   * as a `WireTensor` with `slab` set to the target's. One that does not fit comes back as usual.
+   */
+  targets?: OutputTarget[];
 }
 
 /** Runs are sent in groups: everything dispatched to the instance in one tick travels together. */
