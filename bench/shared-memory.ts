@@ -15,9 +15,10 @@
  * `shm_http_binary_vs_bare_http_16mib` sets it against a bare `node:http` server that reads the
  * same 16 MiB body and answers Nereid's 16 MiB response bytes (bench/bare-http-server.ts), same
  * client, same windows: what HTTP itself moves on this machine, no model, no Nereid.
- * `shm_region_read_16mib` is what reading 16 MiB of a region costs the server: a copy out of the
- * region's mapping (the native addon, docs/protocol.md) into a reused buffer, against the
- * positioned read the server falls back to without the addon.
+ * `shm_region_read_16mib` is what a copy of 16 MiB out of a region costs: through a mapping (the
+ * native addon's guarded copy; the server itself no longer copies inputs out of mapped regions,
+ * its models read them in place, docs/protocol.md) against the positioned read the server falls
+ * back to without the addon.
  *
  * Usage: node dist/bench/shared-memory.js [--seconds N] [--rounds N] [--concurrency N] [--json out.json]
  */
@@ -147,8 +148,8 @@ try {
   const med = results.map((r) => medianOf<LoadResult>(r));
   const gbps = (i: number) => (med[i]!.throughput * 2 * BYTES) / 1e9;
   const [httpBinary, viaGrpc, shmHttp, shmGrpc, bareHttp] = [0, 1, 2, 3, 4].map(gbps) as [number, number, number, number, number];
-  // What reading a region costs the server: a copy out of its mapping into a reused buffer (the
-  // shared-memory manager's pool), against the positioned read used without the native addon.
+  // A copy out of a region: through a mapping into a reused buffer, against the positioned read
+  // the server uses without the native addon (with it, models read mapped regions in place).
   const readFd = openSync(`/dev/shm/${regions[0]!.key.slice(1)}`, 'r+');
   const mapped = fileBytes(readFd, BYTES, { writable: true });
   const positioned = fileBytes(readFd, BYTES, { writable: true, map: false });

@@ -79,6 +79,7 @@ typedef struct {
 } slab_t;
 
 /* Ids: the entry's index in the low bits, its generation above (always 0 for slabs). */
+/* slabs.ts reads the same layout (SLOT_MASK). */
 #define ID_SLOT_BITS 12
 #define ID_SLOT_MASK ((1 << ID_SLOT_BITS) - 1)
 #define ID_MAX_GENERATION ((1 << (31 - ID_SLOT_BITS)) - 1)

@@ -15,7 +15,8 @@
  * id the same way (a client's shared-memory region whose bytes an ONNX Runtime worker reads where
  * they lie). Unlike slabs they are unmapped (`unshareFile`): their owner guarantees that no view is
  * used afterwards, and their ids are never handed out again, so a view a thread kept is never
- * mistaken for a later mapping's.
+ * mistaken for a later mapping's; a thread drops the view it kept of a dead mapping once it views
+ * the entry's next one (so each thread keeps at most one view per table entry).
  *
  * Without the addon nothing here hands out slabs and callers keep their per-thread buffers.
  */
@@ -37,6 +38,14 @@ export function takeSlab(bytes: number): ArrayBuffer | undefined {
   return id < 0 ? undefined : slabView(id);
 }
 
+/**
+ * The table entry an id names (its low bits; the rest is the entry's generation, which changes
+ * when a shared mapping's entry is reused for another).
+ */
+const SLOT_MASK = 0xfff;
+/** The id each entry was last viewed under in this thread, so that a view of a dead mapping is dropped. */
+const slots = new Map<number, number>();
+
 /** This thread's view of slab `id` (taken by any thread). */
 export function slabView(id: number): ArrayBuffer {
   let view = views.get(id);
@@ -44,10 +53,20 @@ export function slabView(id: number): ArrayBuffer {
     const addon = nativeAddon();
     if (addon === undefined) throw new Error(`slab ${id}: the native addon is not loaded in this thread`);
     view = addon.slabView(id);
+    const previous = slots.get(id & SLOT_MASK);
+    if (previous !== undefined) forget(previous);
     views.set(id, view);
     ids.set(view, id);
+    slots.set(id & SLOT_MASK, id);
   }
   return view;
+}
+
+function forget(id: number): void {
+  const view = views.get(id);
+  views.delete(id);
+  if (view !== undefined) ids.delete(view);
+  if (slots.get(id & SLOT_MASK) === id) slots.delete(id & SLOT_MASK);
 }
 
 /** The slab `buffer` views in this thread, or undefined when it is not a slab's view. */
@@ -90,7 +109,5 @@ export function sharedFileDamaged(id: number): boolean {
 /** Releases mapping `id`. No view of it, in any thread, may be used afterwards. */
 export function unshareFile(id: number): void {
   nativeAddon()!.shareUnmap(id);
-  const view = views.get(id);
-  views.delete(id);
-  if (view !== undefined) ids.delete(view);
+  forget(id);
 }
