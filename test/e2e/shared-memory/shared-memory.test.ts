@@ -1,7 +1,8 @@
 /**
  * The shared-memory extensions (protocol.md §3.17, §4.8): register/status/unregister over HTTP and
- * gRPC, tensors read from and written into regions on every inference path, every refusal, the
- * `--allow-client-shm` gate and the CUDA endpoints of a server without GPUs.
+ * gRPC, tensors read from and written into regions on every inference path (unary, stream,
+ * batched, an ensemble, the Python backend), every refusal, the `--allow-client-shm` gate and the
+ * CUDA endpoints of a server without GPUs.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -20,6 +21,7 @@ import {
 import { simpleModel } from '@nereid/testkit';
 import { refusal, serveRepository, startServer, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
+import { ADD_SUB_PY, pythonSkipReason } from '../../helpers/python.js';
 
 const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
 const A = Int32Array.from(range(16, (i) => i * 3));
@@ -27,6 +29,33 @@ const B = Int32Array.from(range(16, (i) => 7 - i));
 const SUM = Int32Array.from(range(16, (i) => i * 3 + 7 - i));
 const DIFF = Int32Array.from(range(16, (i) => i * 3 - (7 - i)));
 const SENTINEL = 0xab;
+
+const TENSORS = `
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+`;
+
+/** One step, `simple`: the ensemble reads its inputs from regions and its outputs go into them. */
+const ENSEMBLE_CONFIG = `name: "simple_ensemble"
+platform: "ensemble"
+max_batch_size: 8
+${TENSORS}
+ensemble_scheduling { step [ {
+  model_name: "simple" model_version: -1
+  input_map { key: "INPUT0" value: "INPUT0" } input_map { key: "INPUT1" value: "INPUT1" }
+  output_map { key: "OUTPUT0" value: "OUTPUT0" } output_map { key: "OUTPUT1" value: "OUTPUT1" }
+} ] }
+`;
+
+/** Triton's add_sub in the Python backend, over INT32 [16]: its stub gets the region's bytes. */
+const PYTHON_CONFIG = `name: "add_sub_py"
+backend: "python"
+max_batch_size: 8
+${TENSORS}
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+`;
+const pythonSkip = await pythonSkipReason(['numpy']);
+if (pythonSkip) console.log(`# shared memory through the Python backend skipped: ${pythonSkip}`);
 
 const BATCHED_CONFIG = `${simpleModel({ name: 'simple_batched' }).config!}
 dynamic_batching {
@@ -55,6 +84,8 @@ before(async () => {
     {
       simple: modelFiles(simpleModel()),
       simple_batched: modelFiles(simpleModel({ name: 'simple_batched' }), { config: BATCHED_CONFIG }),
+      simple_ensemble: { 'config.pbtxt': ENSEMBLE_CONFIG, '1/.keep': '' },
+      ...(pythonSkip === undefined && { add_sub_py: { 'config.pbtxt': PYTHON_CONFIG, '1/model.py': ADD_SUB_PY } }),
     },
     { allowClientShm: true },
   );
@@ -184,6 +215,19 @@ describe('the same inference through JSON, binary, gRPC and shared memory', () =
     assertNoDataOutputs(results[0]!);
     assert.deepEqual(results[1]!.typed('OUTPUT0'), SUM);
     assertOutputsInRegion(out);
+  });
+
+  it('an ensemble and a Python model read their inputs from regions and their outputs land in regions', async () => {
+    for (const model of ['simple_ensemble', ...(pythonSkip === undefined ? ['add_sub_py'] : [])]) {
+      for (const client of [http, grpc]) {
+        const { input, output, out } = await inputOutputRegions(client);
+        const result = await client.infer(shmRequest(model, input, output));
+        assertNoDataOutputs(result);
+        assertOutputsInRegion(out);
+        await client.unregisterSystemSharedMemory(input);
+        await client.unregisterSystemSharedMemory(output);
+      }
+    }
   });
 
   it('batched requests each read and write their own region slices', async () => {
