@@ -651,9 +651,12 @@ export class Server {
           );
         }
         const target = outputBuffers?.get(out.name);
-        const inPlace = target !== undefined && out.data.buffer === target.buffer && out.data.byteOffset === target.byteOffset;
-        if (!inPlace) {
-          leases.get(ref.region)!.write(ref.offset ?? 0, out.data);
+        const region = leases.get(ref.region)!;
+        if (target !== undefined && out.data.buffer === target.buffer && out.data.byteOffset === target.byteOffset) {
+          // The backend wrote it there.
+          region.confirm(ref.offset ?? 0, out.data.byteLength);
+        } else {
+          region.write(ref.offset ?? 0, out.data);
           written?.push(out.data);
         }
         response.outputs[i] = { name: out.name, datatype: out.datatype, shape: out.shape, data: EMPTY_BYTES, sharedMemory: ref };

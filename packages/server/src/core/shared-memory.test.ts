@@ -138,7 +138,15 @@ describe('SharedMemoryManager (mapped regions): views instead of copies', { skip
     target.set([1, 2, 3, 4]);
     assert.deepEqual([...readFileSync(path).subarray(4096 + 16, 4096 + 20)], [1, 2, 3, 4]);
     assert.equal(code(() => lease.target(4090, 8)), 'SHM_RANGE');
+    lease.confirm(16, 4);
     lease.verify();
+    // An object replaced while an output was written into its view: the output is refused.
+    unlinkSync(path);
+    const fd2 = openSync(path, 'w+');
+    ftruncateSync(fd2, 8192);
+    closeSync(fd2);
+    lease.target(16, 4)!.set([5, 6, 7, 8]);
+    assert.equal(code(() => lease.confirm(16, 4)), 'SHM_REGION_CHANGED');
     lease.release();
     m.close();
   });

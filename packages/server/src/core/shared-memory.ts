@@ -165,12 +165,18 @@ class SystemRegion {
 
   /**
    * A view of `[offset, offset + byteSize)` of the region for an output to be written into where
-   * it is produced, or undefined when the region is not mapped. Writes into it are checked by
-   * `verify`.
+   * it is produced, or undefined when the region is not mapped. Range-checked only: the object is
+   * checked once the output is there (`confirm`), as `write` checks it.
    */
   target(offset: number, byteSize: number): Uint8Array | undefined {
     if (this.#mapping === undefined) return undefined;
-    return new Uint8Array(this.#mapping.view, this.#check(offset, byteSize), byteSize);
+    checkRange(this.name, this.byteSize, offset, byteSize);
+    return new Uint8Array(this.#mapping.view, this.offset + offset, byteSize);
+  }
+
+  /** The checks of `write`, for bytes a backend wrote into a `target` view. */
+  confirm(offset: number, byteSize: number): void {
+    this.#check(offset, byteSize);
   }
 
   /** Writes `data` at `offset` inside the region. */
@@ -247,6 +253,11 @@ export interface SharedMemoryLease {
    * to be written into directly (`BackendRequest.outputBuffers`); undefined otherwise.
    */
   target(offset: number, byteSize: number): Uint8Array | undefined;
+  /**
+   * For an output a backend wrote into its `target` view: the checks `write` makes (the object
+   * still holds the region, is still the one registered, did not shrink under the mapping).
+   */
+  confirm(offset: number, byteSize: number): void;
   /** Range checks against the region, without touching it. */
   check(offset: number, byteSize: number): void;
   /** Throws SHM_REGION_CHANGED when the object shrank under the mapping (views read zeros since). */
@@ -268,8 +279,12 @@ export class SharedMemoryManager {
   readonly #allowClient: boolean;
   readonly #map: boolean;
   readonly #system = new Map<string, SystemRegion>();
-  /** Buffers region reads land in where regions are not mapped; every read is given back (`recycle`). */
-  readonly #reads = new BufferPool({ maxBytes: READ_POOL_BYTES });
+  /**
+   * Buffers region reads land in where regions are not mapped: slabs where the addon is built
+   * (core/slabs.ts; mappings turned off), so that an ONNX Runtime worker reads a large input where
+   * it lies; every read is given back (`recycle`).
+   */
+  readonly #reads = new BufferPool({ shared: true, maxBytes: READ_POOL_BYTES });
 
   constructor(options: SharedMemoryOptions = {}) {
     this.#allowClient = options.allowClient ?? false;
@@ -386,6 +401,7 @@ export class SharedMemoryManager {
       read: (offset, byteSize) => region.read(offset, byteSize, this.#take),
       write: (offset, data) => region.write(offset, data),
       target: (offset, byteSize) => region.target(offset, byteSize),
+      confirm: (offset, byteSize) => region.confirm(offset, byteSize),
       check: (offset, byteSize) => checkRange(name, region.byteSize, offset, byteSize),
       verify: () => region.verify(),
       release: () => {
