@@ -662,6 +662,23 @@ describe('DynamicBatcher: pipelined instances (batches prepared ahead)', () => {
     assert.deepEqual(t.sizes(), [1, 4, 4, 1]);
   });
 
+  it('a batch for a busy instance keeps growing past its queue delay until it is full or the instance is free', async () => {
+    const t = setup({ maxBatchSize: 8, depth: 2, db: { max_queue_delay_microseconds: 100 } });
+    t.addN(1);
+    assert.deepEqual(t.sizes(), [], 'idle: the first request waits for its delay');
+    t.clock.advance(100);
+    assert.deepEqual(t.sizes(), [1], 'and goes alone once it expired');
+    t.addN(3);
+    t.clock.advance(500);
+    assert.deepEqual(t.sizes(), [1], 'busy: 3 requests, 500 µs old, are not sent as a small batch behind the running one');
+    assert.equal(t.clock.timers, 0, 'and no timer spins on the expired delay');
+    t.addN(2);
+    await t.free();
+    assert.deepEqual(t.sizes(), [1, 5], 'free: the grown batch goes at once');
+    t.addN(8);
+    assert.deepEqual(t.sizes(), [1, 5, 8], 'busy, full: prepared ahead without waiting');
+  });
+
   it('no batch is prepared ahead when the queue can time requests out (they would escape their timeout)', async () => {
     const t = setup({ maxBatchSize: 2, depth: 2, db: { default_queue_policy: policy({ default_timeout_microseconds: 100 }) } });
     t.addN(1);

@@ -359,9 +359,13 @@ export class DynamicBatcher implements Scheduler {
     for (const e of pending) if (e.start < oldest) oldest = e.start;
     const delay = this.#delayNs;
     const delayExceeded = delay > 0n && now - oldest >= delay;
-    const full = sendNow || size >= this.#pmax || delayExceeded || size >= this.#mbs;
-    if (ahead && !full) {
-      return { kind: 'wait', wakeAt: this.#wakeAt(oldest, earliestExpiry) };
+    if (ahead && !(sendNow || size >= this.#pmax || size >= this.#mbs)) {
+      // A batch for a busy instance waits, however long its oldest request has, until it is full
+      // or the instance is free (which reschedules): requests that arrive meanwhile join it, as
+      // they join Triton's payload until an instance takes it. Sent at its delay instead, it
+      // would run as a small batch right behind the current one, and while all instances are busy
+      // waiting costs a request nothing. No timer: prefetching queues never time requests out.
+      return { kind: 'wait', wakeAt: 0n };
     }
     if (best !== 0 && !delayExceeded) {
       const entries = pending.slice(0, bestCount);
