@@ -36,7 +36,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import { pb } from '@nereid/protocol';
-import { defaultIntraOpThreads } from '@nereid/server';
+import { defaultIntraOpThreads, SERVE_NODE_OPTIONS } from '@nereid/server';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
 import {
   alternate,
@@ -121,6 +121,7 @@ const serve = (repo: string) =>
   spawnServer(
     [
       ...(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
+      ...SERVE_NODE_OPTIONS,
       join(root, 'packages/server/bin/nereid.js'),
       'serve',
       `--model-repository=${repo}`,

@@ -35,6 +35,7 @@ import { GRPC_INFERENCE_SERVICE, pb } from '@nereid/protocol';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
 import { alternate, benchArgs, compared, LoadClientPool, medianOf, rawGrpcAnswers, report, spawnServer, type DistributedLoadResult, type Figure } from './lib.js';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
+import { SERVE_NODE_OPTIONS } from '@nereid/server';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -73,6 +74,7 @@ await writeFile(requestFile, request);
 const nereid = await spawnServer(
   [
     ...(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
+    ...SERVE_NODE_OPTIONS,
     join(root, 'packages/server/bin/nereid.js'),
     'serve',
     `--model-repository=${repo}`,

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GrpcClient, type InferResult } from '@nereid/client';
 import { alternate, benchArgs, compared, median, report, runLoad, spawnServer } from './lib.js';
+import { SERVE_NODE_OPTIONS } from '@nereid/server';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -24,6 +25,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 const server = await spawnServer(
   [
+    ...SERVE_NODE_OPTIONS,
     join(root, 'packages', 'server', 'bin', 'nereid.js'),
     'serve',
     '--model-repository',

@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
 import type { LevelSummary } from '@nereid/perf';
 import { alternate, benchArgs, compared, median, report, spawnServer, type Figure } from './lib.js';
+import { SERVE_NODE_OPTIONS } from '@nereid/server';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -33,7 +34,7 @@ const perfBin = join(root, 'packages/perf/bin/nereid-perf.js');
 const repo = await mkdtemp(join(tmpdir(), 'nereid-bench-perf-'));
 await writeModelToRepository(repo, simpleModel());
 const server = await spawnServer(
-  [join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--grpc-port=0', '--grpc-address=127.0.0.1', '--allow-metrics=false'],
+  [...SERVE_NODE_OPTIONS, join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--grpc-port=0', '--grpc-address=127.0.0.1', '--allow-metrics=false'],
   /Started HTTPService at [^:]+:(\d+)/,
   { grpc: /Started GRPCInferenceService at [^\s]+:(\d+)/ },
 );

@@ -30,7 +30,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GrpcClient, HttpClient, SystemSharedMemoryRegion, type ClientInferOptions } from '@nereid/client';
-import { fileBytes } from '@nereid/server';
+import { fileBytes, SERVE_NODE_OPTIONS } from '@nereid/server';
 import { identityModel, writeModelToRepository } from '@nereid/testkit';
 import { alternate, benchArgs, compared, httpPoster, median, medianOf, report, runLoad, spawnServer, type ChildServer, type Figure, type LoadResult } from './lib.js';
 
@@ -49,6 +49,7 @@ await writeModelToRepository(repo, identityModel('FP32', [-1, -1]));
 
 const server = await spawnServer(
   [
+    ...SERVE_NODE_OPTIONS,
     join(root, 'packages/server/bin/nereid.js'),
     'serve',
     `--model-repository=${repo}`,

@@ -10,6 +10,7 @@ import { GrpcFrontend } from '../frontends/grpc/grpc-frontend.js';
 import { HttpFrontend } from '../frontends/http/http-frontend.js';
 import { MetricsFrontend } from '../frontends/metrics/metrics-frontend.js';
 import { createLogger } from '../observability/logger.js';
+import { missingNodeOptions } from './node-options.js';
 import { parseServeArgs } from './options.js';
 
 /** Triton-style status table: model, version, status (with the reason when not ready). */
@@ -44,6 +45,10 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
   }
   if (options.allowMetrics && options.metricsConfig.summaryLatencies) {
     logger.warning('--metrics-config summary_latencies=true has no effect: this version of Nereid has no summaries; use histogram_latencies=true');
+  }
+  const missing = missingNodeOptions(process.execArgv, process.env.NODE_OPTIONS);
+  if (missing.length > 0) {
+    logger.verbose(1, `started without the Node.js options ${missing.join(' ')}: more garbage collection per request (docs/operations.md, "Node.js options")`);
   }
   if (options.modelRepositories.length === 0) {
     logger.error('no model repository given: pass --model-repository=<directory>');

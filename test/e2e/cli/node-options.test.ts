@@ -1,0 +1,39 @@
+/**
+ * `nereid serve` started with and without the Node.js options it is meant to run with
+ * (`SERVE_NODE_OPTIONS`, docs/operations.md "Node.js options"): the verbose log says which are
+ * missing, and says nothing when they are given through NODE_OPTIONS.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { SERVE_NODE_OPTIONS } from '@nereid/server';
+import { EXAMPLE_REPOSITORY, startNereidServe, stopAllNereid } from '../../helpers/cli.js';
+
+after(stopAllNereid);
+
+const HINT = /started without the Node\.js options (.*): more garbage collection per request/;
+
+describe('nereid serve and its Node.js options', () => {
+  it('logs the missing options at --log-verbose=1', async () => {
+    const { process: p } = await startNereidServe([`--model-repository=${EXAMPLE_REPOSITORY}`, '--log-verbose=1'], { NODE_OPTIONS: '' });
+    try {
+      const m = HINT.exec(p.stdout);
+      assert.ok(m, p.output);
+      assert.equal(m[1], SERVE_NODE_OPTIONS.join(' '));
+    } finally {
+      await p.stop();
+    }
+  });
+
+  it('is silent about them when they are given, and serves', async () => {
+    const { process: p, url } = await startNereidServe([`--model-repository=${EXAMPLE_REPOSITORY}`, '--log-verbose=1'], {
+      NODE_OPTIONS: SERVE_NODE_OPTIONS.join(' '),
+    });
+    try {
+      assert.doesNotMatch(p.stdout + p.stderr, HINT);
+      const ready = await fetch(`${url}/v2/health/ready`);
+      assert.equal(ready.status, 200);
+    } finally {
+      await p.stop();
+    }
+  });
+});
