@@ -930,6 +930,30 @@ describe('DynamicBatcher: cancellation', () => {
     assert.deepEqual(t.instance.batches, [[b!.id]]);
   });
 
+  it('requests sharing one signal (a gRPC stream) are cancelled together, once each, with one listener on the signal', async () => {
+    const t = setup({ maxBatchSize: 2 });
+    const stream = new AbortController();
+    let listeners = 0;
+    const add = stream.signal.addEventListener.bind(stream.signal);
+    stream.signal.addEventListener = ((...args: Parameters<AbortSignal['addEventListener']>) => {
+      listeners++;
+      add(...args);
+    }) as AbortSignal['addEventListener'];
+    const [first] = t.add(req({ signal: stream.signal }));
+    assert.equal(t.instance.running.length, 1, 'the first request runs at once');
+    const [a, other, b] = t.add(req({ signal: stream.signal }), req(), req({ signal: stream.signal }));
+    assert.equal(listeners, 1, 'one listener for the stream, however many of its requests were queued');
+    stream.abort();
+    assert.equal((await outcome(a!))?.kind, 'CANCELLED');
+    assert.equal((await outcome(b!))?.kind, 'CANCELLED');
+    assert.equal(t.observer.reasonOf(a!), 'CANCELED');
+    assert.equal(t.observer.reasonOf(b!), 'CANCELED');
+    assert.equal(t.batcher.queuedCount, 1, "the other signal's request stays queued");
+    await t.free();
+    assert.equal(await outcome(first!), undefined, 'the request that had left the queue is answered by its backend');
+    assert.deepEqual(t.instance.batches, [[first!.id], [other!.id]]);
+  });
+
   it('a cancellation after the request left the queue does not touch the queue', async () => {
     const t = setup();
     const controller = new AbortController();

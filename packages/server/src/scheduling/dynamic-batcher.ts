@@ -73,7 +73,8 @@ interface Entry {
   /** Compatibility key (§4.5): equal keys may share a batch. */
   key: string;
   place: Place;
-  onAbort: (() => void) | undefined;
+  /** The queued entries of its request's signal (`DynamicBatcher.#watched`), itself among them. */
+  watched: Set<Entry> | undefined;
 }
 
 class Level {
@@ -142,7 +143,11 @@ export class DynamicBatcher implements Scheduler {
   /** Whether batches may be prepared ahead for busy instances (§4.4). */
   readonly #prefetch: boolean;
 
+  /** Queued entries by their request's signal (see `#watch`). */
+  readonly #watched = new WeakMap<AbortSignal, Set<Entry>>();
   #queued = 0;
+  /** Rows (batch sizes) of the queued requests. */
+  #queuedRows = 0;
   #executing = 0;
   #stopped = false;
   #timer: unknown;
@@ -263,21 +268,13 @@ export class DynamicBatcher implements Scheduler {
       size: Math.max(1, request.batchSize),
       key: this.#keyOf(request),
       place: 'normal',
-      onAbort: undefined,
+      watched: undefined,
     };
-    if (request.signal !== NEVER_ABORTED) {
-      entry.onAbort = () => {
-        if (entry.place === 'gone') return;
-        this.#remove(entry);
-        request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled while queued`));
-        this.#observer.onRequestComplete(request, 'CANCELED');
-        this.#settle();
-      };
-      request.signal.addEventListener('abort', entry.onAbort, { once: true });
-    }
+    if (request.signal !== NEVER_ABORTED) this.#watch(entry);
     level.normal.push(entry);
     level.size++;
     this.#queued++;
+    this.#queuedRows += entry.size;
     if (entry.expiry !== 0n && (this.#nextPurge === 0n || entry.expiry < this.#nextPurge)) this.#nextPurge = entry.expiry + 1n;
     this.#schedule();
   }
@@ -286,7 +283,38 @@ export class DynamicBatcher implements Scheduler {
     entry.place = 'gone';
     entry.level.size--;
     this.#queued--;
-    if (entry.onAbort !== undefined) entry.request.signal.removeEventListener('abort', entry.onAbort);
+    this.#queuedRows -= entry.size;
+    entry.watched?.delete(entry);
+  }
+
+  /**
+   * Cancels the entry when its request's signal aborts. One listener per signal, kept for the
+   * signal's life: the requests of a gRPC stream share their stream's signal, and adding and
+   * removing an event listener per request cost more than the rest of queueing it.
+   */
+  #watch(entry: Entry): void {
+    const signal = entry.request.signal;
+    let watched = this.#watched.get(signal);
+    if (watched === undefined) {
+      const entries = new Set<Entry>();
+      watched = entries;
+      this.#watched.set(signal, entries);
+      signal.addEventListener('abort', () => this.#cancelQueued(entries), { once: true });
+    }
+    watched.add(entry);
+    entry.watched = watched;
+  }
+
+  #cancelQueued(entries: Set<Entry>): void {
+    const cancelled = [...entries];
+    entries.clear();
+    for (const entry of cancelled) {
+      if (entry.place === 'gone') continue;
+      this.#remove(entry);
+      entry.request.fail(new NereidError('REQUEST_CANCELLED', `request '${entry.request.id}' for model '${this.#model}' was cancelled while queued`));
+      this.#observer.onRequestComplete(entry.request, 'CANCELED');
+    }
+    if (cancelled.length > 0) this.#settle();
   }
 
   #expire(entry: Entry): void {
@@ -395,6 +423,16 @@ export class DynamicBatcher implements Scheduler {
     return wake;
   }
 
+  /**
+   * Whether the queue surely holds no batch for a busy instance (one that is full, §4.4), known
+   * without forming it: every request is compatible with every other (no shape-checked or
+   * optional inputs) and together they are fewer rows than a full batch. Saves scanning the
+   * whole queue on every arrival while it fills behind a running batch.
+   */
+  #cannotFill(): boolean {
+    return this.#shapeChecked.length === 0 && !this.#hasOptional && this.#queuedRows < this.#mbs && this.#queuedRows < this.#pmax;
+  }
+
   /** An idle instance, else (when prefetching) one that can hold a batch ahead (least loaded), else none. */
   #pickRunner(): { runner: InstanceRunner; ahead: boolean } | undefined {
     let idle: InstanceRunner | undefined;
@@ -431,6 +469,10 @@ export class DynamicBatcher implements Scheduler {
         // Every instance is full: expired REJECT requests are still purged meanwhile (§4.4).
         if (this.#nextPurge !== 0n && now >= this.#nextPurge) this.#nextPurge = this.#purge(now);
         this.#setTimer(this.#nextPurge);
+        return;
+      }
+      if (pick.ahead && this.#cannotFill()) {
+        this.#setTimer(0n);
         return;
       }
       const decision = this.#formBatch(now, pick.ahead);
