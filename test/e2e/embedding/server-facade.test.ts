@@ -168,12 +168,16 @@ describe('Server facade', () => {
     const kept = await server.infer(request);
     const recycled = await server.infer(request);
     assert.deepEqual(values(recycled), data);
+    assert.equal(server.holdsPooledOutputs(recycled), true, 'a large output lives in a pooled buffer');
     server.recycleOutputs(recycled);
+    assert.equal(server.holdsPooledOutputs(recycled), false, 'and nothing is left to give back once it went back');
     const next = await server.infer(request);
     assert.deepEqual(values(next), data);
     // The recycled buffer went back to the instance and was handed to its worker for `next`'s output.
     assert.equal(output(recycled, 'OUTPUT0').data.byteLength, 0);
     assert.deepEqual(values(kept), data, 'a response never recycled keeps its bytes');
+    const small = await server.infer({ ...request, inputs: [{ ...request.inputs[0]!, shape: [1, 16], data: data.subarray(0, 16) }] });
+    assert.equal(server.holdsPooledOutputs(small), false, 'a small output is not pooled: nothing to give back');
     server.recycleOutputs(next);
     server.recycleOutputs(next); // a second return is ignored
     assert.deepEqual(values(await server.infer(request)), data);

@@ -153,6 +153,11 @@ export function lendViews(pool: BufferPool, buffer: ArrayBuffer, views: readonly
   if (loan.outstanding === 0) pool.give(buffer);
 }
 
+/** Whether `view` is lent by `lendViews` and not returned yet. */
+export function isLent(view: Uint8Array): boolean {
+  return (view as LentView)[LOAN] !== undefined;
+}
+
 /** Returns a view lent by `lendViews` (any other view is ignored; a second return too). */
 export function returnView(view: Uint8Array): void {
   const lent = view as LentView;

@@ -28,7 +28,7 @@ import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
 import { checkBackendOutput } from './response-validation.js';
-import { returnView } from './buffer-pool.js';
+import { isLent, returnView } from './buffer-pool.js';
 import { SharedMemoryManager, type SharedMemoryLease } from './shared-memory.js';
 import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
 import type {
@@ -514,6 +514,15 @@ export class Server {
    */
   recycleOutputs(response: InferResponse): void {
     for (const out of response.outputs) returnView(out.data);
+  }
+
+  /**
+   * Whether `recycleOutputs(response)` would hand anything back: a caller may skip arranging the
+   * call when not (small outputs are not pooled).
+   */
+  holdsPooledOutputs(response: InferResponse): boolean {
+    for (const out of response.outputs) if (isLent(out.data)) return true;
+    return false;
   }
 
   /**

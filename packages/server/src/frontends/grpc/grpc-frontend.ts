@@ -260,7 +260,7 @@ export class GrpcFrontend {
           const response = await server.infer(decodeInferRequest(request), { signal: abort.signal });
           const message = encodeInferResponse(response);
           // The outputs' pooled buffers go back once grpc-js has copied their bytes into the message.
-          whenEncoded(message, () => server.recycleOutputs(response));
+          if (server.holdsPooledOutputs(response)) whenEncoded(message, () => server.recycleOutputs(response));
           return message;
         } catch (err) {
           throw err instanceof NereidError && err.code === 'MODEL_DECOUPLED_UNSUPPORTED'

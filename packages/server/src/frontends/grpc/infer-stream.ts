@@ -177,7 +177,7 @@ export class InferStream {
   /** The stream message of a response; its pooled output buffers go back once grpc-js encoded it. */
   #message(response: InferResponse, parameters: typeof FINAL | typeof NOT_FINAL): pb.ModelStreamInferResponse {
     const message = { error_message: '', infer_response: encodeInferResponse(response, parameters) };
-    whenEncoded(message, () => this.#server.recycleOutputs(response));
+    if (this.#server.holdsPooledOutputs(response)) whenEncoded(message, () => this.#server.recycleOutputs(response));
     return message;
   }
 
