@@ -1308,6 +1308,26 @@ describe('DynamicBatcher: cost', () => {
 });
 
 describe('DynamicBatcher: memory', () => {
+  it('a signal that outlives the batcher (a stream across model reloads) does not keep it alive', async () => {
+    const gc = collector();
+    const stream = new AbortController();
+    // Made in a plain function: a suspended async one may keep its last locals alive.
+    const { ref, done } = ((): { ref: WeakRef<object>; done: Promise<void> } => {
+      const t = setup({ maxBatchSize: 2 });
+      const [r] = t.add(req({ signal: stream.signal }));
+      t.instance.finishNext();
+      t.batcher.stop();
+      return { ref: new WeakRef(t.batcher), done: outcome(r!).then(() => undefined) };
+    })();
+    await done;
+    await settle();
+    gc();
+    await settle();
+    gc();
+    assert.equal(ref.deref(), undefined, 'the stream\'s signal still holds the stopped batcher');
+    assert.equal(stream.signal.aborted, false);
+  });
+
   it('keeps no request alive once the queue has emptied (their tensors may be large)', async () => {
     const gc = collector();
     const instance: BackendInstance = {

@@ -145,6 +145,8 @@ export class DynamicBatcher implements Scheduler {
 
   /** Queued entries by their request's signal (see `#watch`). */
   readonly #watched = new WeakMap<AbortSignal, Set<Entry>>();
+  /** This batcher, as the signals' listeners hold it: a stream outliving its model must not keep it. */
+  readonly #self = new WeakRef<DynamicBatcher>(this);
   #queued = 0;
   /** Rows (batch sizes) of the queued requests. */
   #queuedRows = 0;
@@ -290,7 +292,9 @@ export class DynamicBatcher implements Scheduler {
   /**
    * Cancels the entry when its request's signal aborts. One listener per signal, kept for the
    * signal's life: the requests of a gRPC stream share their stream's signal, and adding and
-   * removing an event listener per request cost more than the rest of queueing it.
+   * removing an event listener per request cost more than the rest of queueing it. The listener
+   * holds the batcher weakly, so a stream that outlives a model version (reloads) does not keep
+   * its stopped batchers.
    */
   #watch(entry: Entry): void {
     const signal = entry.request.signal;
@@ -299,7 +303,15 @@ export class DynamicBatcher implements Scheduler {
       const entries = new Set<Entry>();
       watched = entries;
       this.#watched.set(signal, entries);
-      signal.addEventListener('abort', () => this.#cancelQueued(entries), { once: true });
+      const self = this.#self;
+      signal.addEventListener(
+        'abort',
+        () => {
+          const batcher = self.deref();
+          if (batcher !== undefined) batcher.#cancelQueued(entries);
+        },
+        { once: true },
+      );
     }
     watched.add(entry);
     entry.watched = watched;
