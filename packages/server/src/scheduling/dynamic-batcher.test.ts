@@ -954,6 +954,27 @@ describe('DynamicBatcher: cancellation', () => {
     assert.deepEqual(t.instance.batches, [[first!.id], [other!.id]]);
   });
 
+  it('a request of a shared signal that leaves the queue out of order is no longer cancelled with the rest', async () => {
+    const t = setup({ maxBatchSize: 1, db: { priority_levels: 2, default_priority_level: 2 } });
+    t.occupy();
+    const stream = new AbortController();
+    // Queued in this order; priority 1 goes first, so r2 leaves from the middle of the signal's list.
+    const [r1, r2, r3, r4] = t.add(
+      req({ signal: stream.signal, priority: 2 }),
+      req({ signal: stream.signal, priority: 1 }),
+      req({ signal: stream.signal, priority: 2 }),
+      req({ signal: stream.signal, priority: 2 }),
+    );
+    await t.free();
+    assert.deepEqual(t.instance.batches.at(-1), [r2!.id]);
+    stream.abort();
+    for (const r of [r1, r3, r4]) assert.equal((await outcome(r!))?.kind, 'CANCELLED');
+    assert.equal(t.batcher.queuedCount, 0);
+    t.instance.finishNext();
+    assert.equal(await outcome(r2!), undefined, 'the request that left the queue is answered by its backend');
+    assert.equal(t.observer.reasonOf(r2!), 'SUCCESS');
+  });
+
   it('a cancellation after the request left the queue does not touch the queue', async () => {
     const t = setup();
     const controller = new AbortController();

@@ -73,8 +73,20 @@ interface Entry {
   /** Compatibility key (§4.5): equal keys may share a batch. */
   key: string;
   place: Place;
-  /** The queued entries of its request's signal (`DynamicBatcher.#watched`), itself among them. */
-  watched: Set<Entry> | undefined;
+  /** The queued entries of its request's signal (`DynamicBatcher.#watch`), when it has one. */
+  watch: Watch | undefined;
+  /** Neighbours in `watch`'s list. */
+  prevWatched: Entry | undefined;
+  nextWatched: Entry | undefined;
+}
+
+/**
+ * The queued entries of one signal, as a list linked through the entries: linking and unlinking
+ * allocate nothing (a Set shrinking as a stream's one queued request leaves it reallocates its
+ * table each time, and that table lives as long as the stream).
+ */
+interface Watch {
+  first: Entry | undefined;
 }
 
 class Level {
@@ -144,7 +156,7 @@ export class DynamicBatcher implements Scheduler {
   readonly #prefetch: boolean;
 
   /** Queued entries by their request's signal (see `#watch`). */
-  readonly #watched = new WeakMap<AbortSignal, Set<Entry>>();
+  readonly #watched = new WeakMap<AbortSignal, Watch>();
   /** This batcher, as the signals' listeners hold it: a stream outliving its model must not keep it. */
   readonly #self = new WeakRef<DynamicBatcher>(this);
   #queued = 0;
@@ -270,7 +282,9 @@ export class DynamicBatcher implements Scheduler {
       size: Math.max(1, request.batchSize),
       key: this.#keyOf(request),
       place: 'normal',
-      watched: undefined,
+      watch: undefined,
+      prevWatched: undefined,
+      nextWatched: undefined,
     };
     if (request.signal !== NEVER_ABORTED) this.#watch(entry);
     level.normal.push(entry);
@@ -286,7 +300,7 @@ export class DynamicBatcher implements Scheduler {
     entry.level.size--;
     this.#queued--;
     this.#queuedRows -= entry.size;
-    entry.watched?.delete(entry);
+    if (entry.watch !== undefined) this.#unwatch(entry);
   }
 
   /**
@@ -298,28 +312,42 @@ export class DynamicBatcher implements Scheduler {
    */
   #watch(entry: Entry): void {
     const signal = entry.request.signal;
-    let watched = this.#watched.get(signal);
-    if (watched === undefined) {
-      const entries = new Set<Entry>();
-      watched = entries;
-      this.#watched.set(signal, entries);
+    let watch = this.#watched.get(signal);
+    if (watch === undefined) {
+      const created: Watch = { first: undefined };
+      watch = created;
+      this.#watched.set(signal, created);
       const self = this.#self;
       signal.addEventListener(
         'abort',
         () => {
           const batcher = self.deref();
-          if (batcher !== undefined) batcher.#cancelQueued(entries);
+          if (batcher !== undefined) batcher.#cancelQueued(created);
         },
         { once: true },
       );
     }
-    watched.add(entry);
-    entry.watched = watched;
+    entry.watch = watch;
+    entry.nextWatched = watch.first;
+    if (watch.first !== undefined) watch.first.prevWatched = entry;
+    watch.first = entry;
   }
 
-  #cancelQueued(entries: Set<Entry>): void {
-    const cancelled = [...entries];
-    entries.clear();
+  #unwatch(entry: Entry): void {
+    const { prevWatched: prev, nextWatched: next } = entry;
+    if (prev !== undefined) prev.nextWatched = next;
+    else entry.watch!.first = next;
+    if (next !== undefined) next.prevWatched = prev;
+    entry.watch = undefined;
+    entry.prevWatched = undefined;
+    entry.nextWatched = undefined;
+  }
+
+  #cancelQueued(watch: Watch): void {
+    const cancelled: Entry[] = [];
+    for (let e = watch.first; e !== undefined; e = e.nextWatched) cancelled.push(e);
+    // Oldest first, as they were queued.
+    cancelled.reverse();
     for (const entry of cancelled) {
       if (entry.place === 'gone') continue;
       this.#remove(entry);
