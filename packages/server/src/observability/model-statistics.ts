@@ -8,11 +8,26 @@ import type { FailureReason, ScheduledRequest, SchedulerObserver } from '../sche
 
 export class StatDuration {
   count = 0;
-  ns = 0n;
+  /** The sum, as a number while it is exact (below 2^53 ns, about 104 days), then folded into `#folded`. */
+  #exact = 0;
+  #folded = 0n;
 
+  /** Negative durations count as 0. Allocates nothing until the sum passes 2^53 ns. */
   add(ns: bigint): void {
     this.count++;
-    this.ns += ns > 0n ? ns : 0n;
+    if (ns <= 0n) return;
+    const sum = this.#exact + Number(ns);
+    if (Number.isSafeInteger(sum)) {
+      this.#exact = sum;
+    } else {
+      this.#folded += BigInt(this.#exact) + ns;
+      this.#exact = 0;
+    }
+  }
+
+  /** Cumulative nanoseconds. */
+  get ns(): bigint {
+    return this.#folded + BigInt(this.#exact);
   }
 
   toJSON(): { count: number; ns: bigint } {
