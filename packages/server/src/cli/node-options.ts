@@ -6,8 +6,8 @@
  *
  * `--max-semi-space-size=64`: a request leaves kilobytes of short-lived objects behind (decoded
  * messages, tensors' views, promises, responses), so young-generation collections dominate the
- * server's garbage collection. V8's default 16 MiB semi-space fills in well under a millisecond
- * under load; 64 MiB collects a quarter as often, and as little survives each collection it
+ * server's garbage collection. V8's default 16 MiB semi-space fills many times a second under
+ * load; 64 MiB collects up to a quarter as often, and as little survives each collection it
  * costs about the same, so the total falls. On the MLP example at 64 gRPC-stream clients this
  * took throughput from about 27 500 to 32 000 infer/s on a 2-core machine for about 50 MB more
  * resident memory at that load (docs/benchmarks.md).
