@@ -36,13 +36,14 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import { pb } from '@nereid/protocol';
-import { defaultIntraOpThreads, SERVE_NODE_OPTIONS } from '@nereid/server';
+import { defaultIntraOpThreads } from '@nereid/server';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
 import {
   alternate,
   benchArgs,
   compared,
   LoadClientPool,
+  nereidServeCommand,
   medianOf,
   report,
   rawGrpcAnswers,
@@ -120,10 +121,7 @@ await writeFile(requestFile, request);
 const serve = (repo: string) =>
   spawnServer(
     [
-      ...(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
-      ...SERVE_NODE_OPTIONS,
-      join(root, 'packages/server/bin/nereid.js'),
-      'serve',
+      ...nereidServeCommand(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
       `--model-repository=${repo}`,
       '--http-port=0', // statistics and configuration, and the load with --transport http
       '--http-address=127.0.0.1',

@@ -33,9 +33,8 @@ import { fileURLToPath } from 'node:url';
 import { Client, credentials } from '@grpc/grpc-js';
 import { GRPC_INFERENCE_SERVICE, pb } from '@nereid/protocol';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, compared, LoadClientPool, medianOf, rawGrpcAnswers, report, spawnServer, type DistributedLoadResult, type Figure } from './lib.js';
+import { alternate, benchArgs, compared, LoadClientPool, medianOf, nereidServeCommand, rawGrpcAnswers, report, spawnServer, type DistributedLoadResult, type Figure } from './lib.js';
 import type { GrpcLoadOptions } from './grpc-load-client.js';
-import { SERVE_NODE_OPTIONS } from '@nereid/server';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -73,10 +72,7 @@ await writeFile(requestFile, request);
 // (a), (b): nereid serve, gRPC only.
 const nereid = await spawnServer(
   [
-    ...(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
-    ...SERVE_NODE_OPTIONS,
-    join(root, 'packages/server/bin/nereid.js'),
-    'serve',
+    ...nereidServeCommand(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
     `--model-repository=${repo}`,
     '--allow-http=false',
     '--grpc-port=0',

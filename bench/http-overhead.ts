@@ -21,9 +21,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import { Server, silentLogger, SERVE_NODE_OPTIONS } from '@nereid/server';
+import { Server, silentLogger } from '@nereid/server';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, httpPoster, medianOf, nodeHttpPoster, report, runLoad, spawnServer, type Figure } from './lib.js';
+import { alternate, benchArgs, httpPoster, medianOf, nereidServeCommand, nodeHttpPoster, report, runLoad, spawnServer, type Figure } from './lib.js';
 
 const { seconds, jsonPath } = benchArgs();
 
@@ -91,7 +91,7 @@ async function measureBoth(ports: [number, number], c: number, rounds: number, p
 
 // (c) nereid serve in a child process.
 const nereid = await spawnServer(
-  [...SERVE_NODE_OPTIONS, join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'],
+  [...nereidServeCommand(), `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'],
   /Started HTTPService at [^:]+:(\d+)/,
 );
 // Capture Nereid's real response bytes for the bare server to send back.

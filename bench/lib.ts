@@ -7,8 +7,10 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { Client, credentials } from '@grpc/grpc-js';
 import { GRPC_INFERENCE_SERVICE } from '@nereid/protocol';
+import { SERVE_NODE_OPTIONS } from '@nereid/server';
 import { leanHttpPoster } from './lean-http.js';
 
 export interface LoadResult {
@@ -203,6 +205,15 @@ export interface ChildServer {
   ports: Record<string, number>;
   process: ChildProcess;
   stop(): Promise<void>;
+}
+
+/**
+ * The start of `nereid serve`'s command line as the benchmarks run it (arguments to `node`, for
+ * `spawnServer`): `nodeFlags` (profiling), the Node.js options the server is meant to run with
+ * (`SERVE_NODE_OPTIONS`, docs/operations.md), the CLI and `serve`; the caller appends the options.
+ */
+export function nereidServeCommand(nodeFlags: readonly string[] = []): string[] {
+  return [...nodeFlags, ...SERVE_NODE_OPTIONS, fileURLToPath(new URL('../../packages/server/bin/nereid.js', import.meta.url)), 'serve'];
 }
 
 /**

@@ -15,8 +15,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GrpcClient, type InferResult } from '@nereid/client';
-import { alternate, benchArgs, compared, median, report, runLoad, spawnServer } from './lib.js';
-import { SERVE_NODE_OPTIONS } from '@nereid/server';
+import { alternate, benchArgs, compared, median, nereidServeCommand, report, runLoad, spawnServer } from './lib.js';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -25,9 +24,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 const server = await spawnServer(
   [
-    ...SERVE_NODE_OPTIONS,
-    join(root, 'packages', 'server', 'bin', 'nereid.js'),
-    'serve',
+    ...nereidServeCommand(),
     '--model-repository',
     join(root, 'examples', 'ocr', 'model_repository'),
     '--http-address=127.0.0.1',

@@ -22,8 +22,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
 import type { LevelSummary } from '@nereid/perf';
-import { alternate, benchArgs, compared, median, report, spawnServer, type Figure } from './lib.js';
-import { SERVE_NODE_OPTIONS } from '@nereid/server';
+import { alternate, benchArgs, compared, median, nereidServeCommand, report, spawnServer, type Figure } from './lib.js';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -34,7 +33,7 @@ const perfBin = join(root, 'packages/perf/bin/nereid-perf.js');
 const repo = await mkdtemp(join(tmpdir(), 'nereid-bench-perf-'));
 await writeModelToRepository(repo, simpleModel());
 const server = await spawnServer(
-  [...SERVE_NODE_OPTIONS, join(root, 'packages/server/bin/nereid.js'), 'serve', `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--grpc-port=0', '--grpc-address=127.0.0.1', '--allow-metrics=false'],
+  [...nereidServeCommand(), `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--grpc-port=0', '--grpc-address=127.0.0.1', '--allow-metrics=false'],
   /Started HTTPService at [^:]+:(\d+)/,
   { grpc: /Started GRPCInferenceService at [^\s]+:(\d+)/ },
 );

@@ -30,9 +30,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GrpcClient, HttpClient, SystemSharedMemoryRegion, type ClientInferOptions } from '@nereid/client';
-import { fileBytes, SERVE_NODE_OPTIONS } from '@nereid/server';
+import { fileBytes } from '@nereid/server';
 import { identityModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, compared, httpPoster, median, medianOf, report, runLoad, spawnServer, type ChildServer, type Figure, type LoadResult } from './lib.js';
+import { alternate, benchArgs, compared, httpPoster, median, medianOf, nereidServeCommand, report, runLoad, spawnServer, type ChildServer, type Figure, type LoadResult } from './lib.js';
 
 const args = benchArgs();
 const { seconds, jsonPath } = args;
@@ -49,9 +49,7 @@ await writeModelToRepository(repo, identityModel('FP32', [-1, -1]));
 
 const server = await spawnServer(
   [
-    ...SERVE_NODE_OPTIONS,
-    join(root, 'packages/server/bin/nereid.js'),
-    'serve',
+    ...nereidServeCommand(),
     `--model-repository=${repo}`,
     '--http-port=0',
     '--http-address=127.0.0.1',
