@@ -755,7 +755,7 @@ export class Server {
       model: mv.name,
       inputs: validated.inputs,
       requestedOutputs: validated.requestedOutputs,
-      ...(outputBuffers && { outputBuffers }),
+      outputBuffers,
       parameters: params.custom,
       batchSize: validated.batchSize,
       priority: params.priority,
