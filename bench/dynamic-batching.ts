@@ -10,8 +10,10 @@
  *   (d) a bare server answering Nereid's response bytes without any model (bench/bare-http-server.ts,
  *       or bench/bare-grpc-server.ts for the gRPC transports), same load: the ceiling of the
  *       transport and the load generator on this machine.
- * The load: `--concurrency` (default 64) closed-loop clients, each sending batch-1 requests, spread
- * over `--clients` load processes (bench/grpc-load-client.ts, default 2). `--transport http`
+ * The load: `--concurrency` (default 64) closed-loop clients, each sending batch-1 requests, from
+ * `--clients` load processes (bench/grpc-load-client.ts, default 1, as perf_analyzer is one
+ * process: on a machine whose cores the server shares, a second load process only adds a
+ * competitor for them; one stays below a quarter of its event loop here). `--transport http`
  * (default) sends KServe v2 HTTP/REST requests with binary tensor data over keep-alive
  * connections (the benchmarks' lean HTTP/1.1 client, bench/lean-http.ts); `http2` and `grpc-js`
  * send gRPC `ModelInfer` calls (see grpc-load-client.ts), or, with `--mode stream`,
@@ -57,7 +59,7 @@ import {
 const args = benchArgs();
 const { seconds, jsonPath } = args;
 const rounds = Math.floor(args.number('rounds', 3));
-const clients = Math.floor(args.number('clients', 2));
+const clients = Math.floor(args.number('clients', 1));
 const concurrency = Math.floor(args.number('concurrency', 64));
 const cpuProfDir = args.value('cpu-prof');
 const transport = (args.value('transport') ?? 'http') as GrpcLoadOptions['transport'];
@@ -325,6 +327,6 @@ const figures: Figure[] = [
 ];
 console.log(
   `# ${grpc ? `gRPC ${mode === 'stream' ? 'ModelStreamInfer, one stream per client' : 'ModelInfer'} (${transport} load client)` : 'HTTP/REST with binary tensor data'}: ${concurrency} closed-loop clients ` +
-    `of batch 1 over ${clients} load processes, ${availableParallelism()} cores`,
+    `of batch 1 from ${clients} load process${clients === 1 ? '' : 'es'}, ${availableParallelism()} cores`,
 );
 report(figures, jsonPath);
