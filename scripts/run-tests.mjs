@@ -1,16 +1,23 @@
 #!/usr/bin/env node
-// Runs every compiled test file with Node's built-in test runner.
+// Runs every compiled test file of one tier with Node's built-in test runner.
 //
 // Node 20's `node --test DIR` does not expand directories of compiled TypeScript reliably, so the
 // files are listed here explicitly: every `*.test.js` under packages/*/dist and dist/test whose
-// TypeScript source still exists (stale outputs of deleted tests are skipped, not run).
-// The conformance tier (test/conformance, Triton's own clients and tools; docs/compatibility.md)
-// needs the Python environment of scripts/conformance-env.sh and runs only with --conformance,
-// which runs nothing else.
-// Usage: node scripts/run-tests.mjs [--conformance] [substring ...]   (only files whose path
-// contains one)
+// TypeScript source still exists (stale outputs of deleted tests are left out, not run).
+// Tiers (docs/testing.md): the default one (unit and end-to-end tests); --conformance, the files
+// under test/conformance (Triton's own clients and tools, from the virtual environment that
+// `node scripts/setup.mjs conformance` makes); --corpus, the `*.corpus.test.js` files (the
+// reference config corpus of a team checkout). Each runs nothing of the others.
+//
+// No test may skip for a missing prerequisite: a skipped or todo test fails the run, unless its
+// reason starts with "needs a GPU" (hardware this machine may lack). The summary lists every skip
+// with its reason.
+// Usage: node scripts/run-tests.mjs [--conformance | --corpus] [substring ...]   (only files whose
+// path contains one)
+//        node scripts/run-tests.mjs --files FILE...   (exactly these compiled test files, any tier)
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -34,16 +41,25 @@ function walk(dir, out) {
 }
 
 const args = process.argv.slice(2);
+const explicit = args[0] === '--files' ? args.slice(1) : undefined;
 const conformance = args.includes('--conformance');
-const filters = args.filter((a) => a !== '--conformance');
+const corpus = args.includes('--corpus');
+if (conformance && corpus) {
+  console.error('--conformance and --corpus are separate tiers: run them one at a time');
+  process.exit(2);
+}
+const tier = conformance ? 'conformance' : corpus ? 'corpus' : 'default';
+const filters = args.filter((a) => a !== '--conformance' && a !== '--corpus');
 const conformanceDir = join(root, 'dist', 'test', 'conformance') + '/';
-const files = [];
-let sources = 0;
-for (const [dist, src] of trees) {
+/** The tier a compiled test file belongs to. */
+const tierOf = (file) => (file.startsWith(conformanceDir) ? 'conformance' : file.endsWith('.corpus.test.js') ? 'corpus' : 'default');
+const files = explicit ?? [];
+let sources = explicit?.length ?? 0;
+for (const [dist, src] of explicit ? [] : trees) {
   for (const file of walk(dist, [])) {
     const source = join(src, relative(dist, file)).replace(/\.js$/, '.ts');
     if (!existsSync(source)) continue;
-    if (file.startsWith(conformanceDir) !== conformance) continue;
+    if (tierOf(file) !== tier) continue;
     sources++;
     if (filters.length === 0 || filters.some((f) => file.includes(f))) files.push(file);
   }
@@ -51,7 +67,7 @@ for (const [dist, src] of trees) {
 
 // Every test source must have been compiled; a missing output means the build skipped it.
 const missing = [];
-for (const [dist, src] of trees) {
+for (const [dist, src] of explicit ? [] : trees) {
   const walkSrc = (dir) => {
     if (!existsSync(dir)) return;
     for (const name of readdirSync(dir)) {
@@ -74,12 +90,40 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-console.log(`Running ${files.length} of ${sources} test files`);
+console.log(`Running ${files.length} of ${sources} test files (${explicit ? 'as listed' : `${tier} tier`})`);
 // Conformance files drive the server with external processes (Python clients, perf_analyzer,
 // Model Analyzer) that each want the machine's cores: one file at a time.
 const concurrency = conformance ? ['--test-concurrency=1'] : [];
-const child = spawn(process.execPath, ['--test', '--test-reporter=spec', ...concurrency, ...files], {
-  stdio: 'inherit',
-  cwd: root,
+const skipsDir = mkdtempSync(join(tmpdir(), 'nereid-test-skips-'));
+const skipsFile = join(skipsDir, 'skips.jsonl');
+const reporters = [
+  '--test-reporter=spec',
+  '--test-reporter-destination=stdout',
+  `--test-reporter=${join(root, 'scripts', 'skip-reporter.mjs')}`,
+  `--test-reporter-destination=${skipsFile}`,
+];
+// A runner of its own, even when started from inside a test (Node's NODE_TEST_CONTEXT would make
+// the child report to that test's runner and run nothing).
+const env = { ...process.env };
+delete env.NODE_TEST_CONTEXT;
+const child = spawn(process.execPath, ['--test', ...reporters, ...concurrency, ...files], { stdio: 'inherit', cwd: root, env });
+child.on('exit', (code, signal) => {
+  const skips = existsSync(skipsFile)
+    ? readFileSync(skipsFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line))
+    : [];
+  rmSync(skipsDir, { recursive: true, force: true });
+  const allowed = (s) => s.kind === 'skip' && /^needs a GPU\b/.test(s.reason);
+  const refused = skips.filter((s) => !allowed(s));
+  const where = (file) => (file.startsWith(root) ? relative(root, file) : file);
+  const line = (s) =>
+    `  ${s.kind} ${where(s.file)} › ${s.path.join(' › ')}: ${s.reason || '(no reason given)'}${allowed(s) ? '' : '  [not allowed]'}`;
+  console.log(skips.length > 0 ? `\nSkipped (${skips.length}):\n${skips.map(line).join('\n')}` : '\nSkipped: none');
+  if (refused.length > 0) {
+    console.error(
+      `\n${refused.length} skipped or todo test(s) are not allowed: only a test that needs hardware this machine lacks may skip, ` +
+        'with a reason starting "needs a GPU". A missing prerequisite is a failure (npm test installs what is missing; docs/testing.md).',
+    );
+  }
+  const status = code ?? (signal ? 1 : 0);
+  process.exit(status !== 0 ? status : refused.length > 0 ? 1 : 0);
 });
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
