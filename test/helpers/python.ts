@@ -1,5 +1,5 @@
 /**
- * Helpers for the Python and PyTorch backend tests: whether the system Python can run them, a
+ * Helpers for the Python and PyTorch backend tests: a check that the system Python can run them, a
  * logger that records lines, Triton-style `model.py` sources, and TorchScript models saved by
  * Debian's torch at test time (no binary is committed).
  */
@@ -22,24 +22,43 @@ function run(file: string, args: readonly string[]): Promise<{ code: number; std
   });
 }
 
+/** The Debian packages that provide the Python modules the tests import. */
+const DEBIAN: Record<string, string> = {
+  numpy: 'python3-numpy',
+  torch: 'python3-torch libopenblas0-pthread',
+  PIL: 'python3-pil',
+  grpc: 'python3-grpcio',
+  grpc_tools: 'python3-grpc-tools',
+};
+
 const checked = new Map<string, Promise<string | undefined>>();
 
 /**
- * Why the tests cannot run (a sentence to print with the skip), or undefined when `PYTHON`
- * imports every module of `modules`.
+ * Why `PYTHON` cannot run the tests (a sentence naming the modules and the Debian packages that
+ * provide them), or undefined when it imports every module of `modules`.
  */
-export function pythonSkipReason(modules: readonly string[] = ['numpy']): Promise<string | undefined> {
+export function pythonMissing(modules: readonly string[] = ['numpy']): Promise<string | undefined> {
   const key = modules.join(',');
   let reason = checked.get(key);
   if (reason === undefined) {
     reason = run(PYTHON, ['-c', `import ${key}`]).then((r) =>
       r.code === 0
         ? undefined
-        : `${PYTHON} cannot import ${modules.join(', ')} (install python3-numpy${modules.includes('torch') ? ', python3-torch and libopenblas0-pthread' : ''}; .ci/run does): ${r.stderr.trim().split('\n').pop()}`,
+        : `${PYTHON} cannot import ${modules.join(', ')}: ${r.stderr.trim().split('\n').pop()}. ` +
+          `Install ${modules.map((m) => DEBIAN[m] ?? m).join(' ')} (apt-get install -y ...), or run npm test, which installs them`,
     );
     checked.set(key, reason);
   }
   return reason;
+}
+
+/**
+ * Throws when `PYTHON` cannot import every module of `modules`. Called from a suite's `before`
+ * hook, it makes the suite fail with the reason instead of running tests that cannot work.
+ */
+export async function requirePython(modules: readonly string[] = ['numpy']): Promise<void> {
+  const reason = await pythonMissing(modules);
+  if (reason !== undefined) throw new Error(reason);
 }
 
 /** Runs a Python script with `PYTHON`; rejects with its stderr when it fails. */

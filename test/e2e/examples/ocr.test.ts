@@ -5,8 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { HttpClient } from '@nereid/client';
 import { REPO_ROOT } from '../../helpers/cli.js';
 import { refusal, startServer, type RunningServer } from '../../helpers/harness.js';
-import { PYTHON, pythonSkipReason, runPython } from '../../helpers/python.js';
+import { requirePython, runPython } from '../../helpers/python.js';
 
 const run = promisify(execFile);
 const REPOSITORY = join(REPO_ROOT, 'examples', 'ocr', 'model_repository');
@@ -38,20 +37,17 @@ image.save(sys.argv[1])`,
   return readFile(file);
 }
 
-const skip =
-  (await pythonSkipReason(['PIL'])) !== undefined
-    ? `${PYTHON} cannot import PIL (install python3-pil; .ci/run does)`
-    : existsSync(FONT)
-      ? undefined
-      : `${FONT} is missing (install fonts-dejavu-core; .ci/run does)`;
-
-describe('example: text recognition pipeline (ensemble of JS steps and PaddleOCR models)', { skip }, () => {
+describe('example: text recognition pipeline (ensemble of JS steps and PaddleOCR models)', () => {
   let srv: RunningServer;
   let http: HttpClient;
   let dir: string;
   let twoLines: Buffer;
 
   before(async () => {
+    await requirePython(['PIL']);
+    await access(FONT).catch(() => {
+      throw new Error(`${FONT} is missing: install fonts-dejavu-core (apt-get install -y fonts-dejavu-core), or run npm test, which installs it`);
+    });
     srv = await startServer({ modelRepositories: [REPOSITORY] });
     http = new HttpClient(srv.url);
     dir = await mkdtemp(join(tmpdir(), 'nereid-ocr-'));

@@ -3,7 +3,7 @@
  * by grpc_tools.protoc, against the gRPC frontend (protocol.md §4, §7.4). Checks that the schema
  * files are what another protobuf implementation compiles and speaks, not only ts-proto.
  *
- * Needs Debian's python3-grpcio and python3-grpc-tools for /usr/bin/python3 (.ci/run installs
+ * Needs Debian's python3-grpcio and python3-grpc-tools for /usr/bin/python3 (npm test installs
  * them); without them the tests fail and say so, they are never skipped.
  */
 import assert from 'node:assert/strict';

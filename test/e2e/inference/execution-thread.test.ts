@@ -6,7 +6,7 @@
  * worker of an instance that went inline.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { NereidError, typedArrayOf } from '@nereid/protocol';
 import { Server, silentLogger, type InferRequest, type InferResponse, type Logger } from '@nereid/server';
@@ -255,7 +255,7 @@ describe('execution_thread with a slow model', () => {
   });
 });
 
-describe('execution_thread and unloading', { skip: !existsSync('/proc/self/status') && 'needs /proc/self/status' }, () => {
+describe('execution_thread and unloading', () => {
   const threads = () => Number(/^Threads:\s+(\d+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
 
   it('releases the worker of an instance that went inline', async () => {

@@ -90,7 +90,7 @@ export function promtoolCheck(text: string): void {
   if (run.error !== undefined) {
     assert.fail(
       `promtool could not be run (${run.error.message}): install Debian's 'prometheus' package ` +
-        `(apt-get install -y prometheus; .ci/run does) to validate the exposition format`,
+        `(apt-get install -y prometheus, or run npm test, which installs it) to validate the exposition format`,
     );
   }
   const findings = `${run.stdout}\n${run.stderr}`.split('\n').filter((l) => l.trim() !== '');

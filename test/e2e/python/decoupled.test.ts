@@ -4,17 +4,14 @@
  * gRPC ModelStreamInfer and HTTP Server-Sent Events; and BLS into that model with
  * `exec(decoupled=True)` / `await async_exec(decoupled=True)`, which iterate over its responses.
  *
- * Needs /usr/bin/python3 with numpy; skipped with the reason printed otherwise.
+ * Needs /usr/bin/python3 with numpy (npm test installs it); fails naming what is missing otherwise.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient, type StreamResult } from '@nereid/client';
 import type { StreamResponse } from '@nereid/server';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
-import { REPEAT_CONFIG, REPEAT_PY, pythonSkipReason } from '../../helpers/python.js';
-
-const skip = await pythonSkipReason(['numpy']);
-if (skip) console.log(`# skipping decoupled Python model tests: ${skip}`);
+import { REPEAT_CONFIG, REPEAT_PY, requirePython } from '../../helpers/python.js';
 
 /**
  * BLS into "repeat" with exec(decoupled=True) (parameter mode "sync") or async_exec (mode
@@ -77,7 +74,7 @@ let grpc: GrpcClient;
 let http: HttpClient;
 
 before(async () => {
-  if (skip) return;
+  await requirePython(['numpy']);
   repo = await makeRepository({
     repeat: { 'config.pbtxt': REPEAT_CONFIG, '1/model.py': REPEAT_PY },
     bls_repeat: { 'config.pbtxt': BLS_CONFIG, '1/model.py': BLS_PY },
@@ -102,7 +99,7 @@ function values(v: number[]) {
   return [{ name: 'IN', datatype: 'INT32' as const, shape: [v.length], data: Int32Array.from(v) }];
 }
 
-describe('a decoupled Python model streamed to clients', { skip }, () => {
+describe('a decoupled Python model streamed to clients', () => {
   it('gRPC ModelStreamInfer: one response per value, in order, the empty final only on opt-in', async () => {
     const stream = grpc.stream();
     stream.send({ model: 'repeat', id: 'a', inputs: values([3, 1, 4]), enableEmptyFinalResponse: true });
@@ -163,7 +160,7 @@ describe('a decoupled Python model streamed to clients', { skip }, () => {
   });
 });
 
-describe('BLS into a decoupled model from Python', { skip }, () => {
+describe('BLS into a decoupled model from Python', () => {
   for (const mode of ['sync', 'async']) {
     it(`${mode === 'sync' ? 'exec' : 'async_exec'}(decoupled=True) iterates over every response, the flags-only final as an empty one`, async () => {
       const res = await srv.server.infer({

@@ -9,9 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { Server, silentLogger } from '@nereid/server';
 import { makeRepository, removeDir } from '../../helpers/harness.js';
 import { waitFor } from '../../helpers/lifecycle.js';
-import { pythonSkipReason } from '../../helpers/python.js';
-
-const skip = await pythonSkipReason(['numpy']);
+import { requirePython } from '../../helpers/python.js';
 
 const DECOUPLED_PY = String.raw`
 import numpy as np
@@ -82,7 +80,8 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 `;
 }
 
-describe('iterative sequences with Python models', { skip }, () => {
+describe('iterative sequences with Python models', () => {
+  before(() => requirePython(['numpy']));
   let repo: string;
   let server: Server;
 

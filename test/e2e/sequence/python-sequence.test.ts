@@ -6,9 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
-import { pythonSkipReason } from '../../helpers/python.js';
-
-const skip = await pythonSkipReason(['numpy']);
+import { requirePython } from '../../helpers/python.js';
 
 const MODEL_PY = String.raw`
 import numpy as np
@@ -55,7 +53,8 @@ instance_group [ { kind: KIND_CPU count: 1 } ]
 `;
 }
 
-describe('sequence batcher with a Python model', { skip }, () => {
+describe('sequence batcher with a Python model', () => {
+  before(() => requirePython(['numpy']));
   let repo: string;
   let srv: RunningServer;
 

@@ -21,7 +21,7 @@ import {
 import { simpleModel } from '@nereid/testkit';
 import { refusal, serveRepository, startServer, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
-import { ADD_SUB_PY, pythonSkipReason } from '../../helpers/python.js';
+import { ADD_SUB_PY, requirePython } from '../../helpers/python.js';
 
 const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
 const A = Int32Array.from(range(16, (i) => i * 3));
@@ -54,8 +54,6 @@ max_batch_size: 8
 ${TENSORS}
 instance_group [ { kind: KIND_CPU, count: 1 } ]
 `;
-const pythonSkip = await pythonSkipReason(['numpy']);
-if (pythonSkip) console.log(`# shared memory through the Python backend skipped: ${pythonSkip}`);
 
 const BATCHED_CONFIG = `${simpleModel({ name: 'simple_batched' }).config!}
 dynamic_batching {
@@ -80,12 +78,13 @@ function createRegion(byteSize: number): SystemSharedMemoryRegion {
 }
 
 before(async () => {
+  await requirePython(['numpy']);
   served = await serveRepository(
     {
       simple: modelFiles(simpleModel()),
       simple_batched: modelFiles(simpleModel({ name: 'simple_batched' }), { config: BATCHED_CONFIG }),
       simple_ensemble: { 'config.pbtxt': ENSEMBLE_CONFIG, '1/.keep': '' },
-      ...(pythonSkip === undefined && { add_sub_py: { 'config.pbtxt': PYTHON_CONFIG, '1/model.py': ADD_SUB_PY } }),
+      add_sub_py: { 'config.pbtxt': PYTHON_CONFIG, '1/model.py': ADD_SUB_PY },
     },
     { allowClientShm: true },
   );
@@ -218,7 +217,7 @@ describe('the same inference through JSON, binary, gRPC and shared memory', () =
   });
 
   it('an ensemble and a Python model read their inputs from regions and their outputs land in regions', async () => {
-    for (const model of ['simple_ensemble', ...(pythonSkip === undefined ? ['add_sub_py'] : [])]) {
+    for (const model of ['simple_ensemble', 'add_sub_py']) {
       for (const client of [http, grpc]) {
         const { input, output, out } = await inputOutputRegions(client);
         const result = await client.infer(shmRequest(model, input, output));

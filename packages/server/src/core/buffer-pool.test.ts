@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { BufferPool, lendViews, returnView } from './buffer-pool.js';
-import { nativeAddonMissing } from './native.js';
+import { requireNativeAddon } from './test-support.js';
 import { slabId, takeSlab } from './slabs.js';
 
 describe('BufferPool', () => {
@@ -87,7 +87,8 @@ describe('lendViews / returnView', () => {
   });
 });
 
-describe('BufferPool (shared)', { skip: nativeAddonMissing() }, () => {
+describe('BufferPool (shared)', () => {
+  before(requireNativeAddon);
   it('hands out slabs, reuses them, and gives those it drops back to the slabs', () => {
     const pool = new BufferPool({ shared: true, minBytes: 64 * 1024, maxBytes: 4 << 20 });
     const a = pool.take(3 << 20);

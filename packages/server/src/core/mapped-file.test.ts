@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { closeSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
-import { afterEach, describe, it } from 'node:test';
-import { fileBytes, mappingUnavailableReason } from './mapped-file.js';
+import { afterEach, before, describe, it } from 'node:test';
+import { fileBytes } from './mapped-file.js';
+import { requireMapping } from './test-support.js';
 
 const open: { fd: number; path: string }[] = [];
 
@@ -24,11 +25,9 @@ afterEach(() => {
   }
 });
 
-const unavailable = mappingUnavailableReason();
-if (unavailable !== undefined) console.log(`# mapped-file: mapping tests skipped: ${unavailable}`);
-
 for (const map of [true, false]) {
-  describe(`fileBytes (${map ? 'memory mapping' : 'positioned I/O'})`, { skip: map && unavailable }, () => {
+  describe(`fileBytes (${map ? 'memory mapping' : 'positioned I/O'})`, () => {
+    if (map) before(requireMapping);
     it(`copies out of and into the file${map ? ' through a mapping' : ''}`, () => {
       const { fd, path } = file(1 << 20);
       const bytes = fileBytes(fd, 1 << 20, { writable: true, map });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { nativeAddon, nativeAddonMissing } from './native.js';
+import { before, describe, it } from 'node:test';
+import { nativeAddon } from './native.js';
+import { requireNativeAddon } from './test-support.js';
 
-const missing = nativeAddonMissing();
-if (missing !== undefined) console.log(`# native: addon tests skipped: ${missing}`);
 
-describe('native addon', { skip: missing }, () => {
+describe('native addon', () => {
+  before(requireNativeAddon);
   it('loads once and offers the mapping copies; bad arguments are type errors, not crashes', () => {
     const addon = nativeAddon()!;
     assert.equal(nativeAddon(), addon);

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { closeSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
-import { afterEach, describe, it } from 'node:test';
+import { afterEach, before, describe, it } from 'node:test';
 import { NereidError } from '@nereid/protocol';
-import { mappingUnavailableReason } from './mapped-file.js';
+import { requireMapping } from './test-support.js';
 import { SharedMemoryManager, shmKeyPath } from './shared-memory.js';
 
 const created: string[] = [];
@@ -49,9 +49,9 @@ describe('shmKeyPath', () => {
   });
 });
 
-const unavailable = mappingUnavailableReason();
 
-for (const map of [true, false]) describe(`SharedMemoryManager (${map ? 'mapped regions' : 'positioned I/O'})`, { skip: map && unavailable }, () => {
+for (const map of [true, false]) describe(`SharedMemoryManager (${map ? 'mapped regions' : 'positioned I/O'})`, () => {
+  if (map) before(requireMapping);
   it('refuses registration unless client shared memory is allowed; status works either way', () => {
     const m = new SharedMemoryManager({ map });
     const { key } = object(16);
@@ -119,7 +119,8 @@ for (const map of [true, false]) describe(`SharedMemoryManager (${map ? 'mapped 
   });
 });
 
-describe('SharedMemoryManager (mapped regions): views instead of copies', { skip: unavailable }, () => {
+describe('SharedMemoryManager (mapped regions): views instead of copies', () => {
+  before(requireMapping);
   it('reads are views of the region itself, and outputs can be written through a target view', () => {
     const m = new SharedMemoryManager({ allowClient: true });
     const { key, path } = object(8192);

@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { closeSync, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
-import { nativeAddon, nativeAddonMissing } from './native.js';
+import { nativeAddon } from './native.js';
+import { requireNativeAddon } from './test-support.js';
 import { giveSlab, shareFile, sharedFileDamaged, slabId, slabView, takeSlab, unshareFile } from './slabs.js';
 
-const missing = nativeAddonMissing();
-if (missing !== undefined) console.log(`# slabs: tests skipped: ${missing}`);
 
 /** Runs `body` (an ES module's text) on a worker thread with `data`; resolves with its one message. */
 function onWorker(body: string, data: unknown): Promise<unknown> {
@@ -22,7 +21,8 @@ function onWorker(body: string, data: unknown): Promise<unknown> {
   });
 }
 
-describe('slabs', { skip: missing }, () => {
+describe('slabs', () => {
+  before(requireNativeAddon);
   it('are one memory for every thread: a worker reads what this thread wrote and writes what it reads', async () => {
     const view = takeSlab(1 << 20)!;
     assert.ok(view.byteLength >= 1 << 20);
@@ -76,7 +76,8 @@ describe('slabs', { skip: missing }, () => {
   });
 });
 
-describe('shared file mappings', { skip: missing }, () => {
+describe('shared file mappings', () => {
+  before(requireNativeAddon);
   it('are viewed by id from every thread; a fault after the file shrank is survived in any thread and marked', async () => {
     const path = `/dev/shm/nereid_slabs_${process.pid}_${Date.now()}`;
     const fd = openSync(path, 'w+');

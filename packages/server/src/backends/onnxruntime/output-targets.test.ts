@@ -11,14 +11,12 @@ import { after, before, describe, it } from 'node:test';
 import { NereidError } from '@nereid/protocol';
 import { identityModel, writeModelToRepository } from '@nereid/testkit';
 import { completeModelConfig, normalizeModelConfig, parseModelConfigText } from '../../config/index.js';
-import { nativeAddonMissing } from '../../core/native.js';
+import { requireNativeAddon } from '../../core/test-support.js';
 import { giveSlab, takeSlab } from '../../core/slabs.js';
 import { silentLogger } from '../../observability/logger.js';
 import type { BackendInstance, BackendModel, BackendRequest, BackendResponse, BackendTensor, ExecutionTiming } from '../spi.js';
 import { onnxRuntimeBackend } from './onnxruntime-backend.js';
 
-const missing = nativeAddonMissing();
-if (missing !== undefined) console.log(`# output targets: tests skipped: ${missing}`);
 
 const ELEMENTS = 256 * 1024;
 const BYTES = ELEMENTS * 4;
@@ -54,7 +52,8 @@ function floats(n: number, seed: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => seed * 10_000 + (i % 9973));
 }
 
-describe('ONNX Runtime backend: outputs written into the buffers a request names', { skip: missing }, () => {
+describe('ONNX Runtime backend: outputs written into the buffers a request names', () => {
+  before(requireNativeAddon);
   let dir: string;
   let model: BackendModel;
   let instance: BackendInstance;

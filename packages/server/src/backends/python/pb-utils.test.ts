@@ -1,23 +1,14 @@
 /**
  * `pb_utils.ModelConfig`, the object `auto_complete_config` receives (models-and-scheduling.md
  * §3.5), and the pure helpers of `triton_python_backend_utils.py`, run by the system Python.
- * Needs /usr/bin/python3 with numpy; skipped with the reason printed otherwise.
+ * Needs /usr/bin/python3 with numpy (npm test installs it); fails naming what is missing otherwise.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { describe, it } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { before, describe, it } from 'node:test';
 import { PYTHON_DIR } from './stub-process.js';
+import { requireNumpy } from './test-support.js';
 
-function skipReason(): string | undefined {
-  try {
-    execFileSync('/usr/bin/python3', ['-c', 'import numpy'], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    return '/usr/bin/python3 cannot import numpy (install python3-numpy)';
-  }
-}
-const skip = skipReason();
-if (skip) console.log(`# skipping pb_utils tests: ${skip}`);
 
 /**
  * Runs `body` after `import triton_python_backend_utils as pb_utils`, with `err(f)` returning the
@@ -40,7 +31,8 @@ function python(body: string): unknown {
   return JSON.parse(r.stdout);
 }
 
-describe('pb_utils.ModelConfig (auto_complete_config)', { skip }, () => {
+describe('pb_utils.ModelConfig (auto_complete_config)', () => {
+  before(requireNumpy);
   it('adds inputs and outputs, fills an existing entry, and keeps as_dict read-only', () => {
     const out = python(`
 c = pb_utils.ModelConfig(json.dumps({"name": "m", "max_batch_size": 0, "input": [{"name": "A", "data_type": "TYPE_INVALID", "dims": []}]}))

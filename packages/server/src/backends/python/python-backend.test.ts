@@ -3,11 +3,10 @@
  * §8.1, §8.5), with a real stub process: many responses per request through
  * `InferenceResponseSender`, sent from a thread after execute returned and from `async def
  * execute` coroutines, flags-only final responses, cancellation seen by `is_cancelled()`, and an
- * execute that raises. Needs /usr/bin/python3 with numpy; skipped with the reason printed
- * otherwise.
+ * execute that raises. Needs /usr/bin/python3 with numpy (npm test installs it); fails naming
+ * what is missing otherwise.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,17 +16,8 @@ import { completeModelConfig, modelConfigFromJson, normalizeModelConfig } from '
 import { silentLogger } from '../../observability/logger.js';
 import type { BackendInstance, BackendModel, BackendRequest, BackendResponse, BackendTensor, ExecutionTiming, ModelContext } from '../spi.js';
 import { pythonBackend } from './python-backend.js';
+import { requireNumpy } from './test-support.js';
 
-function skipReason(): string | undefined {
-  try {
-    execFileSync('/usr/bin/python3', ['-c', 'import numpy'], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    return '/usr/bin/python3 cannot import numpy (install python3-numpy)';
-  }
-}
-const skip = skipReason();
-if (skip) console.log(`# skipping decoupled Python backend tests: ${skip}`);
 
 /**
  * Triton's decoupled "repeat" pattern: for IN = [a, b, c] it sends OUT = [a], [b], [c] (IDX the
@@ -133,7 +123,8 @@ function ints(r: BackendResponse | NereidError | null, name: string): number[] {
   return [...new Int32Array(new Uint8Array(t.data).buffer)];
 }
 
-describe('Python backend: decoupled models through the SPI', { skip }, () => {
+describe('Python backend: decoupled models through the SPI', () => {
+  before(requireNumpy);
   let dir: string;
   let model: BackendModel;
   let instance: BackendInstance;
