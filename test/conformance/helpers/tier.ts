@@ -1,8 +1,8 @@
 /**
  * The conformance tier's plumbing: the Python environment of Triton's own clients and tools
- * (`.venv-conformance`, made by scripts/conformance-env.sh), a real `nereid serve` process on
- * ephemeral 127.0.0.1 ports, and runs of the tier's Python scripts and of perf_analyzer /
- * Model Analyzer against it.
+ * (`.venv-conformance`, made by `node scripts/setup.mjs conformance`), a real `nereid serve`
+ * process on ephemeral 127.0.0.1 ports, and runs of the tier's Python scripts and of
+ * perf_analyzer / Model Analyzer against it.
  *
  * Nothing here skips: without the environment every case fails with the command that makes it.
  */
@@ -22,7 +22,7 @@ export const SCRIPTS = join(REPO_ROOT, 'test', 'conformance');
 
 const MISSING =
   `The conformance environment ${VENV} is missing or incomplete. Create it with ` +
-  '`bash scripts/conformance-env.sh` (npm run test:conformance does), which pip-installs the pinned ' +
+  '`node scripts/setup.mjs conformance` (npm run test:conformance does), which pip-installs the pinned ' +
   'tritonclient, perf_analyzer and Model Analyzer of test/conformance/requirements.txt.';
 
 /** Throws the setup instruction unless the environment's interpreter and tools exist. */

@@ -1,0 +1,311 @@
+#!/usr/bin/env node
+// The project's one setup step: checks what a command needs from the system and installs what is
+// missing, before that command runs. `npm test`, `npm run serve`, `npm run test:conformance`,
+// `npm run test:corpus` and `npm run bench` call it with their profile; .ci/run has no install
+// logic of its own.
+//
+//   node scripts/setup.mjs <profile> [--check]
+//
+// Profiles: serve, test, corpus, conformance, bench (docs/testing.md lists what each needs, and
+// why). Debian packages are installed with apt-get when the user is root or has passwordless sudo;
+// PyPI packages go into the project's virtual environment (.venv-conformance). Where it cannot
+// install, it stops (exit 1) before the command runs and prints the exact command that would.
+// When everything is present it only checks: one short Python probe and a few file lookups,
+// well under a second, and it says so in one line.
+//
+// NEREID_SETUP=check: never install, only report and stop on what is missing (as --check does).
+// NEREID_SETUP=skip: do nothing (the tests then fail, each naming what it lacks).
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { delimiter, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+/** The interpreter the Python and PyTorch backends run models with, and its Debian packages. */
+const PYTHON = '/usr/bin/python3';
+const VENV = join(root, '.venv-conformance');
+const REQUIREMENTS = join(root, 'test', 'conformance', 'requirements.txt');
+const started = process.hrtime.bigint();
+
+/**
+ * @typedef {object} Need
+ * @property {string} what         what must be present, as a user would look for it
+ * @property {string[]} debian     the Debian packages that provide it
+ * @property {string} why          what uses it
+ * @property {() => boolean} present
+ * @property {boolean} [optional]  a missing optional need is installed when possible, else only reported
+ * @property {boolean} [service]   the package brings a service that must not start on install
+ */
+
+/** True when `name` is an executable file on PATH. */
+function onPath(name) {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    try {
+      accessSync(join(dir, name), constants.X_OK);
+      return true;
+    } catch {
+      // not in this directory
+    }
+  }
+  return false;
+}
+
+/** True when some `/usr/lib/<multiarch>/<name>` exists (a shared library or a library directory). */
+function inLibDirs(name) {
+  for (const base of ['/usr/lib', '/lib']) {
+    if (!existsSync(base)) continue;
+    if (existsSync(join(base, name))) return true;
+    for (const dir of readdirSync(base)) {
+      if (dir.includes('-linux-') && existsSync(join(base, dir, name))) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The Python modules of `PYTHON` that cannot be found, probed once per check for every module any
+ * need names: `importlib.util.find_spec` locates a module without importing it (importing torch
+ * alone takes seconds).
+ */
+let pythonProbe;
+function pythonMissing(modules) {
+  if (pythonProbe === undefined) {
+    const all = [...new Set(NEEDS.flatMap((n) => n.modules ?? []))];
+    if (!existsSync(PYTHON)) pythonProbe = new Set(all);
+    else {
+      const probe =
+        'import importlib.util, sys\n' +
+        'for m in sys.argv[1:]:\n' +
+        '    try:\n' +
+        '        found = importlib.util.find_spec(m) is not None\n' +
+        '    except Exception:\n' +
+        '        found = False\n' +
+        '    if not found: print(m)\n';
+      const r = spawnSync(PYTHON, ['-c', probe, ...all], { encoding: 'utf8' });
+      pythonProbe = r.status === 0 ? new Set(r.stdout.split('\n').filter(Boolean)) : new Set(all);
+    }
+  }
+  return modules.filter((m) => pythonProbe.has(m));
+}
+
+const python = (...modules) => ({ modules, present: () => pythonMissing(modules).length === 0 });
+
+/** Everything any profile needs, by name. */
+const NEEDS = [
+  {
+    name: 'numpy',
+    what: `${PYTHON} with numpy`,
+    debian: ['python3-numpy'],
+    why: 'the Python backend (model.py) runs models with it; its tests and the python-overhead benchmark',
+    ...python('numpy'),
+  },
+  {
+    name: 'torch',
+    what: `${PYTHON} with torch (libtorch)`,
+    debian: ['python3-torch'],
+    why: 'the PyTorch backend (TorchScript model.pt) and its tests',
+    ...python('torch'),
+  },
+  {
+    name: 'openblas',
+    what: 'OpenBLAS (pthread build)',
+    debian: ['libopenblas0-pthread'],
+    why: "torch's and numpy's CPU matrix products (the reference BLAS is about 30 times slower)",
+    present: () => inLibDirs('openblas-pthread'),
+  },
+  {
+    name: 'grpc',
+    what: `${PYTHON} with grpcio and grpc_tools`,
+    debian: ['python3-grpcio', 'python3-grpc-tools'],
+    why: 'the gRPC tests drive the server with an independent client generated from the .proto files, and compile model_config.proto for the config-parser tests',
+    ...python('grpc', 'grpc_tools'),
+  },
+  {
+    name: 'protobuf',
+    what: `${PYTHON} with google.protobuf`,
+    debian: ['python3-protobuf'],
+    why: "the config-parser tests compare Nereid's parser with protobuf's reference text-format parser",
+    ...python('google.protobuf'),
+  },
+  {
+    name: 'pil',
+    what: `${PYTHON} with PIL and the DejaVu fonts`,
+    debian: ['python3-pil', 'fonts-dejavu-core'],
+    why: 'the OCR example test renders its input images',
+    modules: ['PIL'],
+    present: () => pythonMissing(['PIL']).length === 0 && existsSync('/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf'),
+  },
+  {
+    name: 'espeak-ng',
+    what: 'espeak-ng',
+    debian: ['espeak-ng'],
+    why: 'the speech-detection example test speaks its input',
+    present: () => onPath('espeak-ng'),
+  },
+  {
+    name: 'promtool',
+    what: 'promtool',
+    debian: ['prometheus'],
+    why: 'the metrics tests check the exposition text with `promtool check metrics`',
+    present: () => onPath('promtool'),
+    service: true,
+  },
+  {
+    name: 'cc',
+    what: 'a C compiler (cc) and the C library headers',
+    debian: ['gcc', 'libc6-dev'],
+    why: "the build compiles the server's native addon (memory-mapped shared memory)",
+    present: () => onPath('cc') && existsSync('/usr/include/stdio.h'),
+  },
+  {
+    name: 'venv',
+    what: `${PYTHON} with venv and ensurepip`,
+    debian: ['python3-venv'],
+    why: "the conformance tier's virtual environment of Triton's own clients and tools",
+    ...python('venv', 'ensurepip'),
+  },
+  {
+    name: 'libb64',
+    what: 'libb64.so.0d',
+    debian: ['libb64-0d'],
+    why: 'the perf_analyzer binary of the tritonclient wheel links it',
+    present: () => inLibDirs('libb64.so.0d'),
+  },
+];
+
+/** Each profile's needs; a name with a `?` is optional (installed when possible, else reported). */
+const PROFILES = {
+  serve: ['cc?'],
+  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'cc'],
+  corpus: ['grpc', 'protobuf'],
+  conformance: ['numpy', 'venv', 'libb64', 'cc'],
+  bench: ['numpy', 'cc'],
+};
+
+function fail(message) {
+  process.stderr.write(`setup: ${message}\n`);
+  process.exit(1);
+}
+
+const args = process.argv.slice(2);
+const profile = args.find((a) => !a.startsWith('--'));
+const mode = args.includes('--check') ? 'check' : (process.env.NEREID_SETUP ?? 'install');
+if (profile === undefined || !(profile in PROFILES)) {
+  fail(`usage: node scripts/setup.mjs <${Object.keys(PROFILES).join('|')}> [--check]`);
+}
+if (!['install', 'check', 'skip'].includes(mode)) fail(`NEREID_SETUP must be 'check' or 'skip', got '${mode}'`);
+if (mode === 'skip') process.exit(0);
+
+const wanted = PROFILES[profile].map((entry) => {
+  const optional = entry.endsWith('?');
+  const need = NEEDS.find((n) => n.name === entry.replace(/\?$/, ''));
+  return { ...need, optional };
+});
+/** The needs of `needs` that are not present now (a fresh look at the system). */
+function absent(needs) {
+  pythonProbe = undefined;
+  return needs.filter((n) => !n.present());
+}
+
+let missing = absent(wanted);
+
+/** How to run a command as root here: directly, with passwordless sudo, or not at all. */
+function rootRunner() {
+  if (process.getuid?.() === 0) return [];
+  if (onPath('sudo') && spawnSync('sudo', ['-n', 'true'], { stdio: 'ignore' }).status === 0) return ['sudo', '-n'];
+  return undefined;
+}
+
+function run(command, options = {}) {
+  const r = spawnSync(command[0], command.slice(1), { stdio: 'inherit', ...options });
+  if (r.error) fail(`${command.join(' ')} could not run: ${r.error.message}`);
+  return r.status ?? 1;
+}
+
+function installCommand(packages) {
+  return `apt-get update && apt-get install -y --no-install-recommends ${packages.join(' ')}`;
+}
+
+if (missing.length > 0) {
+  const packages = [...new Set(missing.flatMap((n) => n.debian))];
+  const list = missing.map((n) => `  - ${n.what} (Debian: ${n.debian.join(', ')}): ${n.why}${n.optional ? ' [optional]' : ''}`).join('\n');
+  const asRoot = mode === 'install' && onPath('apt-get') ? rootRunner() : undefined;
+  if (asRoot === undefined) {
+    const required = missing.filter((n) => !n.optional);
+    const how = onPath('apt-get')
+      ? `Run as root:\n  ${asRootText(installCommand(packages))}`
+      : `This system has no apt-get: install the equivalents of these Debian packages with its package manager: ${packages.join(' ')}`;
+    const why = mode === 'check' ? 'NEREID_SETUP=check' : onPath('apt-get') ? 'not root and no passwordless sudo' : 'no apt-get';
+    process.stderr.write(`setup (${profile}): missing, and not installed here (${why}):\n${list}\n${how}\n`);
+    if (required.length > 0) process.exit(1);
+  } else {
+    process.stdout.write(`setup (${profile}): installing with apt-get: ${packages.join(' ')}\n${list}\n`);
+    const env = ['env', 'DEBIAN_FRONTEND=noninteractive'];
+    // A package with a service (prometheus) must not start it: a policy-rc.d that refuses, unless
+    // the system has its own.
+    const policy = '/usr/sbin/policy-rc.d';
+    const ownPolicy = missing.some((n) => n.service) && !existsSync(policy);
+    if (ownPolicy) run([...asRoot, 'sh', '-c', `printf '#!/bin/sh\\nexit 101\\n' > ${policy} && chmod +x ${policy}`]);
+    try {
+      if (run([...asRoot, ...env, 'apt-get', 'update', '-q']) !== 0) fail('apt-get update failed (see above)');
+      if (run([...asRoot, ...env, 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...packages]) !== 0) {
+        fail(`apt-get install failed (see above); the command was: ${asRootText(installCommand(packages))}`);
+      }
+    } finally {
+      if (ownPolicy) run([...asRoot, 'rm', '-f', policy]);
+    }
+    missing = absent(wanted);
+    if (missing.length > 0) {
+      fail(`still missing after the install: ${missing.map((n) => n.what).join('; ')}`);
+    }
+  }
+}
+
+function asRootText(command) {
+  return process.getuid?.() === 0 ? command : command.replace(/(^|&& )apt-get/g, '$1sudo apt-get');
+}
+
+if (profile === 'conformance') conformanceEnvironment();
+
+const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
+const optionalMissing = missing.filter((n) => n.optional);
+process.stdout.write(
+  `setup (${profile}): ${wanted.length - optionalMissing.length} of ${wanted.length} prerequisites present (${ms} ms)` +
+    (optionalMissing.length > 0 ? `; without ${optionalMissing.map((n) => n.what).join(', ')}` : '') +
+    '\n',
+);
+
+/**
+ * The conformance tier's virtual environment, `.venv-conformance`, with the pinned packages of
+ * test/conformance/requirements.txt (Triton's own clients and tools from PyPI). Rebuilt when the
+ * requirements file changes (a stamp holds its hash); checks that perf_analyzer starts.
+ */
+function conformanceEnvironment() {
+  const stamp = join(VENV, '.requirements.sha256');
+  const want = createHash('sha256').update(readFileSync(REQUIREMENTS)).digest('hex');
+  if (!existsSync(stamp) || readFileSync(stamp, 'utf8').trim() !== want) {
+    if (mode === 'check') fail(`${VENV} is missing or out of date; run: node scripts/setup.mjs conformance`);
+    process.stdout.write(`setup (conformance): creating ${VENV} from test/conformance/requirements.txt (PyPI)\n`);
+    rmSync(VENV, { recursive: true, force: true });
+    if (run([PYTHON, '-m', 'venv', VENV]) !== 0) fail(`${PYTHON} -m venv ${VENV} failed (see above)`);
+    const pip = [join(VENV, 'bin', 'pip'), 'install', '--quiet', '--disable-pip-version-check', '--no-input', '-r', REQUIREMENTS];
+    if (run(pip) !== 0) fail(`installing test/conformance/requirements.txt into ${VENV} failed (see above); the command was: ${pip.join(' ')}`);
+    writeFileSync(stamp, `${want}\n`);
+  }
+  // perf_analyzer links libcudart.so.12 from the CUDA runtime wheel, even for CPU-only use.
+  const lib = join(VENV, 'lib');
+  const pythonDir = readdirSync(lib).find((d) => d.startsWith('python3'));
+  const cudart = join(lib, pythonDir ?? 'python3', 'site-packages', 'nvidia', 'cuda_runtime', 'lib');
+  const perf = spawnSync(join(VENV, 'bin', 'perf_analyzer'), ['--help'], {
+    encoding: 'utf8',
+    env: { ...process.env, LD_LIBRARY_PATH: cudart },
+  });
+  if (!`${perf.stdout}${perf.stderr}`.includes('Usage:')) {
+    fail(
+      `${join(VENV, 'bin', 'perf_analyzer')} cannot start: ${(perf.error?.message ?? perf.stderr).trim().split('\n').slice(0, 5).join(' | ')}\n` +
+        'See docs/compatibility.md (Tool versions) for the versions known to run on Debian 12.',
+    );
+  }
+}

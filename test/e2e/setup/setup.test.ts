@@ -1,0 +1,81 @@
+/**
+ * The setup step (scripts/setup.mjs) that `npm test`, `npm run serve` and the other npm scripts run
+ * first: it finds what is present, and where something is missing and it may not install, it stops
+ * with the exact command that would. Here it runs in check mode (NEREID_SETUP=check: never
+ * installs) with a PATH that hides some tools, so the missing-prerequisite paths run without
+ * changing the machine. Installing is proven on a clean system by scripts/fresh-machine-check.sh.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { REPO_ROOT } from '../../helpers/cli.js';
+
+const SETUP = join(REPO_ROOT, 'scripts', 'setup.mjs');
+
+function setup(args: string[], env: NodeJS.ProcessEnv = {}): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [SETUP, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** A PATH directory holding only the named commands (links to the real ones). */
+function pathWith(commands: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'nereid-setup-path-'));
+  for (const [name, target] of Object.entries(commands)) symlinkSync(target, join(dir, name));
+  dirs.push(dir);
+  return dir;
+}
+const dirs: string[] = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('setup step (scripts/setup.mjs)', () => {
+  it('finds every prerequisite of the test profile on this machine and says so in one line', () => {
+    const r = setup(['test', '--check']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^setup \(test\): 9 of 9 prerequisites present \(\d+ ms\)\n$/);
+    assert.equal(r.stderr, '');
+  });
+
+  it('stops on missing tools with the apt-get command that installs them, naming each and its use', () => {
+    const path = pathWith({ node: process.execPath, 'apt-get': '/usr/bin/apt-get' });
+    const r = setup(['test'], { PATH: path, NEREID_SETUP: 'check' });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /setup \(test\): missing, and not installed here \(NEREID_SETUP=check\):/);
+    assert.match(r.stderr, /- espeak-ng \(Debian: espeak-ng\): the speech-detection example test/);
+    assert.match(r.stderr, /- promtool \(Debian: prometheus\): the metrics tests check the exposition text/);
+    assert.match(r.stderr, /- a C compiler \(cc\) and the C library headers \(Debian: gcc, libc6-dev\)/);
+    const command = process.getuid?.() === 0 ? 'apt-get' : 'sudo apt-get';
+    assert.ok(
+      r.stderr.includes(`Run as root:\n  ${command} update && ${command} install -y --no-install-recommends espeak-ng prometheus gcc libc6-dev\n`),
+      r.stderr,
+    );
+  });
+
+  it('without apt-get names the Debian packages to find equivalents of', () => {
+    const r = setup(['test'], { PATH: pathWith({ node: process.execPath }), NEREID_SETUP: 'check' });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /This system has no apt-get: install the equivalents of these Debian packages with its package manager: espeak-ng prometheus gcc libc6-dev/);
+  });
+
+  it('serves without a C compiler: reported as optional, not a stop', () => {
+    const r = setup(['serve'], { PATH: pathWith({ node: process.execPath, 'apt-get': '/usr/bin/apt-get' }), NEREID_SETUP: 'check' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /- a C compiler \(cc\) and the C library headers \(Debian: gcc, libc6-dev\): .* \[optional\]/);
+    assert.match(r.stdout, /setup \(serve\): 0 of 1 prerequisites present \(\d+ ms\); without a C compiler/);
+  });
+
+  it('refuses an unknown profile or NEREID_SETUP value, and does nothing with NEREID_SETUP=skip', () => {
+    const unknown = setup(['everything']);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /usage: node scripts\/setup\.mjs <serve\|test\|corpus\|conformance\|bench> \[--check\]/);
+    const bad = setup(['test'], { NEREID_SETUP: 'maybe' });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /NEREID_SETUP must be 'check' or 'skip', got 'maybe'/);
+    const skipped = setup(['test'], { PATH: pathWith({ node: process.execPath }), NEREID_SETUP: 'skip' });
+    assert.deepEqual([skipped.code, skipped.stdout, skipped.stderr], [0, '', '']);
+  });
+});
