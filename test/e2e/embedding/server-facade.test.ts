@@ -93,6 +93,7 @@ describe('Server facade', () => {
       version: server.metadata().version,
       extensions: [
         'classification',
+        'sequence',
         'model_repository',
         'model_repository(unload_dependents)',
         'schedule_policy',

@@ -90,6 +90,7 @@ describe('server metadata', () => {
     assert.match(body.version, /^\d+\.\d+\.\d+$/);
     assert.deepEqual(body.extensions, [
       'classification',
+      'sequence',
       'model_repository',
       'model_repository(unload_dependents)',
       'schedule_policy',

@@ -89,6 +89,7 @@ export { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS };
 /** Extensions this server implements, in Triton's order (protocol.md §2.5). */
 const EXTENSIONS = [
   'classification',
+  'sequence',
   'model_repository',
   'model_repository(unload_dependents)',
   'schedule_policy',
