@@ -52,6 +52,29 @@ test('errors: a non-repeated field given twice', () => {
   );
 });
 
+test('a singular scalar may be given again while it holds its default, as protobuf allows', () => {
+  // proto3 scalars have no presence: protobuf's parser refuses a second occurrence only when the
+  // field already holds a value other than its default (found by pbtxt-reference.test.ts).
+  assert.equal(parseModelConfigText('max_batch_size: 0 max_batch_size: 4').max_batch_size, 4);
+  assert.deepEqual(parseModelConfigText('input { name: "" name: "x" }').input, [{ name: 'x' }]);
+  assert.deepEqual(parseModelConfigText('instance_group { passive: false passive: true kind: KIND_AUTO kind: 2 }').instance_group, [
+    { passive: true, kind: 'KIND_CPU' },
+  ]);
+  assert.deepEqual(parseModelConfigText('parameters { key: "" key: "k" value { } }').parameters, { k: {} });
+  assert.equal(
+    parseError(['max_batch_size: 0', 'max_batch_size: 4', 'max_batch_size: 5']),
+    "config.pbtxt:3:1: field 'max_batch_size' in message ModelConfig is specified more than once (it is not repeated; first set at 2:1)",
+  );
+  assert.equal(
+    parseError(['max_batch_size: 4 max_batch_size: 0']),
+    "config.pbtxt:1:19: field 'max_batch_size' in message ModelConfig is specified more than once (it is not repeated; first set at 1:1)",
+  );
+  // -0 is not the default bit for bit; oneof members and messages have presence.
+  assert.match(parseError(['sequence_batching { direct { minimum_slot_utilization: -0 minimum_slot_utilization: 0.5 } }']), /^config\.pbtxt:1:59: field 'minimum_slot_utilization' .* specified more than once/);
+  assert.match(parseError(['model_warmup { inputs { value { zero_data: false zero_data: true } } }']), /^config\.pbtxt:1:50: field 'zero_data' .* specified more than once/);
+  assert.match(parseError(['version_policy { latest { } latest { } }']), /^config\.pbtxt:1:29: field 'latest' .* specified more than once/);
+});
+
 test('errors: two members of the same oneof', () => {
   assert.equal(
     parseError(['dynamic_batching { }', 'sequence_batching { }']),
@@ -141,6 +164,34 @@ test('errors: integers out of range and not exactly representable', () => {
   );
 });
 
+test('errors: float fields take decimal numbers only, as protobuf requires', () => {
+  assert.equal(
+    parseError(['sequence_batching { direct { minimum_slot_utilization: 0x10 } }']),
+    "config.pbtxt:1:56: expected a decimal number for field 'minimum_slot_utilization' (float), found '0x10' (hex and octal forms are for integer fields)",
+  );
+  assert.match(parseError(['sequence_batching { direct { minimum_slot_utilization: 010 } }']), /^config\.pbtxt:1:56: expected a decimal number .* found '010'/);
+  assert.match(parseError(['model_metrics { metric_control { histogram_options { buckets: [ 1, -0x1 ] } } }']), /^config\.pbtxt:1:69: expected a decimal number for field 'buckets' \(double\), found '0x1'/);
+  assert.match(parseError(['model_metrics { metric_control { histogram_options { buckets: 00 } } }']), /found '00'/);
+});
+
+test('errors: unsigned fields refuse a minus sign, even before 0', () => {
+  assert.equal(
+    parseError(['dynamic_batching { priority_levels: -0 }']),
+    "config.pbtxt:1:37: a minus sign is not allowed before a value of unsigned field 'priority_levels' (uint64)",
+  );
+  assert.match(parseError(['ensemble_scheduling { max_inflight_requests: -0 }']), /^config\.pbtxt:1:46: a minus sign .* 'max_inflight_requests' \(uint32\)/);
+  assert.match(parseError(['dynamic_batching { priority_queue_policy { key: -0 } }']), /^config\.pbtxt:1:49: a minus sign .* 'key' \(uint64\)/);
+  assert.equal(parseModelConfigText('max_batch_size: -0').max_batch_size, 0);
+});
+
+test('errors: a decimal point after a hex or octal number, or a second one', () => {
+  const buckets = (value: string): string[] => [`model_metrics { metric_control { histogram_options { buckets: ${value} } } }`];
+  assert.equal(parseError(buckets('0x1.5')), 'config.pbtxt:1:66: hex and octal numbers must be integers');
+  assert.equal(parseError(buckets('00.5')), 'config.pbtxt:1:65: hex and octal numbers must be integers');
+  assert.equal(parseError(buckets('1.5.5')), "config.pbtxt:1:66: a number cannot have a second decimal point or a '.' after its exponent");
+  assert.equal(parseError(buckets('1e5.5')), "config.pbtxt:1:66: a number cannot have a second decimal point or a '.' after its exponent");
+});
+
 test('errors: strings', () => {
   assert.equal(
     parseError(['name: "abc', 'backend: "x"']),
@@ -151,6 +202,7 @@ test('errors: strings', () => {
     'config.pbtxt:2:7: unterminated string: end of input before the closing quote',
   );
   assert.equal(parseError(['name: "a\\qb"']), "config.pbtxt:1:9: invalid escape sequence '\\q' in string literal");
+  assert.equal(parseError(['name: "a\\X41"']), "config.pbtxt:1:9: invalid escape sequence '\\X' in string literal");
   assert.equal(parseError(['name: "\\xff"']), "config.pbtxt:1:7: string for field 'name' is not valid UTF-8");
   assert.equal(parseError(['name: "\\u12"']), "config.pbtxt:1:8: '\\u' must be followed by 4 hex digits and '\\U' by 8");
 });

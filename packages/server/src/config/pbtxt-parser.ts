@@ -6,6 +6,15 @@
  * as `dynamic_batching { }` is present as `{}`, a repeated or map field written as `[ ]` is
  * present and empty. Every failure throws `NereidError('CONFIG_PARSE')` whose message starts with
  * `<file>:<line>:<column>: ` (1-based; the file part only when a file name is given).
+ *
+ * It accepts and refuses what protobuf's C++ `TextFormat::Parser` (the parser Triton reads
+ * `config.pbtxt` with) does, and produces the same message, except where this parser is stricter
+ * on purpose:
+ * - an enum number that names no value is refused (protobuf keeps it as an open-enum value; no
+ *   part of Nereid could act on it);
+ * - 64-bit integers beyond magnitude 2^53-1 are refused (they are JavaScript numbers here);
+ * - a string that is not valid UTF-8 after unescaping is refused (protobuf's C++ parser keeps
+ *   the bytes and only complains when it serialises them; its Python parser refuses them too).
  */
 import { NereidError } from '@nereid/protocol';
 import type { ModelConfig, Sparse } from './model-config.js';
@@ -176,6 +185,12 @@ class Tokenizer {
       }
     }
     if (isLetter(this.#peek())) this.#fail(this.#here(), 'need space between number and identifier');
+    if (this.#peek() === '.') {
+      this.#fail(
+        this.#here(),
+        isFloat ? "a number cannot have a second decimal point or a '.' after its exponent" : 'hex and octal numbers must be integers',
+      );
+    }
     return { kind: isFloat ? 'float' : 'integer', text: this.#src.slice(start, this.#pos), ...at };
   }
 
@@ -222,7 +237,8 @@ class Tokenizer {
       bytes.push(value & 0xff);
       return;
     }
-    if (c === 'x' || c === 'X') {
+    // Lower-case only: protobuf's tokenizer refuses '\X'.
+    if (c === 'x') {
       this.#pos++;
       if (!isHex(this.#peek())) this.#fail(at, `'\\x' must be followed by hex digits`);
       let value = 0;
@@ -281,6 +297,17 @@ function describe(tok: Token): string {
     default:
       return `'${tok.text}'`;
   }
+}
+
+/**
+ * Whether a singular field already set in a message holds a value, so that setting it again is
+ * an error (protobuf's "specified multiple times"). Sub-messages and oneof members have presence;
+ * other proto3 scalars hold a value only when it is not their default (-0 counts as a value, as
+ * protobuf compares the bits), so `max_batch_size: 0 max_batch_size: 4` is accepted.
+ */
+function holdsValue(field: FieldSchema, value: unknown): boolean {
+  if (field.type === 'message' || field.oneof !== undefined) return true;
+  return !Object.is(value, defaultValueOf(valueSchemaOf(field)));
 }
 
 class Parser {
@@ -367,7 +394,7 @@ class Parser {
       }
     } else {
       const first = seen.get(field.name);
-      if (first !== undefined) {
+      if (first !== undefined && holdsValue(field, obj[field.name])) {
         this.#fail(
           nameTok,
           `field '${field.name}' in message ${schema.name} is specified more than once (it is not repeated; first set at ${first.line}:${first.column})`,
@@ -470,6 +497,9 @@ class Parser {
     const magnitude = integerLiteral(tok.text);
     const value = negative ? -magnitude : magnitude;
     const [min, max] = INTEGER_RANGE[type];
+    if (negative && min === 0n && magnitude === 0n) {
+      this.#fail(start, `a minus sign is not allowed before a value of unsigned field '${field.name}' (${type})`);
+    }
     if (value < min || value > max) {
       this.#fail(start, `value ${negative ? '-' : ''}${tok.text} is out of range for field '${field.name}' (${type}: ${min} to ${max})`);
     }
@@ -486,8 +516,12 @@ class Parser {
     const negative = this.#trySymbol('-');
     const tok = this.#tok;
     let value: number;
-    if (tok.kind === 'integer') value = Number(integerLiteral(tok.text));
-    else if (tok.kind === 'float') value = Number(tok.text.replace(/[fF]$/, ''));
+    if (tok.kind === 'integer') {
+      if (tok.text.length > 1 && tok.text.startsWith('0')) {
+        this.#fail(tok, `expected a decimal number for field '${field.name}' (${type}), found '${tok.text}' (hex and octal forms are for integer fields)`);
+      }
+      value = Number(tok.text);
+    } else if (tok.kind === 'float') value = Number(tok.text.replace(/[fF]$/, ''));
     else if (tok.kind === 'identifier' && /^(inf|infinity)$/i.test(tok.text)) value = Infinity;
     else if (tok.kind === 'identifier' && /^nan$/i.test(tok.text)) value = NaN;
     else this.#fail(tok, `expected a number for field '${field.name}' (${type}), found ${describe(tok)}`);
