@@ -15,6 +15,9 @@
  * - 64-bit integers beyond magnitude 2^53-1 are refused (they are JavaScript numbers here);
  * - a string that is not valid UTF-8 after unescaping is refused (protobuf's C++ parser keeps
  *   the bytes and only complains when it serialises them; its Python parser refuses them too).
+ * `pbtxt-reference.test.ts` checks the agreement against protobuf's Python parser on generated
+ * texts, and pins these differences and the places where the Python parser departs from the C++
+ * one.
  */
 import { NereidError } from '@nereid/protocol';
 import type { ModelConfig, Sparse } from './model-config.js';
