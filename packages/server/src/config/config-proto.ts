@@ -5,7 +5,8 @@
  * `model_config.proto` is generated with snake_case fields, enums as their names and 64-bit
  * integers as numbers, so a complete `ModelConfig` already has that message's shape; only the
  * enum typing differs (TypeScript enums on one side, string unions on the other). The round trip
- * over the reference corpus is tested in `config-proto.test.ts`.
+ * over the fixtures is tested in `config-proto.test.ts`, over the reference corpus in
+ * `triton-configs.corpus.test.ts`.
  */
 import type { configPb } from '@nereid/protocol';
 import type { ModelConfig } from './model-config.js';
