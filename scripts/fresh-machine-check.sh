@@ -24,6 +24,8 @@ readonly IN_ROOT_HOME=/home/nereid
 readonly IN_ROOT_CLONE=/home/nereid/nereid
 readonly USER_UID=1000
 readonly CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+# How the spec reporter of Node's test runner marks a skipped test or suite.
+readonly SKIP_MARK=$'\xef\xb9\xa3'
 # The request the README shows; used only when the README's own body cannot be read.
 readonly DEFAULT_INFER_BODY='{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]},{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}'
 
@@ -500,18 +502,39 @@ phase_serve() {
   record serve "$result" $(( $(now_us) - start )) "$SERVE_CMD: $note"
 }
 
-# "tests N, pass N, fail N, ..." from the last totals of Node's test runner in a log.
+# "tests N, pass N, fail N, cancelled N, skipped N" from the last totals of Node's test runner in
+# a log, and how many tests and suites its report marks skipped (the runner's count leaves out
+# skipped suites, which is where tests that need a missing tool usually go).
 test_totals() {
-  local key value out=()
-  for key in tests pass fail cancelled skipped todo; do
+  local key value out=() marked
+  for key in tests pass fail cancelled skipped; do
     value=$(sed -nE "s/^[^[:space:]]+ $key ([0-9]+)\$/\\1/p" "$1" | tail -n1)
     [[ -n $value ]] && out+=("$key $value")
   done
   if (( ${#out[@]} == 0 )); then
     printf 'no totals from the test runner'
-  else
-    local IFS=','
-    printf '%s' "${out[*]}" | sed 's/,/, /g'
+    return
+  fi
+  local IFS=','
+  printf '%s' "${out[*]}" | sed 's/,/, /g'
+  marked=$(grep -cE "^[[:space:]]*$SKIP_MARK " "$1" || true)
+  (( marked == 0 )) || printf ' (%s tests or suites marked skipped)' "$marked"
+}
+
+# The failing tests of the spec reporter's closing list ("file:line  name"), and the reasons given
+# for skips with how often each was given.
+test_findings() {
+  local failing skipped
+  failing=$(awk '/^[^[:space:]]+ failing tests:/ { f = 1; next }
+    f && /^test at / { loc = $3; getline; sub(/^[^[:space:]]+ /, ""); sub(/ \([0-9.]+m?s\)$/, ""); print loc "  " $0 }' "$1")
+  if [[ -n $failing ]]; then
+    say "failing tests ($(printf '%s\n' "$failing" | wc -l)):"
+    printf '%s\n' "$failing" | head -n 40 | sed 's/^/    /'
+  fi
+  skipped=$(grep -E "^[[:space:]]*$SKIP_MARK .* # " "$1" | sed -E 's/.* # //' | sort | uniq -c | sort -rn || true)
+  if [[ -n $skipped ]]; then
+    say "reasons given for skips (count, reason):"
+    printf '%s\n' "$skipped" | head -n 20 | sed 's/^/    /'
   fi
 }
 
@@ -563,13 +586,14 @@ print_summary() {
     printf '    %-7s %-7s %-18s %s\n' "$phase" "$result" "$(fmt_us "$us")" "$note"
     [[ $result == FAIL ]] && failed=1
   done < "$RESULTS/summary.tsv"
+  if [[ -f $RESULTS/test.log ]]; then test_findings "$RESULTS/test.log"; fi
   if [[ $AS_USER == 1 ]]; then
     local log lines
     for log in "$RESULTS/serve.log" "$RESULTS/test.log"; do
       [[ -f $log ]] || continue
-      lines=$(grep -E 'apt-get|apt install|sudo|as root' "$log" | head -n 10 || true)
+      lines=$(grep -E 'apt-get|apt install|sudo|as root' "$log" | sort -u | head -n 10 || true)
       if [[ -n $lines ]]; then
-        say "what the setup step said to do, from ${log##*/}:"
+        say "as a user, ${log##*/} asks for (lines naming apt-get, sudo or root; the first 10):"
         printf '%s\n' "$lines" | sed 's/^/    /'
       fi
     done
