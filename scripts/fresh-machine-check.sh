@@ -149,6 +149,7 @@ build_base() {
   mkdir -p "$dir/var/lib/apt/lists/partial"
   printf '#!/bin/sh\nexit 101\n' > "$dir/usr/sbin/policy-rc.d"
   chmod 0755 "$dir/usr/sbin/policy-rc.d"
+  chmod 0755 "$dir"
   mkdir -p "$(dirname "$tarball")"
   tar --numeric-owner --zstd -C "$dir" -cf "$tarball.tmp" .
   mv "$tarball.tmp" "$tarball"
@@ -171,8 +172,8 @@ phase_base() {
 
   start=$(now_us)
   ROOT=$(mktemp -d /var/tmp/nereid-fresh-root.XXXXXX)
-  chmod 0755 "$ROOT"
   tar --numeric-owner --zstd -C "$ROOT" -xf "$tarball"
+  chmod 0755 "$ROOT"
   record unpack ok $(( $(now_us) - start )) "new root $ROOT"
 }
 
