@@ -133,6 +133,7 @@ write_apt_sources() {
 build_base() {
   local tarball=$1 dir log=$RESULTS/base.log
   dir=$(mktemp -d /var/tmp/nereid-fresh-base.XXXXXX)
+  BASE_BUILD_DIR=$dir
   say "building the Debian base: debootstrap --variant=minbase $SUITE from $MIRROR (log: $log)"
   # In its own mount namespace: the /proc and /sys debootstrap mounts in the new root cannot
   # outlive it, even if it is interrupted, so removing the directory afterwards is safe.
@@ -156,6 +157,7 @@ build_base() {
   printf 'suite=%s\narch=%s\nmirror=%s\nbuilt=%s\n' "$SUITE" "$ARCH" "$MIRROR" "$(date -u +%FT%TZ)" \
     > "$tarball.info"
   rm -rf --one-file-system "$dir"
+  BASE_BUILD_DIR=''
 }
 
 phase_base() {
@@ -613,6 +615,9 @@ cleanup() {
     kill -KILL "$INNER_PID" 2>/dev/null || true
     wait "$INNER_PID" 2>/dev/null || true
   fi
+  if [[ -n ${BASE_BUILD_DIR:-} && -d $BASE_BUILD_DIR ]]; then
+    rm -rf --one-file-system "$BASE_BUILD_DIR" "$CACHE"/base-*.tar.zst.tmp
+  fi
   if [[ -n ${ROOT:-} && -d $ROOT ]]; then
     if [[ $KEEP == 1 ]]; then
       say "kept the root: $ROOT (remove it with: rm -rf --one-file-system $ROOT)"
@@ -679,6 +684,7 @@ main() {
   : > "$RESULTS/summary.tsv"
   ROOT=''
   INNER_PID=''
+  BASE_BUILD_DIR=''
   trap cleanup EXIT
   trap 'say "interrupted"; exit 130' INT TERM
 
