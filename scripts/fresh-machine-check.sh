@@ -7,7 +7,7 @@
 #                                       [--rebuild-base] [--results DIR] [--mirror URL]
 #                                       [--suite NAME] [--serve-timeout SECONDS]
 #
-# Runs as root on a Debian or Ubuntu host with debootstrap, util-linux (unshare), git, curl, node
+# Runs as root on a Debian or Ubuntu host with debootstrap, util-linux, git, curl, zstd, node
 # and npm. The clone is made from this repository's commits (HEAD, or --ref): uncommitted changes
 # are not part of the check. Each run unpacks a new root from a cached base and removes it at the
 # end (unless --keep); the commands run in their own mount and PID namespaces, so nothing they
