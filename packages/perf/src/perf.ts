@@ -246,7 +246,7 @@ class Run {
     if (!this.#o.json) this.#io.stdout(levelText(s, this.#transport.label, this.#model.decoupled, this.#o.verbose, this.#o.percentile));
     if (s.latencyUnstable) this.#io.stderr('[WARNING] Latency is not stabilizing; the throughput was stable, so the result is accepted.\n');
     if (s.clientBusy > 0.5 && this.#o.json && this.#transport.label !== 'in-process') {
-      this.#io.stderr('[WARNING] Perf Analyzer is not able to keep up with the desired load. The results may not be accurate.\n');
+      this.#io.stderr('[WARNING] nereid perf is not able to keep up with the desired load. The results may not be accurate.\n');
     }
   }
 

@@ -216,7 +216,7 @@ export function levelText(s: LevelSummary, transportLabel: string, decoupled: bo
   if (s.metrics) lines.push(...metricsLines(s.metrics));
   // In process the server shares the event loop, so its busy share says nothing about the client.
   if (s.clientBusy > 0.5 && transportLabel !== 'in-process') {
-    lines.push('[WARNING] Perf Analyzer is not able to keep up with the desired load. The results may not be accurate.');
+    lines.push('[WARNING] nereid perf is not able to keep up with the desired load. The results may not be accurate.');
   }
   return lines.join('\n') + '\n';
 }
