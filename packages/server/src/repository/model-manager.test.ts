@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { NereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../config/model-config.js';
-import { silentLogger } from '../observability/logger.js';
+import { silentLogger, type Logger } from '../observability/logger.js';
 import type { PreparedModel } from './config-loader.js';
 import { overridePathSegments, OverrideDirectory } from './file-override.js';
 import { ModelManager, type ControlMode, type PendingUpdate, type Servable, type VersionFactory } from './model-manager.js';
@@ -89,11 +89,20 @@ async function addEnsemble(name: string, steps: string[]): Promise<void> {
   await mkdir(join(repo, name, '1'), { recursive: true });
 }
 
-function manager(mode: ControlMode, factory: VersionFactory<FakeVersion> = new FakeFactory(), loadThreadCount = 4, loadRetryCount = 0): ModelManager<FakeVersion> {
-  return new ModelManager(
-    { repositories: [repo], controlMode: mode, loadThreadCount, loadRetryCount, logger: silentLogger(), autoCompleteConfig: true, modelConfigName: '' },
-    factory,
-  );
+function manager(
+  mode: ControlMode,
+  factory: VersionFactory<FakeVersion> = new FakeFactory(),
+  loadThreadCount = 4,
+  loadRetryCount = 0,
+  logger: Logger = silentLogger(),
+): ModelManager<FakeVersion> {
+  return new ModelManager({ repositories: [repo], controlMode: mode, loadThreadCount, loadRetryCount, logger, autoCompleteConfig: true, modelConfigName: '' }, factory);
+}
+
+/** A logger that keeps its info lines in `lines`. */
+function infoLines(lines: string[]): Logger {
+  const logger = silentLogger();
+  return { ...logger, info: (message) => void lines.push(message) };
 }
 
 /**
@@ -361,6 +370,47 @@ describe('load retries (--model-load-retry-count)', () => {
     await fewer.load('m');
     assert.deepEqual(await states(fewer), ['m/1:READY']);
     await fewer.shutdown();
+  });
+});
+
+describe('the loading: log line', () => {
+  const loading = (lines: readonly string[]) => lines.filter((l) => l.startsWith('loading: '));
+
+  it('is logged as each new copy of a version starts loading, at start-up and on load requests', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' }, 'version_policy: { all: { } }\n');
+    const lines: string[] = [];
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory, 4, 0, infoLines(lines));
+    let release!: () => void;
+    factory.gate = new Promise((resolve) => (release = resolve));
+    const started = m.startup(['m']);
+    for (let i = 0; i < 1000 && factory.active < 2; i++) await settle();
+    // Both loads are under way and held: the lines came when they started, not when they ended.
+    assert.equal(factory.active, 2);
+    assert.deepEqual(loading(lines).sort(), ['loading: m:1', 'loading: m:2']);
+    assert.equal(lines.filter((l) => l.startsWith('successfully loaded')).length, 0);
+    factory.gate = undefined;
+    release();
+    await started;
+
+    // Unchanged files: nothing loads, nothing is logged. A changed version: that one.
+    await m.load('m');
+    assert.equal(loading(lines).length, 2);
+    await write('m/2/model.fake', 'two-b');
+    await m.load('m');
+    assert.deepEqual(loading(lines).slice(2), ['loading: m:2']);
+    await m.shutdown();
+  });
+
+  it('is logged for the loads a poll starts, once per version even when its load is retried', async () => {
+    const lines: string[] = [];
+    const m = manager('poll', new FlakyFactory(1), 4, 1, infoLines(lines));
+    await m.startup();
+    await addFake('p', { 3: 'three' });
+    await m.poll();
+    assert.deepEqual(await states(m), ['p/3:READY']);
+    assert.deepEqual(loading(lines), ['loading: p:3']);
+    await m.shutdown();
   });
 });
 

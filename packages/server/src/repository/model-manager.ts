@@ -690,8 +690,19 @@ export class ModelManager<S extends Servable> {
       logger.info(`reloading model '${name}': new copies of version(s) ${fresh.join(', ')} load beside the serving ones`);
     }
 
+    // `loading: <model>:<version>` when a version's load starts (on the pool), as Triton logs it,
+    // whichever path asked for the load: start-up, a poll, or the repository API.
     const results =
-      failures.size > 0 ? [] : await this.#pool.run(() => Promise.allSettled(fresh.map((v) => this.#attempts(name, v, () => this.#factory.load(prepared, v)))));
+      failures.size > 0
+        ? []
+        : await this.#pool.run(() =>
+            Promise.allSettled(
+              fresh.map((v) => {
+                logger.info(`loading: ${name}:${v}`);
+                return this.#attempts(name, v, () => this.#factory.load(prepared, v));
+              }),
+            ),
+          );
     const made = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
     results.forEach((r, i) => {
       if (r.status === 'rejected') failures.set(fresh[i]!, toNereidError(r.reason, 'MODEL_LOAD_FAILED').message);
