@@ -61,7 +61,10 @@ for (const [dist, src] of explicit ? [] : trees) {
     if (!existsSync(source)) continue;
     if (tierOf(file) !== tier) continue;
     sources++;
-    if (filters.length === 0 || filters.some((f) => file.includes(f))) files.push(file);
+    // Matched against the path from the repository root, so a filter such as `cli/` does not
+    // match the directory the repository itself was cloned into.
+    const shown = relative(root, file);
+    if (filters.length === 0 || filters.some((f) => shown.includes(f))) files.push(file);
   }
 }
 
