@@ -85,5 +85,15 @@ export type * from './config/model-config.js';
 /** The intra-op thread count per instance of ONNX Runtime and PyTorch models that do not set one. */
 export { defaultIntraOpThreads } from './backends/threads.js';
 export { SERVE_NODE_OPTIONS } from './cli/node-options.js';
+/** `nereid serve`'s option table (what `--help` prints) and its parser. */
+export {
+  SERVE_OPTIONS,
+  OPTION_GROUPS,
+  optionFormat,
+  parseServeArgs,
+  type OptionGroup,
+  type ServeOptionSpec,
+  type ServeOptions,
+} from './cli/options.js';
 /** Byte access to /dev/shm files through the native addon's mappings, or positioned I/O. */
 export { fileBytes, mappingUnavailableReason, type FileBytes } from './core/mapped-file.js';

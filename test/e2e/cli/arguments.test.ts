@@ -1,6 +1,6 @@
 /**
  * `nereid` command-line handling (protocol.md §6): bad arguments end the process with a non-zero
- * code and a message that names the problem; `--version` and `serve --help` work.
+ * code and a message that names the problem; `--version` works (help: help.test.ts).
  */
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
@@ -27,16 +27,6 @@ describe('nereid', () => {
     const { exit, stdout } = await runNereid(['--version']);
     assert.deepEqual(exit, { code: 0, signal: null });
     assert.equal(stdout.trim(), NEREID_VERSION);
-  });
-
-  it('serve --help lists the options and exits 0 without serving', async () => {
-    const { exit, stdout } = await runNereid(['serve', '--help']);
-    assert.deepEqual(exit, { code: 0, signal: null });
-    assert.match(stdout, /Usage: nereid serve/);
-    for (const option of ['--model-repository', '--http-port', '--strict-readiness', '--exit-on-error', '--log-format']) {
-      assert.ok(stdout.includes(`  ${option}\n`), `${option} missing from help:\n${stdout}`);
-    }
-    assert.match(stdout, /Other tritonserver options are accepted and ignored with a warning/);
   });
 
   it('an unknown command fails naming it', async () => {
@@ -102,6 +92,12 @@ describe('nereid serve: argument errors', () => {
     r = await runNereid(['serve', `--model-repository=${repo}`, '--decoupled-response-timeout-secs=-1']);
     assert.notEqual(r.exit.code, 0);
     assert.match(r.stderr, /--decoupled-response-timeout-secs expects a number of seconds >= 0 \(0: no limit\), got '-1'/);
+    r = await runNereid(['serve', `--model-repository=${repo}`, '--disable-auto-complete-config=false']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /option '--disable-auto-complete-config' takes no value, got '--disable-auto-complete-config=false'/);
+    r = await runNereid(['serve', `--model-repository=${repo}`, '--trace-rate=often']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /--trace-rate expects an integer, got 'often'/);
   });
 
   it('--model-namespacing=true is refused as not supported; false (the default) is accepted', async () => {

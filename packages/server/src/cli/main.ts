@@ -2,34 +2,50 @@
  * The `nereid` command line. `nereid serve` starts the server with `tritonserver`'s option names;
  * `nereid config MODEL_DIR` prints a model's effective configuration; `nereid perf` runs the load
  * generator of `@nereid/perf` (perf_analyzer's flags), loaded only when asked for.
+ *
+ * Every command explains itself with `--help` (`-h`), and `nereid help <command>` is the same.
+ * `serve` and `perf` parse their own options (tritonserver's and perf_analyzer's syntaxes), so
+ * commander only routes to them; `serve`'s help comes from its option table (serve-help.ts).
  */
 import { Command } from 'commander';
 import { toNereidError } from '@nereid/protocol';
 import { NEREID_VERSION } from '../core/server.js';
-import { knownOptionNames } from './options.js';
 import { runConfigCommand, type ConfigCommandOptions } from './config-command.js';
+import { formatServeHelp } from './serve-help.js';
 import { runServe } from './serve.js';
 
+const COMMANDS = ['serve', 'config', 'perf'];
+
+const wantsHelp = (args: readonly string[]): boolean => args.includes('--help') || args.includes('-h');
+
 export async function main(argv: readonly string[]): Promise<void> {
+  // `nereid help <command>` is `nereid <command> --help`, also for perf, whose help is its package's.
+  if (argv[0] === 'help' && argv[1] !== undefined && COMMANDS.includes(argv[1])) argv = [argv[1], '--help'];
+
   const program = new Command('nereid')
     .description('Nereid: an inference server that speaks NVIDIA Triton’s protocols')
-    .version(NEREID_VERSION, '--version');
+    .version(NEREID_VERSION, '--version')
+    .configureHelp({ subcommandTerm: (cmd) => cmd.name() })
+    .addHelpText(
+      'after',
+      '\nEach command explains itself:\n' +
+        "  nereid serve --help     tritonserver's options, their defaults and effect\n" +
+        "  nereid config --help    the config command's options\n" +
+        "  nereid perf --help      perf_analyzer's options\n" +
+        "'nereid help <command>' does the same.\n",
+    );
 
   program
     .command('serve')
-    .description('serve the models of one or more model repositories over HTTP/REST')
+    .description('serve model repositories over HTTP/REST, gRPC and metrics')
     .helpOption(false)
     .allowUnknownOption(true)
     .allowExcessArguments(true)
-    .argument('[options...]', 'tritonserver-style options, e.g. --model-repository=DIR --http-port=8000')
-    .addHelpText(
-      'after',
-      `\nOptions with an effect:\n  ${knownOptionNames().implemented.map((n) => `--${n}`).join('\n  ')}\n` +
-        `\nOther tritonserver options are accepted and ignored with a warning.\n`,
-    )
+    .argument('[options...]')
+    .configureHelp({ formatHelp: () => formatServeHelp() })
     .action(async (args: string[]) => {
-      if (args.includes('--help') || args.includes('-h')) {
-        program.commands.find((c) => c.name() === 'serve')!.outputHelp();
+      if (wantsHelp(args)) {
+        process.stdout.write(formatServeHelp());
         return;
       }
       const code = await runServe(args);
@@ -38,7 +54,7 @@ export async function main(argv: readonly string[]): Promise<void> {
 
   program
     .command('config')
-    .description('print the complete configuration Nereid would use for a model directory, and where each field came from')
+    .description("print a model's effective configuration and each field's origin")
     .argument('<model-directory>', 'a model directory (<repository>/<model>)')
     .option('--json', 'print JSON ({ name, version, source, config, provenance, … }) instead of annotated protobuf text')
     .option('--model-version <n>', 'the version whose model file auto-complete reads (default: the newest the version policy selects)')
@@ -54,11 +70,11 @@ export async function main(argv: readonly string[]): Promise<void> {
 
   program
     .command('perf')
-    .description('measure a model with a perf_analyzer-compatible load generator (nereid perf -h; docs/perf.md)')
+    .description("measure a model's throughput and latency under load")
     .helpOption(false)
     .allowUnknownOption(true)
     .allowExcessArguments(true)
-    .argument('[options...]', "perf_analyzer's options, e.g. -m simple --concurrency-range 1:4 -i grpc -u localhost:8001")
+    .argument('[options...]')
     .action(async (args: string[]) => {
       process.exitCode = await runPerfCommand(args);
     });

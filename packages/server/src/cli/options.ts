@@ -1,6 +1,10 @@
 /**
  * `nereid serve` options, named as `tritonserver`'s (protocol.md §6). Values come as
  * `--name=value` or `--name value`; booleans accept true/false, on/off, 1/0 (any case).
+ *
+ * One table (`SERVE_OPTIONS`) holds every option with its group, value format, default,
+ * description and either its effect (`apply`) or why it is ignored: the parser and
+ * `nereid serve --help` (serve-help.ts) both read it.
  */
 import { NereidError } from '@nereid/protocol';
 import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
@@ -49,8 +53,6 @@ export interface ServeOptions {
   allowCpuMetrics: boolean;
   /** `--allow-client-shm` (protocol.md §6.4): clients may register and use shared memory; default false. */
   allowClientShm: boolean;
-  /** Accepted; this CPU-only server has no GPU families to drop. */
-  allowGpuMetrics: boolean;
   /** Empty: the HTTP address (protocol.md §6.2). */
   metricsAddress: string;
   metricsPort: number;
@@ -63,7 +65,7 @@ export interface ServeOptions {
   logError: boolean;
   logFormat: LogFormat;
   logFile: string;
-  /** Triton options accepted for compatibility that have no effect in this version. */
+  /** Options given that have no effect in this version (`IgnoredOption`), by name, each once. */
   ignored: string[];
 }
 
@@ -86,16 +88,11 @@ export function parseBool(name: string, text: string): boolean {
 
 function parseInt(name: string, text: string, min = 0): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < min) throw new NereidError('REQUEST_PARAMETER', `--${name} expects an integer >= ${min}, got '${text}'`);
+  if (text.trim() === '' || !Number.isInteger(n) || n < min) {
+    const what = min === -Infinity ? 'an integer' : `an integer >= ${min}`;
+    throw new NereidError('REQUEST_PARAMETER', `--${name} expects ${what}, got '${text}'`);
+  }
   return n;
-}
-
-type Kind = 'bool' | 'int' | 'string' | 'flag';
-
-interface OptionSpec {
-  kind: Kind;
-  repeatable?: boolean;
-  apply?: (o: ServeOptions, value: string, name: string) => void;
 }
 
 /** One `--metrics-config <key>=<value>` setting. */
@@ -151,34 +148,120 @@ function applyMetricsConfig(c: MetricsConfig, text: string): void {
   }
 }
 
-/** Options with an effect. */
-const IMPLEMENTED: Record<string, OptionSpec> = {
-  'model-repository': { kind: 'string', repeatable: true, apply: (o, v) => void o.modelRepositories.push(v) },
-  'model-store': { kind: 'string', repeatable: true, apply: (o, v) => void o.modelRepositories.push(v) },
-  'model-control-mode': {
+type Kind = 'bool' | 'int' | 'string' | 'flag';
+
+/**
+ * The groups of `nereid serve --help`, in order: `tritonserver --help`'s groups, so an option is
+ * found where Triton's users look for it.
+ */
+export const OPTION_GROUPS = [
+  'Server',
+  'Logging',
+  'Model Repository',
+  'HTTP',
+  'GRPC',
+  'Sagemaker',
+  'Vertex',
+  'Metrics',
+  'Tracing',
+  'Backend',
+  'Repository Agent',
+  'Response Cache',
+  'Rate Limiter',
+  'Memory/Device Management',
+  'Deprecated',
+] as const;
+
+export type OptionGroup = (typeof OPTION_GROUPS)[number];
+
+/** What every option of the table says about itself; `nereid serve --help` prints it. */
+interface OptionDoc {
+  readonly group: OptionGroup;
+  readonly kind: Kind;
+  /** The value as help shows it; without it, the kind's (`<boolean>`, `<integer>`, `<string>`). Not for flags. */
+  readonly format?: string;
+  /**
+   * The default: either the value text itself, so that giving `--name=<default>` changes nothing
+   * (a unit test holds the table to that), or, in parentheses, what happens without the option.
+   */
+  readonly default: string;
+  /** What the option does, for people: one or a few sentences. */
+  readonly description: string;
+  readonly repeatable?: boolean;
+  /** An option of Nereid's own, which `tritonserver` does not have. */
+  readonly nereidOnly?: boolean;
+  /** For a `tritonserver` option whose meaning in Nereid differs: how. */
+  readonly nereidMeaning?: string;
+}
+
+/** An option with an effect: `apply` validates the value and sets it (throws a NereidError). */
+interface EffectiveOption extends OptionDoc {
+  readonly apply: (o: ServeOptions, value: string, name: string) => void;
+  readonly ignored?: never;
+}
+
+/**
+ * A `tritonserver` option accepted so that existing command lines run, with no effect: the value
+ * is still checked against the kind, and the server warns at start. `ignored` says why.
+ */
+interface IgnoredOption extends OptionDoc {
+  readonly ignored: string;
+  readonly apply?: never;
+}
+
+/** One entry of the option table: parsing and `--help` both read it. */
+export type ServeOptionSpec = EffectiveOption | IgnoredOption;
+
+const NO_GPU = 'Nereid runs on CPUs only and uses no GPU';
+const NO_TLS = 'no TLS in this version; terminate TLS in front of Nereid (a proxy or a service mesh)';
+const NO_TRACING = 'no tracing in this version (the trace extension is not implemented)';
+const NO_CACHE = 'no response cache in this version';
+const NO_SAGEMAKER = 'Nereid has no SageMaker endpoint';
+const NO_VERTEX = 'Nereid has no Vertex AI endpoint';
+const ONE_LOOP = 'Nereid serves every request on the Node.js event loop, so there are no request threads to size';
+
+const stripIpv6 = (v: string): string => v.replace(/^ipv6:\[(.*)\]$/, '$1');
+
+/**
+ * Every option `nereid serve` knows, in help order within each group. Adding an option here is
+ * all it takes for the parser to take it and for `--help` to describe it; the type requires a
+ * group, a default and a description, and `options.test.ts` that they are not empty.
+ */
+const OPTIONS = {
+  // ---------------------------------------------------------------- Server
+  id: {
+    group: 'Server',
     kind: 'string',
-    apply: (o, v, n) => {
-      if (v !== 'none' && v !== 'poll' && v !== 'explicit') {
-        throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'none', 'poll' or 'explicit', got '${v}'`);
-      }
-      o.modelControlMode = v;
-    },
+    default: 'triton',
+    description: 'The server name reported in server metadata (GET /v2) and the start-up option table.',
+    apply: (o, v) => (o.id = v),
   },
-  'load-model': {
-    kind: 'string',
-    repeatable: true,
-    apply: (o, v, n) => {
-      if (v.trim() === '') throw new NereidError('REQUEST_PARAMETER', `--${n} expects a model name or '*'`);
-      o.loadModels.push(v);
-    },
+  'exit-timeout-secs': {
+    group: 'Server',
+    kind: 'int',
+    default: '30',
+    description: 'On SIGINT or SIGTERM, how long to wait for in-flight requests and streams before exiting anyway (status 1).',
+    apply: (o, v, n) => (o.exitTimeoutSecs = parseInt(n, v)),
   },
-  'repository-poll-secs': { kind: 'int', apply: (o, v, n) => (o.repositoryPollSecs = parseInt(n, v)) },
-  'strict-readiness': { kind: 'bool', apply: (o, v, n) => (o.strictReadiness = parseBool(n, v)) },
-  'exit-on-error': { kind: 'bool', apply: (o, v, n) => (o.exitOnError = parseBool(n, v)) },
-  'exit-timeout-secs': { kind: 'int', apply: (o, v, n) => (o.exitTimeoutSecs = parseInt(n, v)) },
-  'exit-grace-secs': { kind: 'int', apply: (o, v, n) => (o.exitGraceSecs = parseInt(n, v)) },
+  'exit-grace-secs': {
+    group: 'Server',
+    kind: 'int',
+    default: '0',
+    nereidOnly: true,
+    description:
+      'On SIGINT or SIGTERM, keep serving for this long while readiness answers "not ready", so load balancers stop ' +
+      'sending work before connections are refused; --exit-timeout-secs starts after it.',
+    apply: (o, v, n) => (o.exitGraceSecs = parseInt(n, v)),
+  },
   'decoupled-response-timeout-secs': {
+    group: 'Server',
     kind: 'string',
+    format: '<number>',
+    default: String(DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS / 1000),
+    nereidOnly: true,
+    description:
+      "Once a decoupled model's execute has returned without a request's final response, the longest the request may " +
+      'go without any response before it fails with RESPONSE_TIMEOUT; fractions allowed, 0 means no limit.',
     apply: (o, v, n) => {
       const secs = Number(v);
       if (v.trim() === '' || !Number.isFinite(secs) || secs < 0) {
@@ -187,19 +270,160 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
       o.decoupledResponseTimeoutSecs = secs;
     },
   },
-  'disable-auto-complete-config': { kind: 'flag', apply: (o) => (o.autoCompleteConfig = false) },
-  'strict-model-config': { kind: 'bool', apply: (o, v, n) => (o.autoCompleteConfig = !parseBool(n, v)) },
-  'model-config-name': {
+  'allow-client-shm': {
+    group: 'Server',
+    kind: 'bool',
+    default: 'false',
+    nereidMeaning:
+      'system shared memory only (registering a CUDA region is refused: no GPU); the status queries answer either way',
+    description: 'Let clients register, unregister and use shared-memory regions for input and output tensors.',
+    apply: (o, v, n) => (o.allowClientShm = parseBool(n, v)),
+  },
+
+  // ---------------------------------------------------------------- Logging
+  'log-verbose': {
+    group: 'Logging',
+    kind: 'int',
+    default: '0',
+    description: 'The verbose log level: 0 writes no verbose lines, 1 and above write the verbose lines of that level and below.',
+    apply: (o, v, n) => (o.logVerbose = parseInt(n, v)),
+  },
+  'log-info': { group: 'Logging', kind: 'bool', default: 'true', description: 'Write info lines.', apply: (o, v, n) => (o.logInfo = parseBool(n, v)) },
+  'log-warning': { group: 'Logging', kind: 'bool', default: 'true', description: 'Write warning lines.', apply: (o, v, n) => (o.logWarning = parseBool(n, v)) },
+  'log-error': { group: 'Logging', kind: 'bool', default: 'true', description: 'Write error lines.', apply: (o, v, n) => (o.logError = parseBool(n, v)) },
+  'log-format': {
+    group: 'Logging',
     kind: 'string',
+    format: '<default|ISO8601>',
+    default: 'default',
+    description: '"default" starts each line with severity, date and time as "I1202 17:36:00.123456"; "ISO8601" as "2026-12-02T17:36:00Z I".',
+    apply: (o, v, n) => {
+      if (v !== 'default' && v !== 'ISO8601') throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'default' or 'ISO8601', got '${v}'`);
+      o.logFormat = v;
+    },
+  },
+  'log-file': {
+    group: 'Logging',
+    kind: 'string',
+    format: '<path>',
+    default: '(the console)',
+    description: 'Append the log to this file instead of writing it to the console (info and verbose lines to stdout, the others to stderr).',
+    apply: (o, v) => (o.logFile = v),
+  },
+
+  // ---------------------------------------------------------------- Model Repository
+  'model-store': {
+    group: 'Model Repository',
+    kind: 'string',
+    format: '<path>',
+    repeatable: true,
+    default: '(none)',
+    description: 'Another name for --model-repository.',
+    apply: (o, v) => void o.modelRepositories.push(v),
+  },
+  'model-repository': {
+    group: 'Model Repository',
+    kind: 'string',
+    format: '<path>',
+    repeatable: true,
+    default: '(required)',
+    description:
+      'A model repository directory: one sub-directory per model. Give it again for more repositories; a model name ' +
+      'found in two of them is reported UNAVAILABLE.',
+    apply: (o, v) => void o.modelRepositories.push(v),
+  },
+  'exit-on-error': {
+    group: 'Model Repository',
+    kind: 'bool',
+    default: 'true',
+    description: 'Exit (status 1) when a model fails to load at start-up; false serves the models that did load.',
+    apply: (o, v, n) => (o.exitOnError = parseBool(n, v)),
+  },
+  'disable-auto-complete-config': {
+    group: 'Model Repository',
+    kind: 'flag',
+    default: '(auto-complete on)',
+    description:
+      'Take each config.pbtxt as it is: the server and backends do not fill in missing fields (from the ONNX graph, for ' +
+      'instance), so every model needs a complete config.pbtxt.',
+    apply: (o) => (o.autoCompleteConfig = false),
+  },
+  'strict-readiness': {
+    group: 'Model Repository',
+    kind: 'bool',
+    default: 'true',
+    description:
+      'true: /v2/health/ready answers ready only while no model the server was asked to serve has failed. false: ready ' +
+      'means the server is up and answering, whatever the models.',
+    apply: (o, v, n) => (o.strictReadiness = parseBool(n, v)),
+  },
+  'model-control-mode': {
+    group: 'Model Repository',
+    kind: 'string',
+    format: '<none|poll|explicit>',
+    default: 'none',
+    description:
+      'none: every model is loaded at start and the set never changes. poll: the repositories are rescanned every ' +
+      '--repository-poll-secs and changes are loaded and unloaded. explicit: only the --load-model models are loaded at ' +
+      'start; afterwards the model repository API (load, unload) changes the set.',
+    apply: (o, v, n) => {
+      if (v !== 'none' && v !== 'poll' && v !== 'explicit') {
+        throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'none', 'poll' or 'explicit', got '${v}'`);
+      }
+      o.modelControlMode = v;
+    },
+  },
+  'repository-poll-secs': {
+    group: 'Model Repository',
+    kind: 'int',
+    default: '15',
+    description: 'In mode poll: seconds between two scans of the repositories (above 0).',
+    apply: (o, v, n) => (o.repositoryPollSecs = parseInt(n, v)),
+  },
+  'load-model': {
+    group: 'Model Repository',
+    kind: 'string',
+    format: '<model|*>',
+    repeatable: true,
+    default: '(none)',
+    description: 'In mode explicit only: a model to load at start. "*" loads every model and must then be the only --load-model.',
+    apply: (o, v, n) => {
+      if (v.trim() === '') throw new NereidError('REQUEST_PARAMETER', `--${n} expects a model name or '*'`);
+      o.loadModels.push(v);
+    },
+  },
+  'model-config-name': {
+    group: 'Model Repository',
+    kind: 'string',
+    format: '<name>',
+    default: '(config.pbtxt)',
+    description: 'Read configs/<name>.pbtxt in each model directory where it exists, config.pbtxt elsewhere. No spaces.',
     apply: (o, v, n) => {
       if (/\s/.test(v)) throw new NereidError('REQUEST_PARAMETER', `--${n} must not contain spaces, got '${v}'`);
       o.modelConfigName = v;
     },
   },
-  'model-load-thread-count': { kind: 'int', apply: (o, v, n) => (o.modelLoadThreadCount = parseInt(n, v, 1)) },
-  'model-load-retry-count': { kind: 'int', apply: (o, v, n) => (o.modelLoadRetryCount = parseInt(n, v)) },
+  'model-load-thread-count': {
+    group: 'Model Repository',
+    kind: 'int',
+    default: '4',
+    description: 'How many models load at once, at start-up and afterwards (polls, load requests); the others wait their turn.',
+    apply: (o, v, n) => (o.modelLoadThreadCount = parseInt(n, v, 1)),
+  },
+  'model-load-retry-count': {
+    group: 'Model Repository',
+    kind: 'int',
+    default: '0',
+    description: 'Extra attempts of a model version load that fails, each failure logged.',
+    apply: (o, v, n) => (o.modelLoadRetryCount = parseInt(n, v)),
+  },
   'model-namespacing': {
+    group: 'Model Repository',
     kind: 'bool',
+    default: 'false',
+    description:
+      'Only false is accepted: this version of Nereid does not namespace models by repository, so a model name must be ' +
+      'unique across the repositories; true is refused at start.',
     apply: (_o, v, n) => {
       if (parseBool(n, v)) {
         throw new NereidError(
@@ -210,12 +434,302 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
       }
     },
   },
-  id: { kind: 'string', apply: (o, v) => (o.id = v) },
-  'backend-config': {
+  'enable-peer-access': {
+    group: 'Model Repository',
+    kind: 'bool',
+    default: 'true',
+    description: 'CUDA peer access between GPUs.',
+    ignored: NO_GPU,
+  },
+
+  // ---------------------------------------------------------------- HTTP
+  'allow-http': { group: 'HTTP', kind: 'bool', default: 'true', description: 'Serve the HTTP/REST endpoint.', apply: (o, v, n) => (o.allowHttp = parseBool(n, v)) },
+  'http-address': {
+    group: 'HTTP',
     kind: 'string',
+    format: '<host>',
+    default: '0.0.0.0',
+    description: 'The address the HTTP endpoint listens on (an IPv6 address also as ipv6:[::1]).',
+    apply: (o, v) => (o.httpAddress = stripIpv6(v)),
+  },
+  'http-port': {
+    group: 'HTTP',
+    kind: 'int',
+    default: '8000',
+    description: 'The port of the HTTP endpoint; 0 lets the system choose (the start-up log says which).',
+    apply: (o, v, n) => (o.httpPort = parseInt(n, v)),
+  },
+  'reuse-http-port': {
+    group: 'HTTP',
+    kind: 'bool',
+    default: 'false',
+    description: 'Let several servers listen on the same HTTP port.',
+    ignored: 'Node.js 20 cannot share a listening port between processes',
+  },
+  'http-header-forward-pattern': {
+    group: 'HTTP',
+    kind: 'string',
+    format: '<regex>',
+    default: '(none)',
+    description: 'Forward the HTTP headers whose names match as request parameters.',
+    ignored: 'no header forwarding in this version',
+  },
+  'http-thread-count': { group: 'HTTP', kind: 'int', default: '8', description: 'Threads that handle HTTP requests.', ignored: ONE_LOOP },
+  'http-restricted-api': {
+    group: 'HTTP',
+    kind: 'string',
+    format: '<apis>:<key>=<value>',
     repeatable: true,
+    default: '(none)',
+    description: 'Require a header for groups of HTTP endpoints.',
+    ignored: 'no endpoint restrictions in this version; put such checks in a proxy in front of Nereid',
+  },
+  'http-max-input-size': {
+    group: 'HTTP',
+    kind: 'int',
+    default: '67108864',
+    description: 'The largest HTTP request body, in bytes, as received and after decompression.',
+    apply: (o, v, n) => (o.httpMaxInputSize = parseInt(n, v, 1)),
+  },
+
+  // ---------------------------------------------------------------- GRPC
+  'allow-grpc': { group: 'GRPC', kind: 'bool', default: 'true', description: 'Serve the gRPC endpoint.', apply: (o, v, n) => (o.allowGrpc = parseBool(n, v)) },
+  'grpc-address': {
+    group: 'GRPC',
+    kind: 'string',
+    format: '<host>',
+    default: '0.0.0.0',
+    description: 'The address the gRPC endpoint listens on (an IPv6 address also as ipv6:[::1]).',
+    apply: (o, v) => (o.grpcAddress = stripIpv6(v)),
+  },
+  'grpc-port': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '8001',
+    description: 'The port of the gRPC endpoint; 0 lets the system choose (the start-up log says which).',
+    apply: (o, v, n) => (o.grpcPort = parseInt(n, v)),
+  },
+  'reuse-grpc-port': {
+    group: 'GRPC',
+    kind: 'bool',
+    default: 'false',
+    description: 'Let several servers listen on the same gRPC port.',
+    ignored: 'Node.js 20 cannot share a listening port between processes',
+  },
+  'grpc-header-forward-pattern': {
+    group: 'GRPC',
+    kind: 'string',
+    format: '<regex>',
+    default: '(none)',
+    description: 'Forward the gRPC metadata whose keys match as request parameters.',
+    ignored: 'no metadata forwarding in this version',
+  },
+  'grpc-infer-thread-count': { group: 'GRPC', kind: 'int', default: '2', description: 'Threads that handle gRPC inference calls.', ignored: ONE_LOOP },
+  'grpc-infer-allocation-pool-size': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '8',
+    description: 'Request and response objects kept for reuse.',
+    ignored: 'the gRPC library allocates its messages itself; there is no pool to size',
+  },
+  'grpc-max-response-pool-size': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '(no limit)',
+    description: 'The most response objects a stream may hold.',
+    ignored: "a stream's responses are bounded by HTTP/2 flow control instead: the stream stops taking requests while the client reads slower than the server answers",
+  },
+  'grpc-use-ssl': { group: 'GRPC', kind: 'bool', default: 'false', description: 'Serve gRPC over TLS.', ignored: NO_TLS },
+  'grpc-use-ssl-mutual': { group: 'GRPC', kind: 'bool', default: 'false', description: 'Serve gRPC over mutual TLS.', ignored: NO_TLS },
+  'grpc-server-cert': { group: 'GRPC', kind: 'string', format: '<path>', default: '(none)', description: "The server's PEM certificate.", ignored: NO_TLS },
+  'grpc-server-key': { group: 'GRPC', kind: 'string', format: '<path>', default: '(none)', description: "The server's PEM key.", ignored: NO_TLS },
+  'grpc-root-cert': { group: 'GRPC', kind: 'string', format: '<path>', default: '(none)', description: 'The PEM root certificate clients are checked against.', ignored: NO_TLS },
+  'grpc-infer-response-compression-level': {
+    group: 'GRPC',
+    kind: 'string',
+    format: '<none|low|medium|high>',
+    default: 'none',
+    description: 'How much the server compresses inference responses.',
+    ignored: 'gRPC responses are sent uncompressed in this version',
+  },
+  'grpc-keepalive-time': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '7200000',
+    description: 'Milliseconds between keepalive pings the server sends on a connection.',
+    apply: (o, v, n) => (o.grpcKeepaliveTimeMs = parseInt(n, v, 1)),
+  },
+  'grpc-keepalive-timeout': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '20000',
+    description: 'Milliseconds the server waits for the answer to a keepalive ping before it closes the connection.',
+    apply: (o, v, n) => (o.grpcKeepaliveTimeoutMs = parseInt(n, v, 1)),
+  },
+  'grpc-keepalive-permit-without-calls': {
+    group: 'GRPC',
+    kind: 'bool',
+    default: 'false',
+    description: 'Send keepalive pings on connections without calls.',
+    ignored: 'not passed on to the gRPC library in this version',
+  },
+  'grpc-http2-max-pings-without-data': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '2',
+    description: 'Pings the server may send while no data is sent.',
+    ignored: 'not passed on to the gRPC library in this version',
+  },
+  'grpc-http2-min-recv-ping-interval-without-data': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '300000',
+    description: 'The shortest gap, in milliseconds, between pings the server accepts while no data is sent.',
+    ignored: 'not passed on to the gRPC library in this version',
+  },
+  'grpc-http2-max-ping-strikes': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '2',
+    description: 'Bad pings tolerated before the server closes the connection.',
+    ignored: 'not passed on to the gRPC library in this version',
+  },
+  'grpc-max-connection-age': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '(no limit)',
+    description: 'Milliseconds after which the server asks a client to open a new connection (GOAWAY).',
+    apply: (o, v, n) => (o.grpcMaxConnectionAgeMs = parseInt(n, v, 1)),
+  },
+  'grpc-max-connection-age-grace': {
+    group: 'GRPC',
+    kind: 'int',
+    default: '(no limit)',
+    description: 'Milliseconds the calls of a connection past its maximum age may go on before it is closed.',
+    apply: (o, v, n) => (o.grpcMaxConnectionAgeGraceMs = parseInt(n, v, 1)),
+  },
+  'grpc-restricted-protocol': {
+    group: 'GRPC',
+    kind: 'string',
+    format: '<protocols>:<key>=<value>',
+    repeatable: true,
+    default: '(none)',
+    description: 'Require a metadata key for groups of gRPC calls.',
+    ignored: 'no call restrictions in this version; put such checks in a proxy in front of Nereid',
+  },
+
+  // ---------------------------------------------------------------- Sagemaker, Vertex
+  'allow-sagemaker': { group: 'Sagemaker', kind: 'bool', default: 'false', description: 'Serve the SageMaker endpoint.', ignored: NO_SAGEMAKER },
+  'sagemaker-port': { group: 'Sagemaker', kind: 'int', default: '8080', description: 'The port of the SageMaker endpoint.', ignored: NO_SAGEMAKER },
+  'sagemaker-safe-port-range': {
+    group: 'Sagemaker',
+    kind: 'string',
+    format: '<first>-<last>',
+    default: '(none)',
+    description: 'The ports the other endpoints may use beside SageMaker.',
+    ignored: NO_SAGEMAKER,
+  },
+  'sagemaker-thread-count': { group: 'Sagemaker', kind: 'int', default: '8', description: 'Threads that handle SageMaker requests.', ignored: NO_SAGEMAKER },
+  'allow-vertex-ai': { group: 'Vertex', kind: 'bool', default: 'false', description: 'Serve the Vertex AI endpoint.', ignored: NO_VERTEX },
+  'vertex-ai-port': { group: 'Vertex', kind: 'int', default: '8080', description: 'The port of the Vertex AI endpoint.', ignored: NO_VERTEX },
+  'vertex-ai-thread-count': { group: 'Vertex', kind: 'int', default: '8', description: 'Threads that handle Vertex AI requests.', ignored: NO_VERTEX },
+  'vertex-ai-default-model': {
+    group: 'Vertex',
+    kind: 'string',
+    format: '<model>',
+    default: '(none)',
+    description: 'The model that Vertex AI requests without a model name go to.',
+    ignored: NO_VERTEX,
+  },
+
+  // ---------------------------------------------------------------- Metrics
+  'allow-metrics': {
+    group: 'Metrics',
+    kind: 'bool',
+    default: 'true',
+    description: 'Serve the Prometheus metrics endpoint (GET /metrics).',
+    apply: (o, v, n) => (o.allowMetrics = parseBool(n, v)),
+  },
+  'allow-gpu-metrics': { group: 'Metrics', kind: 'bool', default: 'true', description: 'Report the GPU metric families.', ignored: `${NO_GPU}, so there are no GPU families` },
+  'allow-cpu-metrics': {
+    group: 'Metrics',
+    kind: 'bool',
+    default: 'true',
+    description: 'Report the CPU families: nv_cpu_utilization, nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes.',
+    apply: (o, v, n) => (o.allowCpuMetrics = parseBool(n, v)),
+  },
+  'metrics-address': {
+    group: 'Metrics',
+    kind: 'string',
+    format: '<host>',
+    default: '(the HTTP address)',
+    description: "The address the metrics endpoint listens on; address and port must differ from the HTTP and gRPC endpoints'.",
+    apply: (o, v) => (o.metricsAddress = stripIpv6(v)),
+  },
+  'metrics-port': {
+    group: 'Metrics',
+    kind: 'int',
+    default: '8002',
+    description: 'The port of the metrics endpoint; 0 lets the system choose.',
+    apply: (o, v, n) => (o.metricsPort = parseInt(n, v)),
+  },
+  'metrics-interval-ms': {
+    group: 'Metrics',
+    kind: 'string',
+    format: '<number>',
+    default: '2000',
+    description: 'Milliseconds between two samples of the CPU families (above 0).',
     apply: (o, v, n) => {
-      // `<backend>,<key>=<value>` or a global `<key>=<value>`.
+      const ms = Number(v);
+      if (v.trim() === '' || !Number.isFinite(ms) || ms <= 0) throw new NereidError('REQUEST_PARAMETER', `--${n} expects a number of milliseconds > 0, got '${v}'`);
+      o.metricsIntervalMs = ms;
+    },
+  },
+  'metrics-config': {
+    group: 'Metrics',
+    kind: 'string',
+    format: '<key>=<value>',
+    repeatable: true,
+    default: '(none)',
+    description:
+      'A metrics setting. counter_latencies (true): the latency counters. histogram_latencies (false): latency ' +
+      'histograms. histogram_batch_size (false, Nereid\'s own): a batch size histogram. histogram_buckets=<family>:<b1>,<b2>,... ' +
+      "(Nereid's own): a histogram's bucket bounds. summary_latencies and summary_quantiles are checked and have no " +
+      'effect: this version has no summaries. Other keys are refused.',
+    apply: (o, v) => applyMetricsConfig(o.metricsConfig, v),
+  },
+
+  // ---------------------------------------------------------------- Tracing
+  'trace-config': {
+    group: 'Tracing',
+    kind: 'string',
+    format: '[<mode>,]<key>=<value>',
+    repeatable: true,
+    default: '(tracing off)',
+    description: 'A trace setting: level, rate, count, mode, or a mode\'s own key such as file.',
+    ignored: NO_TRACING,
+  },
+
+  // ---------------------------------------------------------------- Backend
+  'backend-directory': {
+    group: 'Backend',
+    kind: 'string',
+    format: '<path>',
+    default: '(none)',
+    nereidMeaning: 'it holds JavaScript backend packages, <path>/<backend>/, not shared libraries',
+    description: 'Where custom backends are looked for after the model\'s own directories.',
+    apply: (o, v) => (o.backendDirectory = v),
+  },
+  'backend-config': {
+    group: 'Backend',
+    kind: 'string',
+    format: '<backend>,<key>=<value>',
+    repeatable: true,
+    default: '(none)',
+    description:
+      'A setting for one backend, or for every backend as <key>=<value>: for example python,python-executable=<path>, ' +
+      'default-max-batch-size=<n>, or <backend>,module=<specifier> for the module of a custom backend.',
+    apply: (o, v, n) => {
       const comma = v.indexOf(',');
       const eq = v.indexOf('=');
       if (eq === -1) throw new NereidError('REQUEST_PARAMETER', `--${n} expects <backend>,<key>=<value> or <key>=<value>, got '${v}'`);
@@ -227,13 +741,39 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
       o.backendConfig.set(backend, settings);
     },
   },
-  'backend-directory': { kind: 'string', apply: (o, v) => (o.backendDirectory = v) },
-  'allow-http': { kind: 'bool', apply: (o, v, n) => (o.allowHttp = parseBool(n, v)) },
-  'http-address': { kind: 'string', apply: (o, v) => (o.httpAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
-  'http-port': { kind: 'int', apply: (o, v, n) => (o.httpPort = parseInt(n, v)) },
-  'http-max-input-size': { kind: 'int', apply: (o, v, n) => (o.httpMaxInputSize = parseInt(n, v, 1)) },
-  'rate-limit': {
+
+  // ---------------------------------------------------------------- Repository Agent
+  'repoagent-directory': {
+    group: 'Repository Agent',
     kind: 'string',
+    format: '<path>',
+    default: '(none)',
+    description: 'Where repository agents are looked for.',
+    ignored: 'no repository agents in this version',
+  },
+
+  // ---------------------------------------------------------------- Response Cache
+  'cache-config': {
+    group: 'Response Cache',
+    kind: 'string',
+    format: '<cache>,<key>=<value>',
+    repeatable: true,
+    default: '(no cache)',
+    description: 'A response cache setting, such as local,size=<bytes>.',
+    ignored: NO_CACHE,
+  },
+  'cache-directory': { group: 'Response Cache', kind: 'string', format: '<path>', default: '(none)', description: 'Where cache implementations are looked for.', ignored: NO_CACHE },
+
+  // ---------------------------------------------------------------- Rate Limiter
+  'rate-limit': {
+    group: 'Rate Limiter',
+    kind: 'string',
+    format: '<off|execution_count>',
+    default: 'off',
+    description:
+      "off: a request runs as soon as an instance is free. execution_count: an instance runs only once the resources its " +
+      "model's rate_limiter section requires are free; of the instances waiting, the one with the fewest executions " +
+      '(weighted by priority) goes first.',
     apply: (o, v, n) => {
       if (v !== 'off' && v !== 'execution_count') {
         throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'off' or 'execution_count', got '${v}'`);
@@ -241,86 +781,102 @@ const IMPLEMENTED: Record<string, OptionSpec> = {
       o.rateLimit = v;
     },
   },
-  'rate-limit-resource': { kind: 'string', repeatable: true, apply: (o, v) => void o.rateLimitResources.push(parseResourceLimit(v)) },
-  'allow-grpc': { kind: 'bool', apply: (o, v, n) => (o.allowGrpc = parseBool(n, v)) },
-  'grpc-address': { kind: 'string', apply: (o, v) => (o.grpcAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
-  'grpc-port': { kind: 'int', apply: (o, v, n) => (o.grpcPort = parseInt(n, v)) },
-  'grpc-keepalive-time': { kind: 'int', apply: (o, v, n) => (o.grpcKeepaliveTimeMs = parseInt(n, v, 1)) },
-  'grpc-keepalive-timeout': { kind: 'int', apply: (o, v, n) => (o.grpcKeepaliveTimeoutMs = parseInt(n, v, 1)) },
-  'grpc-max-connection-age': { kind: 'int', apply: (o, v, n) => (o.grpcMaxConnectionAgeMs = parseInt(n, v, 1)) },
-  'grpc-max-connection-age-grace': { kind: 'int', apply: (o, v, n) => (o.grpcMaxConnectionAgeGraceMs = parseInt(n, v, 1)) },
-  'allow-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowMetrics = parseBool(n, v)) },
-  'allow-cpu-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowCpuMetrics = parseBool(n, v)) },
-  'allow-client-shm': { kind: 'bool', apply: (o, v, n) => (o.allowClientShm = parseBool(n, v)) },
-  'allow-gpu-metrics': { kind: 'bool', apply: (o, v, n) => (o.allowGpuMetrics = parseBool(n, v)) },
-  'metrics-address': { kind: 'string', apply: (o, v) => (o.metricsAddress = v.replace(/^ipv6:\[(.*)\]$/, '$1')) },
-  'metrics-port': { kind: 'int', apply: (o, v, n) => (o.metricsPort = parseInt(n, v)) },
-  'metrics-interval-ms': {
+  'rate-limit-resource': {
+    group: 'Rate Limiter',
     kind: 'string',
-    apply: (o, v, n) => {
-      const ms = Number(v);
-      if (v.trim() === '' || !Number.isFinite(ms) || ms <= 0) throw new NereidError('REQUEST_PARAMETER', `--${n} expects a number of milliseconds > 0, got '${v}'`);
-      o.metricsIntervalMs = ms;
-    },
+    format: '<name>:<count>[:<device>]',
+    repeatable: true,
+    default: '(the most any instance needs)',
+    description: 'How many of a resource there are, on one device or, without <device>, on each.',
+    apply: (o, v) => void o.rateLimitResources.push(parseResourceLimit(v)),
   },
-  'metrics-config': { kind: 'string', repeatable: true, apply: (o, v) => applyMetricsConfig(o.metricsConfig, v) },
-  'log-verbose': { kind: 'int', apply: (o, v, n) => (o.logVerbose = parseInt(n, v)) },
-  'log-info': { kind: 'bool', apply: (o, v, n) => (o.logInfo = parseBool(n, v)) },
-  'log-warning': { kind: 'bool', apply: (o, v, n) => (o.logWarning = parseBool(n, v)) },
-  'log-error': { kind: 'bool', apply: (o, v, n) => (o.logError = parseBool(n, v)) },
-  'log-format': {
-    kind: 'string',
-    apply: (o, v, n) => {
-      if (v !== 'default' && v !== 'ISO8601') throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'default' or 'ISO8601', got '${v}'`);
-      o.logFormat = v;
-    },
-  },
-  'log-file': { kind: 'string', apply: (o, v) => (o.logFile = v) },
-};
 
-/** tritonserver options accepted so that existing command lines run, with no effect yet. */
-const ACCEPTED: Record<string, Kind> = {
-  'repoagent-directory': 'string',
-  'reuse-http-port': 'bool',
-  'http-thread-count': 'int',
-  'http-header-forward-pattern': 'string',
-  'http-restricted-api': 'string',
-  'reuse-grpc-port': 'bool',
-  'grpc-header-forward-pattern': 'string',
-  'grpc-restricted-protocol': 'string',
-  'grpc-infer-thread-count': 'int',
-  'grpc-infer-allocation-pool-size': 'int',
-  'grpc-max-response-pool-size': 'int',
-  'grpc-infer-response-compression-level': 'string',
-  'grpc-use-ssl': 'bool',
-  'grpc-use-ssl-mutual': 'bool',
-  'grpc-server-cert': 'string',
-  'grpc-server-key': 'string',
-  'grpc-root-cert': 'string',
-  'grpc-keepalive-permit-without-calls': 'bool',
-  'grpc-http2-max-pings-without-data': 'int',
-  'grpc-http2-min-recv-ping-interval-without-data': 'int',
-  'grpc-http2-max-ping-strikes': 'int',
-  'allow-sagemaker': 'bool',
-  'allow-vertex-ai': 'bool',
-  'trace-config': 'string',
-  'trace-file': 'string',
-  'trace-level': 'string',
-  'trace-rate': 'int',
-  'trace-count': 'int',
-  'trace-log-frequency': 'int',
-  'pinned-memory-pool-byte-size': 'int',
-  'cuda-memory-pool-byte-size': 'string',
-  'cuda-virtual-address-size': 'string',
-  'min-supported-compute-capability': 'string',
-  'buffer-manager-thread-count': 'int',
-  'host-policy': 'string',
-  'model-load-gpu-limit': 'string',
-  'enable-peer-access': 'bool',
-  'cache-config': 'string',
-  'response-cache-byte-size': 'int',
-  'cache-directory': 'string',
-};
+  // ---------------------------------------------------------------- Memory/Device Management
+  'pinned-memory-pool-byte-size': { group: 'Memory/Device Management', kind: 'int', default: '268435456', description: 'Bytes of pinned host memory for GPU transfers.', ignored: NO_GPU },
+  'cuda-memory-pool-byte-size': {
+    group: 'Memory/Device Management',
+    kind: 'string',
+    format: '<gpu>:<bytes>',
+    repeatable: true,
+    default: '(64 MiB per GPU)',
+    description: 'Bytes of CUDA memory pool on a GPU.',
+    ignored: NO_GPU,
+  },
+  'cuda-virtual-address-size': {
+    group: 'Memory/Device Management',
+    kind: 'string',
+    format: '<gpu>:<bytes>',
+    repeatable: true,
+    default: '(1 GiB per GPU)',
+    description: 'CUDA virtual address space of each growable implicit state.',
+    ignored: NO_GPU,
+  },
+  'min-supported-compute-capability': {
+    group: 'Memory/Device Management',
+    kind: 'string',
+    format: '<float>',
+    default: '(of the build)',
+    description: 'GPUs below this CUDA compute capability are not used.',
+    ignored: NO_GPU,
+  },
+  'buffer-manager-thread-count': {
+    group: 'Memory/Device Management',
+    kind: 'int',
+    default: '0',
+    description: 'Threads that help copy tensors.',
+    ignored: 'tensors are copied by the thread that needs them (the event loop or a backend worker)',
+  },
+  'host-policy': {
+    group: 'Memory/Device Management',
+    kind: 'string',
+    format: '<policy>,<key>=<value>',
+    repeatable: true,
+    default: '(none)',
+    description: 'A NUMA node or CPU cores for a named host policy.',
+    ignored: 'no host policies in this version; pin the process with taskset or numactl instead',
+  },
+  'model-load-gpu-limit': {
+    group: 'Memory/Device Management',
+    kind: 'string',
+    format: '<gpu>:<fraction>',
+    repeatable: true,
+    default: '(no limit)',
+    description: 'Refuse loads while a GPU has more than this fraction of its memory in use.',
+    ignored: NO_GPU,
+  },
+
+  // ---------------------------------------------------------------- Deprecated
+  'strict-model-config': {
+    group: 'Deprecated',
+    kind: 'bool',
+    default: 'false',
+    description: 'true is the same as --disable-auto-complete-config.',
+    apply: (o, v, n) => (o.autoCompleteConfig = !parseBool(n, v)),
+  },
+  'response-cache-byte-size': { group: 'Deprecated', kind: 'int', default: '(no cache)', description: 'Same as --cache-config=local,size=<bytes>.', ignored: NO_CACHE },
+  'trace-file': { group: 'Deprecated', kind: 'string', format: '<path>', default: '(none)', description: 'Same as --trace-config=triton,file=<path>.', ignored: NO_TRACING },
+  'trace-level': {
+    group: 'Deprecated',
+    kind: 'string',
+    format: '<OFF|TIMESTAMPS|TENSORS>',
+    repeatable: true,
+    default: 'OFF',
+    description: 'Same as --trace-config=level=<level>.',
+    ignored: NO_TRACING,
+  },
+  'trace-rate': { group: 'Deprecated', kind: 'int', default: '1000', description: 'Same as --trace-config=rate=<n>.', ignored: NO_TRACING },
+  'trace-count': { group: 'Deprecated', kind: 'int', default: '-1', description: 'Same as --trace-config=count=<n>.', ignored: NO_TRACING },
+  'trace-log-frequency': { group: 'Deprecated', kind: 'int', default: '0', description: 'Same as --trace-config=triton,log-frequency=<n>.', ignored: NO_TRACING },
+} satisfies Record<string, ServeOptionSpec>;
+
+/** The option table: name (without `--`) → spec, in help order within each group. */
+export const SERVE_OPTIONS: Readonly<Record<string, ServeOptionSpec>> = OPTIONS;
+
+/** The value format help shows for an option: its `format`, else its kind's; `(no value)` for a flag. */
+export function optionFormat(spec: ServeOptionSpec): string {
+  if (spec.kind === 'flag') return '(no value)';
+  return spec.format ?? (spec.kind === 'bool' ? '<boolean>' : spec.kind === 'int' ? '<integer>' : '<string>');
+}
 
 export function defaultServeOptions(): ServeOptions {
   return {
@@ -356,7 +912,6 @@ export function defaultServeOptions(): ServeOptions {
     allowMetrics: true,
     allowCpuMetrics: true,
     allowClientShm: false,
-    allowGpuMetrics: true,
     metricsAddress: '',
     metricsPort: 8002,
     metricsIntervalMs: 2000,
@@ -371,9 +926,9 @@ export function defaultServeOptions(): ServeOptions {
   };
 }
 
-/** Every option name `nereid serve` knows, for help output. */
-export function knownOptionNames(): { implemented: string[]; accepted: string[] } {
-  return { implemented: Object.keys(IMPLEMENTED), accepted: Object.keys(ACCEPTED) };
+/** Why an option given has no effect, for the start-up warning; undefined for an option with one. */
+export function ignoredReason(name: string): string | undefined {
+  return SERVE_OPTIONS[name]?.ignored;
 }
 
 /** Parses `nereid serve` arguments. Throws a NereidError naming the offending option. */
@@ -386,13 +941,15 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions {
     }
     const eq = arg.indexOf('=');
     const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-    const spec: OptionSpec | undefined = IMPLEMENTED[name] ?? (ACCEPTED[name] ? { kind: ACCEPTED[name]! } : undefined);
+    const spec = Object.hasOwn(SERVE_OPTIONS, name) ? SERVE_OPTIONS[name] : undefined;
     if (spec === undefined) {
       throw new NereidError('REQUEST_PARAMETER', `unrecognized option '--${name}'; run 'nereid serve --help' for the list`);
     }
     let value: string;
-    if (eq !== -1) value = arg.slice(eq + 1);
-    else if (spec.kind === 'flag') value = 'true';
+    if (spec.kind === 'flag') {
+      if (eq !== -1) throw new NereidError('REQUEST_PARAMETER', `option '--${name}' takes no value, got '${arg}'`);
+      value = '';
+    } else if (eq !== -1) value = arg.slice(eq + 1);
     else {
       const next = argv[i + 1];
       if (next === undefined || (next.startsWith('--') && spec.kind !== 'string')) {
@@ -401,7 +958,7 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions {
       value = next;
       i++;
     }
-    if (spec.apply) spec.apply(o, value, name);
+    if (spec.apply !== undefined) spec.apply(o, value, name);
     else {
       if (spec.kind === 'bool') parseBool(name, value);
       if (spec.kind === 'int') parseInt(name, value, -Infinity);

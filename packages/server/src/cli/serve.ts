@@ -11,7 +11,7 @@ import { HttpFrontend } from '../frontends/http/http-frontend.js';
 import { MetricsFrontend } from '../frontends/metrics/metrics-frontend.js';
 import { createLogger } from '../observability/logger.js';
 import { missingNodeOptions } from './node-options.js';
-import { parseServeArgs } from './options.js';
+import { ignoredReason, parseServeArgs } from './options.js';
 
 /** Triton-style status table: model, version, status (with the reason when not ready). */
 export function formatModelTable(statuses: readonly ModelVersionStatus[]): string {
@@ -41,7 +41,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     file: options.logFile,
   });
   for (const name of options.ignored) {
-    logger.warning(`option --${name} is not supported by this version of Nereid and has no effect`);
+    logger.warning(`option --${name} is not supported by this version of Nereid and has no effect: ${ignoredReason(name)}`);
   }
   if (options.allowMetrics && options.metricsConfig.summaryLatencies) {
     logger.warning('--metrics-config summary_latencies=true has no effect: this version of Nereid has no summaries; use histogram_latencies=true');

@@ -1,0 +1,111 @@
+/**
+ * `nereid serve`'s option table: every entry documents itself (the type requires the fields, this
+ * file that they say something), the defaults help shows are the parser's, and options without
+ * an effect are still checked and reported.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { OPTION_GROUPS, SERVE_OPTIONS, optionFormat, parseServeArgs, type ServeOptionSpec, type ServeOptions } from './options.js';
+import { formatServeHelp } from './serve-help.js';
+
+// Compile-time checks: `tsc -b` fails the build if any of these entries type-checks.
+export const typeChecks: ServeOptionSpec[] = [
+  // @ts-expect-error an option without a description
+  { group: 'Server', kind: 'int', default: '0', apply: () => undefined },
+  // @ts-expect-error an option without a default
+  { group: 'Server', kind: 'int', description: 'd', apply: () => undefined },
+  // @ts-expect-error an option without a group
+  { kind: 'int', default: '0', description: 'd', apply: () => undefined },
+  // @ts-expect-error an option with neither an effect nor a reason for having none
+  { group: 'Server', kind: 'int', default: '0', description: 'd' },
+  // @ts-expect-error an option with both
+  { group: 'Server', kind: 'int', default: '0', description: 'd', apply: () => undefined, ignored: 'why' },
+];
+
+const names = Object.keys(SERVE_OPTIONS);
+
+/** `options` without the list of ignored options, to compare parses. */
+function effective(options: ServeOptions): Omit<ServeOptions, 'ignored'> {
+  const { ignored: _ignored, ...rest } = options;
+  return rest;
+}
+
+/** What a table entry must say; empty when it says all of it. */
+function problems(name: string, spec: ServeOptionSpec): string[] {
+  const found: string[] = [];
+  if (!/^[a-z][a-z0-9-]*$/.test(name)) found.push('a name of lower-case words joined by -');
+  if (!OPTION_GROUPS.includes(spec.group)) found.push(`a group among OPTION_GROUPS (got '${spec.group}')`);
+  if (spec.description.trim().length < 10) found.push('a description');
+  if (spec.default.trim() === '' || /[;\]]/.test(spec.default)) found.push("a default, without ';' or ']' (help brackets it)");
+  if (spec.kind === 'flag' ? spec.format !== undefined : !/^\S+$/.test(optionFormat(spec))) found.push('a value format without spaces (none for a flag)');
+  if (spec.ignored !== undefined && spec.ignored.trim().length < 10) found.push('a reason for having no effect');
+  if (spec.nereidMeaning !== undefined && spec.nereidMeaning.trim().length < 10) found.push("what Nereid's meaning is");
+  if (spec.nereidOnly && (spec.nereidMeaning !== undefined || spec.ignored !== undefined)) found.push("no Nereid's meaning or ignored reason for an option of Nereid's own");
+  return found;
+}
+
+describe('the nereid serve option table', () => {
+  it('documents every option: group, value format, default, description, and why one without an effect has none', () => {
+    const bad = names.flatMap((name) => problems(name, SERVE_OPTIONS[name]!).map((p) => `--${name} needs ${p}`));
+    assert.deepEqual(bad, []);
+  });
+
+  it('the check above catches an entry without a description, default, reason or format', () => {
+    const base = { group: 'Server', kind: 'int', default: '1', description: 'A real description.', apply: () => undefined } as const;
+    assert.deepEqual(problems('ok', base), []);
+    assert.equal(problems('x', { ...base, description: '' }).length, 1);
+    assert.equal(problems('x', { ...base, default: ' ' }).length, 1);
+    assert.equal(problems('x', { ...base, format: '<two words>' }).length, 1);
+    assert.equal(problems('x', { group: 'Server', kind: 'bool', default: 'false', description: 'A real description.', ignored: '' }).length, 1);
+    assert.equal(problems('x', { ...base, group: 'Elsewhere' as ServeOptionSpec['group'] }).length, 1);
+  });
+
+  it('shows as default what the parser does without the option: giving the default changes nothing', () => {
+    const defaults = effective(parseServeArgs([]));
+    const checked: string[] = [];
+    for (const name of names) {
+      const spec = SERVE_OPTIONS[name]!;
+      if (spec.ignored !== undefined || spec.kind === 'flag' || spec.default.startsWith('(')) continue;
+      assert.deepEqual(effective(parseServeArgs([`--${name}=${spec.default}`])), defaults, `--${name}=${spec.default} is not the default`);
+      checked.push(name);
+    }
+    // Most options state their default as a value; the others say in words what happens without them.
+    assert.ok(checked.length >= 30, `only ${checked.length} defaults checked`);
+    assert.ok(checked.includes('http-port') && checked.includes('exit-timeout-secs') && checked.includes('strict-model-config'));
+  });
+
+  it('a default that is not the parser\'s is caught: --http-port=8001 is not the default', () => {
+    assert.notDeepEqual(effective(parseServeArgs(['--http-port=8001'])), effective(parseServeArgs([])));
+  });
+
+  it('takes every option without an effect, checks its value against its kind, and lists it as ignored', () => {
+    const ignored = names.filter((n) => SERVE_OPTIONS[n]!.ignored !== undefined);
+    assert.ok(ignored.includes('grpc-use-ssl') && ignored.includes('trace-config') && ignored.includes('allow-gpu-metrics'));
+    for (const name of ignored) {
+      const spec = SERVE_OPTIONS[name]!;
+      const value = spec.kind === 'bool' ? 'false' : spec.kind === 'int' ? '3' : 'x';
+      assert.deepEqual(parseServeArgs([`--${name}=${value}`, `--${name}`, value]).ignored, [name]);
+      if (spec.kind === 'bool') assert.throws(() => parseServeArgs([`--${name}=maybe`]), /expects a boolean/);
+      if (spec.kind === 'int') assert.throws(() => parseServeArgs([`--${name}=many`]), new RegExp(`--${name} expects an integer, got 'many'`));
+    }
+  });
+
+  it('refuses a value given to a flag', () => {
+    assert.throws(() => parseServeArgs(['--disable-auto-complete-config=false']), /option '--disable-auto-complete-config' takes no value/);
+    assert.equal(parseServeArgs(['--disable-auto-complete-config']).autoCompleteConfig, false);
+  });
+
+  it('help has a line for every option, in its group, in table order', () => {
+    const help = formatServeHelp();
+    let group = '';
+    const seen: { name: string; group: string }[] = [];
+    for (const line of help.split('\n')) {
+      const header = /^(\S.*):$/.exec(line);
+      if (header) group = header[1]!;
+      const option = /^ {2}--([a-z0-9-]+) /.exec(line);
+      if (option) seen.push({ name: option[1]!, group });
+    }
+    const expected = OPTION_GROUPS.flatMap((g) => names.filter((n) => SERVE_OPTIONS[n]!.group === g).map((name) => ({ name, group: g })));
+    assert.deepEqual(seen, expected);
+  });
+});
