@@ -3,6 +3,7 @@
  */
 export { Server, NEREID_VERSION, type ServerOptions, type StartReport } from './core/server.js';
 export type {
+  BackendDescription,
   InferInput,
   InferOptions,
   InferOutput,

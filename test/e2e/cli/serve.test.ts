@@ -58,7 +58,7 @@ describe('nereid serve with the example repository', () => {
 
   it('prints the model status table with every example model READY', () => {
     const out = server.process.stdout;
-    assert.match(out, /model status:\n\+-+\+-+\+-+\+\n\| Model +\| Version \| Status \|\n/);
+    assert.match(out, /nereid\] \n\+-+\+-+\+-+\+\n\| Model +\| Version \| Status \|\n/);
     for (const model of ['mlp', 'simple', 'simple_int8', 'simple_string', 'tokenizer']) {
       assert.match(out, new RegExp(`^\\| ${model} +\\| 1 +\\| READY +\\|$`, 'm'), out);
     }

@@ -6,21 +6,54 @@
  */
 import { NereidError } from '@nereid/protocol';
 import { CustomBackendLoader, type BackendLookup, type CustomBackendOptions } from './custom/custom-backends.js';
+import type { ModuleOrigin } from './custom/module-resolution.js';
+import { onnxRuntimeVersion } from './onnxruntime/native-session.js';
 import { onnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
 import { pythonBackend, pytorchBackend } from './python/python-backend.js';
 import { BACKEND_SPI_VERSION, type Backend } from './spi.js';
 import { unsupportedBackendMessage } from './unsupported.js';
 
+/** A backend as the start-up backend table shows it. */
+export interface BackendSource {
+  readonly name: string;
+  /** What it is and where it comes from, for people. */
+  readonly source: string;
+}
+
+/** What each built-in backend is; a backend registered by an embedder is described by `register`. */
+function builtInSource(name: string): string {
+  switch (name) {
+    case 'onnxruntime':
+      return `built in: ONNX Runtime ${onnxRuntimeVersion()} (onnxruntime-node), on CPU`;
+    case 'python':
+      return 'built in: model.py, one Python stub process per instance';
+    case 'pytorch':
+      return 'built in: TorchScript model.pt, one Python stub process per instance';
+    default:
+      return 'built in';
+  }
+}
+
+/** Where a custom backend module was found, as the backend table says it. */
+const ORIGINS: Readonly<Record<ModuleOrigin, string>> = {
+  'version directory': "in the model's version directory",
+  'model directory': 'in the model directory',
+  'backend directory': 'in --backend-directory',
+  package: 'a package or --backend-config module',
+};
+
 export class BackendRegistry {
   readonly #backends = new Map<string, Backend>();
+  readonly #sources = new Map<string, string>();
   readonly #custom: CustomBackendLoader;
 
   constructor(builtIn: readonly Backend[] = [onnxRuntimeBackend, pythonBackend, pytorchBackend], custom: CustomBackendOptions = {}) {
-    for (const b of builtIn) this.register(b);
+    for (const b of builtIn) this.register(b, builtInSource(b.name));
     this.#custom = new CustomBackendLoader(custom);
   }
 
-  register(backend: Backend): void {
+  /** Registers `backend` under its name; `source` says what it is in the start-up backend table. */
+  register(backend: Backend, source = 'registered by the program that embeds Nereid'): void {
     if (backend.spiVersion !== BACKEND_SPI_VERSION) {
       throw new NereidError(
         'CONFIG_UNSUPPORTED',
@@ -28,6 +61,18 @@ export class BackendRegistry {
       );
     }
     this.#backends.set(backend.name, backend);
+    this.#sources.set(backend.name, source);
+  }
+
+  /**
+   * The backends for the start-up table: every registered one, by name, then every custom
+   * backend module a model load has used so far (one row per module file).
+   */
+  describe(): BackendSource[] {
+    return [
+      ...this.names().map((name) => ({ name, source: this.#sources.get(name)! })),
+      ...this.#custom.loaded().map((m) => ({ name: m.name, source: `custom: JavaScript module ${m.path} (${ORIGINS[m.origin]})` })),
+    ];
   }
 
   names(): string[] {

@@ -5,23 +5,13 @@
 import { toNereidError } from '@nereid/protocol';
 import { mappingUnavailableReason } from '../core/mapped-file.js';
 import { Server } from '../core/server.js';
-import type { ModelVersionStatus } from '../core/types.js';
 import { GrpcFrontend } from '../frontends/grpc/grpc-frontend.js';
 import { HttpFrontend } from '../frontends/http/http-frontend.js';
 import { MetricsFrontend } from '../frontends/metrics/metrics-frontend.js';
 import { createLogger } from '../observability/logger.js';
 import { missingNodeOptions } from './node-options.js';
 import { ignoredReason, parseServeArgs } from './options.js';
-
-/** Triton-style status table: model, version, status (with the reason when not ready). */
-export function formatModelTable(statuses: readonly ModelVersionStatus[]): string {
-  const rows = statuses.map((s) => [s.name, s.version || '-', s.state === 'READY' ? 'READY' : `${s.state}: ${s.reason}`]);
-  const header = ['Model', 'Version', 'Status'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = `+${widths.map((w) => '-'.repeat(w + 2)).join('+')}+`;
-  const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
-  return [line, row(header), line, ...rows.map(row), line].join('\n');
-}
+import { formatBackendTable, formatModelTable, formatOptionTable, optionTableRows } from './startup-tables.js';
 
 /** Runs the server until a signal stops it; returns the exit code for early failures. */
 export async function runServe(args: readonly string[]): Promise<number | undefined> {
@@ -94,8 +84,11 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
   if (unmapped !== undefined) {
     logger.warning(`shared-memory regions and Python tensor rings are read and written with positioned I/O, slower for large tensors than mapped memory: ${unmapped}`);
   }
-  const statuses = server.modelStatuses();
-  logger.info(`model status:\n${statuses.length ? formatModelTable(statuses) : '(no models)'}`);
+  // Triton's start-up report: each table is one log message starting on the line after the
+  // prefix, followed by an empty line; the option table comes last, also before an exit.
+  logger.info(`\n${formatBackendTable(server.backends())}\n`);
+  logger.info(`\n${formatModelTable(server.modelStatuses())}\n`);
+  logger.info(`\n${formatOptionTable(optionTableRows(options, server.metadata()))}\n`);
   if (report.failures.length > 0 && options.exitOnError) {
     logger.error('failed to load all models; exiting (start with --exit-on-error=false to serve the models that did load)');
     await server.stop();

@@ -23,6 +23,7 @@ import { classify } from './classification.js';
 import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
 import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest, type ResponseSink } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
+import { backendSettings } from './version-config.js';
 import { NEVER_ABORTED } from '../backends/spi.js';
 import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
@@ -32,6 +33,7 @@ import { isLent, returnView } from './buffer-pool.js';
 import { SharedMemoryManager, type SharedMemoryLease } from './shared-memory.js';
 import { undoReshape, validateRequest, type ValidatedRequest } from './request-validation.js';
 import type {
+  BackendDescription,
   InferInput,
   InferOptions,
   InferOutput,
@@ -216,6 +218,7 @@ export class Server {
    */
   readonly sharedMemory: SharedMemoryManager;
   readonly #options: ServerOptions;
+  readonly #registry: BackendRegistry;
   readonly #models: ModelManager<ModelVersion>;
   readonly #responseTimeoutMs: number;
   #state: ServerState = 'created';
@@ -232,6 +235,7 @@ export class Server {
     this.metrics = new ServerMetrics(() => this.#models.readyServables().map((s) => s.servable), options.metrics, this.logger);
     const registry = new BackendRegistry(undefined, { backendDirectory: options.backendDirectory });
     for (const b of options.backends ?? []) registry.register(b);
+    this.#registry = registry;
     const factory = new ModelVersionFactory(registry, {
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
@@ -324,6 +328,16 @@ export class Server {
    */
   withdrawReadiness(): void {
     this.#readinessWithdrawn = true;
+  }
+
+  /**
+   * The backends this server runs, as Triton's start-up backend table lists them: every built-in
+   * and registered backend, then each custom backend module a model load has used so far,
+   * with the `--backend-config` settings it receives (global ones included).
+   */
+  backends(): BackendDescription[] {
+    const config = this.#options.backendConfig ?? new Map<string, Readonly<Record<string, string>>>();
+    return this.#registry.describe().map((b) => ({ ...b, settings: backendSettings(config, b.name) }));
   }
 
   metadata(): ServerMetadata {

@@ -138,6 +138,15 @@ export interface ServerMetadata {
 
 export type ModelVersionState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
 
+/** A backend of the server (`Server.backends()`), as the start-up backend table shows it. */
+export interface BackendDescription {
+  name: string;
+  /** What it is and where it comes from: "built in: …" or a custom backend's module file. */
+  source: string;
+  /** The `--backend-config` settings it receives, global ones included. */
+  settings: Record<string, string>;
+}
+
 export interface ModelVersionStatus {
   name: string;
   version: string;

@@ -40,9 +40,18 @@ export interface LoadedCustomBackend {
   readonly origin: ModuleOrigin;
 }
 
+/** A custom backend module found (and, unless run on worker threads, imported) for a model load. */
+export interface CustomBackendModule {
+  readonly name: string;
+  readonly path: string;
+  readonly origin: ModuleOrigin;
+}
+
 export class CustomBackendLoader {
   readonly #options: CustomBackendOptions;
   readonly #cache = new Map<string, Promise<Backend>>();
+  /** Modules `load` returned, by name and file, in the order they first were. */
+  readonly #loaded = new Map<string, CustomBackendModule>();
 
   constructor(options: CustomBackendOptions = {}) {
     this.#options = options;
@@ -83,6 +92,17 @@ export class CustomBackendLoader {
       backend.catch(() => this.#cache.delete(key));
     }
     lookup.logger.verbose(1, `model '${lookup.model}': backend '${name}' from ${found.path} (${found.origin}, ${thread} thread)`);
-    return { backend: await backend, path: found.path, origin: found.origin };
+    const loaded = await backend;
+    const id = `${name}\0${found.path}`;
+    if (!this.#loaded.has(id)) this.#loaded.set(id, { name, path: found.path, origin: found.origin });
+    return { backend: loaded, path: found.path, origin: found.origin };
+  }
+
+  /**
+   * The modules `load` has returned so far, once each by name and file: a module that failed to
+   * import is not one; the model load that asked for it may still have failed later.
+   */
+  loaded(): CustomBackendModule[] {
+    return [...this.#loaded.values()];
   }
 }

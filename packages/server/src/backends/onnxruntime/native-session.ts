@@ -13,6 +13,11 @@ import * as ort from 'onnxruntime-node';
 import type { OrtTensorType } from './ort-types.js';
 import type { SessionWorkerOptions } from './worker-protocol.js';
 
+/** The ONNX Runtime version of the installed onnxruntime-node, as it reports it. */
+export function onnxRuntimeVersion(): string {
+  return ort.env.versions.node ?? ort.env.versions.common;
+}
+
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
