@@ -384,7 +384,9 @@ describe('the loading: log line', () => {
     let release!: () => void;
     factory.gate = new Promise((resolve) => (release = resolve));
     const started = m.startup(['m']);
-    for (let i = 0; i < 1000 && factory.active < 2; i++) await settle();
+    // Start-up reads the repository first (file I/O): wait for both loads, up to a generous limit.
+    const deadline = Date.now() + 10_000;
+    while (factory.active < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
     // Both loads are under way and held: the lines came when they started, not when they ended.
     assert.equal(factory.active, 2);
     assert.deepEqual(loading(lines).sort(), ['loading: m:1', 'loading: m:2']);
