@@ -20,6 +20,7 @@
  * gives a singular float `-0` before another value. String escapes `\u`, `\U` and `\?` are
  * generated; the test rewrites them for the Python parser (`toReferenceDialect`).
  */
+import { Prng } from '@nereid/testkit';
 import {
   type EnumSchema,
   type FieldSchema,
@@ -34,23 +35,8 @@ import {
 // ---------------------------------------------------------------------------------------------
 // Random numbers
 
-/** A small seeded generator (mulberry32): the same seed gives the same texts on every machine. */
-export class Random {
-  #state: number;
-
-  constructor(seed: number) {
-    this.#state = seed >>> 0;
-  }
-
-  /** A float in [0, 1). */
-  next(): number {
-    this.#state = (this.#state + 0x6d2b79f5) >>> 0;
-    let t = this.#state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-
+/** The testkit's seeded generator (mulberry32), with the draws the text generator needs. */
+export class Random extends Prng {
   /** An integer in [0, n). */
   int(n: number): number {
     return Math.floor(this.next() * n);
