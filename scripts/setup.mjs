@@ -263,8 +263,10 @@ if (missing.length > 0) {
   }
 }
 
+/** `command` as the user would type it: with sudo where sudo is installed and they are not root. */
 function asRootText(command) {
-  return process.getuid?.() === 0 ? command : command.replace(/(^|&& )apt-get/g, '$1sudo apt-get');
+  const sudo = process.getuid?.() !== 0 && onPath('sudo');
+  return sudo ? command.replace(/(^|&& )apt-get/g, '$1sudo apt-get') : command;
 }
 
 if (profile === 'conformance') conformanceEnvironment();
