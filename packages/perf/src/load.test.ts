@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { SequenceIds } from './load.js';
+import { RateLoad, SequenceIds } from './load.js';
+import type { Sender } from './transport.js';
 
 describe('SequenceIds', () => {
   it('deals ids from the range, wrapping after its end and skipping ids still in use', () => {
@@ -28,4 +29,46 @@ describe('SequenceIds', () => {
     }
     assert.equal(new SequenceIds({ variation: 0, idStart: 1, idEnd: 0, count: 1, serial: false }).open().length, 20, 'default 20');
   });
+});
+
+describe('RateLoad with sequences', () => {
+  /**
+   * A sender that logs each request's send and answer; a sequence's second request is slow, so
+   * without ordering its end request (fast) would be answered first, as a server would see it
+   * over separate connections.
+   */
+  function loggingSender(log: string[]): Sender {
+    return {
+      infer: async (_inputs, parameters) => {
+        const id = parameters?.sequence_id as number;
+        const step = parameters?.sequence_start === true ? 'start' : parameters?.sequence_end === true ? 'end' : 'middle';
+        log.push(`send ${id} ${step}`);
+        await new Promise((resolve) => setTimeout(resolve, step === 'middle' ? 40 : 1));
+        log.push(`answer ${id} ${step}`);
+        return { responses: 1, sendMs: 0, recvMs: 0 };
+      },
+      close: () => undefined,
+    };
+  }
+
+  for (const serial of [false, true]) {
+    it(`sends a sequence's end request only once its other requests are answered${serial ? ' (serial)' : ''}`, async () => {
+      const log: string[] = [];
+      const ids = new SequenceIds({ length: 4, variation: 0, idStart: 1, idEnd: 0, count: 2, serial });
+      const load = new RateLoad([loggingSender(log)], [[]], () => 2, 0, { ids, count: 2, serial });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await load.stop();
+      const sequences = new Set(log.map((l) => Number(l.split(' ')[1])));
+      assert.ok(sequences.size >= 2, log.join('\n'));
+      for (const id of sequences) {
+        const events = log.filter((l) => Number(l.split(' ')[1]) === id);
+        const end = events.indexOf(`send ${id} end`);
+        assert.ok(end > 0, `sequence ${id} was ended:\n${events.join('\n')}`);
+        const sent = events.slice(0, end).filter((e) => e.startsWith('send')).length;
+        const answered = events.slice(0, end).filter((e) => e.startsWith('answer')).length;
+        assert.equal(answered, sent, `sequence ${id}: its end request went out with requests unanswered:\n${events.join('\n')}`);
+        assert.equal(events[1], `answer ${id} start`, `sequence ${id}: nothing before its start request was answered:\n${events.join('\n')}`);
+      }
+    });
+  }
 });

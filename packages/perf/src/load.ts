@@ -123,10 +123,10 @@ class OpenSequence {
   readonly #ids: SequenceIds;
   readonly #stream: readonly (readonly PerfInput[])[] | undefined;
   step = 0;
-  /** The latest request of this sequence in flight, if any. */
-  inflight: Promise<void> | undefined;
+  /** The requests of this sequence in flight. */
+  readonly #pending = new Set<Promise<void>>();
   /** The start request is in flight: nothing else of the sequence may be sent before it is answered. */
-  starting = false;
+  #starting = false;
 
   constructor(ids: SequenceIds) {
     this.#ids = ids;
@@ -135,6 +135,32 @@ class OpenSequence {
 
   get done(): boolean {
     return this.step >= this.length;
+  }
+
+  /** Follows `sent`, a request of this sequence (its start request when `start`), until it settles. */
+  track(sent: Promise<void>, start: boolean): void {
+    this.#pending.add(sent);
+    if (start) this.#starting = true;
+    void sent.then(() => {
+      this.#pending.delete(sent);
+      if (start) this.#starting = false;
+    });
+  }
+
+  /**
+   * Whether the next request may go now. Never before the start request is answered, and the end
+   * request not while another is in flight: over connections of their own, a later request may
+   * reach the server before an earlier one, and the server refuses a request of a sequence it has
+   * not started or has already ended. With `serial`, no request while another is in flight.
+   */
+  mayContinue(serial: boolean): boolean {
+    if (this.#starting) return false;
+    return serial || this.step + 1 >= this.length ? this.#pending.size === 0 : true;
+  }
+
+  /** Resolves once no request of this sequence is in flight. */
+  async settled(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.all([...this.#pending]);
   }
 
   /**
@@ -259,9 +285,10 @@ export function gapSource(kind: 'constant' | 'poisson' | 'intervals', rate: numb
  *
  * With sequences, sends go round-robin to `count` open sequences, each replaced by a new one once
  * it ended; every request of a sequence goes through the same sender. A turn that comes while its
- * sequence waits for the answer to its start request (with `serial`: to any request) goes to the
- * next sequence that does not, or waits (and counts as delayed) when none is free. At stop, every open sequence gets one
- * request carrying the end flag, after its request in flight.
+ * sequence waits for the answer to its start request (its end request: to the others; with
+ * `serial`: to any request) goes to the next sequence that does not, or waits (and counts as
+ * delayed) when none is free. At stop, every open sequence gets one request carrying the end
+ * flag, once its requests in flight are answered.
  */
 export class RateLoad extends Base {
   #timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
@@ -306,13 +333,7 @@ export class RateLoad extends Base {
           if (lag > 1) this.delayed++;
           const open = this.#sequence(at);
           const r = open.next(next);
-          const done = this.send(senders[at % senders.length], r.inputs, lag, r);
-          open.inflight = done;
-          open.starting = r.parameters.sequence_start === true;
-          void done.then(() => {
-            if (open.inflight === done) open.inflight = undefined;
-            open.starting = false;
-          });
+          open.track(this.send(senders[at % senders.length], r.inputs, lag, r), r.parameters.sequence_start === true);
         }
         due += gap();
       }
@@ -326,15 +347,16 @@ export class RateLoad extends Base {
   /**
    * The index of the sequence slot to send to from `turn` on, or -1 when none may send now: a
    * sequence waits for the answer to its start request (so no later request of it can reach the
-   * server first and be refused, leaving the start to hold a slot until the idle timeout), and
-   * with `serial` for the answer to every request.
+   * server first and be refused, leaving the start to hold a slot until the idle timeout), its end
+   * request for the answers to the others, and with `serial` every request for the answer to the
+   * one before.
    */
   #freeSequence(turn: number): number {
     const { count, serial } = this.#sequences!;
     for (let i = 0; i < count; i++) {
       const at = (turn + i) % count;
       const open = this.#open[at];
-      if (open === undefined || open.done || (serial ? open.inflight === undefined : !open.starting)) return at;
+      if (open === undefined || open.done || open.mayContinue(serial)) return at;
     }
     return -1;
   }
@@ -354,7 +376,7 @@ export class RateLoad extends Base {
     await Promise.all(
       this.#open.map(async (open, at) => {
         if (open === undefined || open.done) return;
-        await open.inflight;
+        await open.settled();
         const r = open.next(this.#requests, true);
         await this.send(this.#senders[at % this.#senders.length], r.inputs, 0, r, false);
       }),
