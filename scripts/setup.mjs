@@ -218,9 +218,9 @@ function rootRunner() {
   return undefined;
 }
 
-function run(command, options = {}) {
-  const r = spawnSync(command[0], command.slice(1), { stdio: 'inherit', ...options });
-  if (r.error) fail(`${command.join(' ')} could not run: ${r.error.message}`);
+function run(command) {
+  const r = spawnSync(command[0], command.slice(1), { stdio: 'inherit' });
+  if (r.error) process.stderr.write(`setup: ${command.join(' ')} could not run: ${r.error.message}\n`);
   return r.status ?? 1;
 }
 
@@ -248,14 +248,12 @@ if (missing.length > 0) {
     const policy = '/usr/sbin/policy-rc.d';
     const ownPolicy = missing.some((n) => n.service) && !existsSync(policy);
     if (ownPolicy) run([...asRoot, 'sh', '-c', `printf '#!/bin/sh\\nexit 101\\n' > ${policy} && chmod +x ${policy}`]);
-    try {
-      if (run([...asRoot, ...env, 'apt-get', 'update', '-q']) !== 0) fail('apt-get update failed (see above)');
-      if (run([...asRoot, ...env, 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...packages]) !== 0) {
-        fail(`apt-get install failed (see above); the command was: ${asRootText(installCommand(packages))}`);
-      }
-    } finally {
-      if (ownPolicy) run([...asRoot, 'rm', '-f', policy]);
-    }
+    // `fail` exits at once, so the policy is removed before any failure is reported.
+    const updated = run([...asRoot, ...env, 'apt-get', 'update', '-q']) === 0;
+    const installed = updated && run([...asRoot, ...env, 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...packages]) === 0;
+    if (ownPolicy) run([...asRoot, 'rm', '-f', policy]);
+    if (!updated) fail('apt-get update failed (see above)');
+    if (!installed) fail(`apt-get install failed (see above); the command was: ${asRootText(installCommand(packages))}`);
     missing = absent(wanted);
     if (missing.length > 0) {
       fail(`still missing after the install: ${missing.map((n) => n.what).join('; ')}`);
