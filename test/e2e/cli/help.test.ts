@@ -133,6 +133,7 @@ describe('nereid serve --help', () => {
         'rate-limit': ['off'],
         'rate-limit-resource': ['R:1'],
         'backend-config': ['k=v'],
+        'model-config-limit': ['max-batch-size=8'],
         'metrics-config': ['counter_latencies=true'],
         'metrics-interval-ms': ['1000'],
         'decoupled-response-timeout-secs': ['1'],

@@ -10,7 +10,7 @@ import { stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { NereidError, toNereidError } from '@nereid/protocol';
 import { BackendRegistry } from '../backends/registry.js';
-import { configProvenance, modelConfigToJson, printModelConfigText } from '../config/index.js';
+import { configProvenance, DEFAULT_CONFIG_LIMITS, modelConfigToJson, printModelConfigText } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { EffectiveConfigReport } from '../core/types.js';
 import { backendLookup, backendSettings, completeVersionConfig, modelContext } from '../core/version-config.js';
@@ -69,7 +69,7 @@ export async function effectiveConfigOf(directory: string, options: ConfigComman
   const logger = createLogger({ info: false });
   const prepared = await prepareModelConfig(
     { name, repository: dirname(dir), directory: dir },
-    { autoCompleteConfig: serve.autoCompleteConfig, modelConfigName: serve.modelConfigName },
+    { autoCompleteConfig: serve.autoCompleteConfig, modelConfigName: serve.modelConfigName, limits: { ...DEFAULT_CONFIG_LIMITS, ...serve.configLimits } },
     options.configOverride,
   );
   if (prepared.config.platform === 'ensemble') {

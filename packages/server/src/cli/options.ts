@@ -7,6 +7,7 @@
  * `nereid serve --help` (serve-help.ts) both read it.
  */
 import { NereidError } from '@nereid/protocol';
+import { CONFIG_LIMIT_NAMES, parseConfigLimit, type ConfigLimitName } from '../config/index.js';
 import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
@@ -32,6 +33,8 @@ export interface ServeOptions {
   modelLoadThreadCount: number;
   /** `--model-load-retry-count`: extra attempts of a version load that fails. */
   modelLoadRetryCount: number;
+  /** `--model-config-limit` (Nereid's): limits given, by name; the others keep their defaults. */
+  configLimits: Partial<Record<ConfigLimitName, number>>;
   id: string;
   backendConfig: Map<string, Record<string, string>>;
   /** `--backend-directory`: `<dir>/<backend>/` holds a custom backend package (docs/backends.md). */
@@ -67,6 +70,7 @@ export interface ServeOptions {
   logFile: string;
   /** Options given that have no effect in this version (`IgnoredOption`), by name, each once. */
   ignored: string[];
+
 }
 
 export interface MetricsConfig {
@@ -416,6 +420,21 @@ const OPTIONS = {
     default: '0',
     description: 'Extra attempts of a model version load that fails, each failure logged.',
     apply: (o, v, n) => (o.modelLoadRetryCount = parseInt(n, v)),
+  },
+  'model-config-limit': {
+    group: 'Model Repository',
+    kind: 'string',
+    format: '<limit>=<n>',
+    repeatable: true,
+    nereidOnly: true,
+    default: '(the defaults of docs/configuration.md)',
+    description:
+      'Raise or lower one bound on what a model configuration may ask for, from a file or a load request: ' +
+      `${CONFIG_LIMIT_NAMES.join(', ')}. A configuration above a limit fails to load with an error naming the field, its value and the limit.`,
+    apply: (o, v, n) => {
+      const [limit, value] = parseConfigLimit(v, n);
+      o.configLimits[limit] = value;
+    },
   },
   'model-namespacing': {
     group: 'Model Repository',
@@ -893,6 +912,7 @@ export function defaultServeOptions(): ServeOptions {
     modelConfigName: '',
     modelLoadThreadCount: 4,
     modelLoadRetryCount: 0,
+    configLimits: {},
     id: 'triton',
     backendConfig: new Map(),
     backendDirectory: '',

@@ -53,6 +53,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     modelConfigName: options.modelConfigName,
     modelLoadThreadCount: options.modelLoadThreadCount,
     modelLoadRetryCount: options.modelLoadRetryCount,
+    configLimits: options.configLimits,
     modelControlMode: options.modelControlMode,
     loadModels: options.loadModels,
     repositoryPollSecs: options.repositoryPollSecs,

@@ -38,5 +38,14 @@ export {
   validateRateLimiterResources,
   type InstanceGroupValidationOptions,
 } from './validate.js';
+export {
+  CONFIG_LIMIT_NAMES,
+  DEFAULT_CONFIG_LIMITS,
+  InstanceBudget,
+  parseConfigLimit,
+  validateConfigLimits,
+  type ConfigLimitName,
+  type ConfigLimits,
+} from './limits.js';
 export { isInsideDirectory, loadLabelFiles, resolveBatchStrategyPath } from './validate-files.js';
 export { fromProtoModelConfig, toProtoModelConfig } from './config-proto.js';

@@ -5,7 +5,7 @@
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendRegistry } from '../backends/registry.js';
 import type { BackendModel, InstanceSpec, ModelServices } from '../backends/spi.js';
-import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages } from '../config/index.js';
+import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages, type InstanceBudget } from '../config/index.js';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
 import {
@@ -58,6 +58,10 @@ interface RunnerContext {
   readonly decoupled: boolean;
   readonly stats: ModelStatistics;
   readonly rateLimiter: RateLimiter | undefined;
+  /** The model's name, for the budget's error. */
+  readonly model: string;
+  /** The server-wide instance count (`instances-per-server`); each runner gives its share back when released. */
+  readonly budget: InstanceBudget | undefined;
 }
 
 /** An instance to create: its spec and the group it belongs to. */
@@ -77,7 +81,10 @@ interface MadeRunner {
  * fails, the ones created are unloaded and the first failure is thrown as MODEL_LOAD_FAILED.
  */
 async function createRunners(ctx: RunnerContext, planned: readonly PlannedInstance[]): Promise<MadeRunner[]> {
+  const budget = ctx.budget;
+  budget?.take(ctx.model, planned.length);
   const created = await Promise.allSettled(planned.map((p) => ctx.backendModel.createInstance(p.spec)));
+  budget?.give(created.filter((c) => c.status !== 'fulfilled').length);
   const made: MadeRunner[] = [];
   created.forEach((c, i) => {
     if (c.status !== 'fulfilled') return;
@@ -86,6 +93,7 @@ async function createRunners(ctx: RunnerContext, planned: readonly PlannedInstan
     const runner = new InstanceRunner(spec, c.value, ctx.backendName, {
       decoupled: ctx.decoupled,
       observer: ctx.stats,
+      ...(budget ? { onReleased: () => budget.give(1) } : {}),
       ...(limiter ? { rateLimiter: limiter, resources: group.rate_limiter?.resources ?? [], priority: group.rate_limiter?.priority ?? 1 } : {}),
     });
     made.push({ runner, passive: group.passive });
@@ -372,6 +380,8 @@ export interface ModelVersionFactoryOptions {
   models?: ModelServices;
   /** How ensembles call their steps and read the composing models' configurations. */
   ensembleHost?: EnsembleHost;
+  /** The server-wide instance count (`--model-config-limit instances-per-server`). */
+  instanceBudget?: InstanceBudget;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -425,6 +435,8 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
           decoupled: config.model_transaction_policy?.decoupled ?? false,
           stats,
           rateLimiter: limiter,
+          model: name,
+          budget: this.#options.instanceBudget,
         };
         made = await createRunners(runnerContext, planInstances(config));
         const runners = made.map((m) => m.runner);
@@ -514,7 +526,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       createInstance: () => Promise.reject(new NereidError('INTERNAL', `ensemble '${name}' has no instances`)),
       unload: () => Promise.resolve(),
     };
-    const runnerContext: RunnerContext = { backendName: 'ensemble', backendModel, decoupled: plan.decoupled, stats, rateLimiter: undefined };
+    const runnerContext: RunnerContext = { backendName: 'ensemble', backendModel, decoupled: plan.decoupled, stats, rateLimiter: undefined, model: name, budget: undefined };
     const loadDurationSecs = prepared.timings.read + prepared.timings.parse + secondsSince(loadStart);
     const loadPhases = Object.fromEntries(LOAD_PHASES.map((p) => [p, 0])) as Record<LoadPhase, number>;
     loadPhases.read = prepared.timings.read;

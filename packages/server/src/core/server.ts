@@ -12,7 +12,7 @@
 import { NereidError, toNereidError, fromConfigDataType, type ParameterValue } from '@nereid/protocol';
 import { BackendRegistry } from '../backends/registry.js';
 import type { Backend, BackendResponse, BackendTensor } from '../backends/spi.js';
-import { modelConfigToJson } from '../config/index.js';
+import { DEFAULT_CONFIG_LIMITS, InstanceBudget, modelConfigToJson, type ConfigLimits } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
 import { ServerMetrics, type MetricsOptions } from '../observability/metrics.js';
@@ -125,6 +125,11 @@ export interface ServerOptions {
   loadModels?: readonly string[];
   /** `--repository-poll-secs` (default 15): the poll interval in mode `poll`; fractions allowed. */
   repositoryPollSecs?: number;
+  /**
+   * `--model-config-limit`: bounds on what a model configuration may ask for (instances, batch
+   * sizes, priority levels, …); each one not given keeps its default (docs/configuration.md).
+   */
+  configLimits?: Partial<ConfigLimits>;
   /** `--backend-config`: backend → key → value; key '' holds global settings. */
   backendConfig?: ReadonlyMap<string, Readonly<Record<string, string>>>;
   /** `--backend-directory`: `<dir>/<backend>/` holds a custom backend package (docs/backends.md). */
@@ -236,7 +241,9 @@ export class Server {
     const registry = new BackendRegistry(undefined, { backendDirectory: options.backendDirectory });
     for (const b of options.backends ?? []) registry.register(b);
     this.#registry = registry;
+    const limits: ConfigLimits = { ...DEFAULT_CONFIG_LIMITS, ...options.configLimits };
     const factory = new ModelVersionFactory(registry, {
+      instanceBudget: new InstanceBudget(limits['instances-per-server']),
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
       metrics: this.metrics,
@@ -264,6 +271,7 @@ export class Server {
         controlMode: options.modelControlMode ?? 'none',
         autoCompleteConfig: options.autoCompleteConfig ?? true,
         modelConfigName: options.modelConfigName ?? '',
+        limits,
         loadThreadCount: options.modelLoadThreadCount ?? 4,
         loadRetryCount: options.modelLoadRetryCount ?? 0,
         logger: this.logger,

@@ -11,6 +11,7 @@ import type { Backend, ModelContext, ModelServices } from '../backends/spi.js';
 import {
   normalizeInstanceGroups,
   normalizeModelConfig,
+  validateConfigLimits,
   validateInstanceGroups,
   validateModelConfig,
   validateModelIO,
@@ -91,6 +92,7 @@ export async function completeVersionConfig(
   // Step 6: instance groups.
   let config = normalizeInstanceGroups(structuredClone(prepared.config), { gpus: [], defaultCpuCount: backend.defaultCpuInstanceCount ?? 1 });
   validateInstanceGroups(config, { gpus: [] });
+  validateConfigLimits(config, prepared.limits);
   const beforeAutoComplete = structuredClone(config);
   let afterAutoComplete = beforeAutoComplete;
 
@@ -107,6 +109,7 @@ export async function completeVersionConfig(
   // Step 9.
   validateModelConfig(config);
   validateModelIO(config);
+  validateConfigLimits(config, prepared.limits);
   return {
     config,
     stages: { source: prepared.source, sourceKind: prepared.sourceKind, beforeAutoComplete, afterAutoComplete, effective: config },

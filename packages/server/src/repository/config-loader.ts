@@ -13,8 +13,11 @@ import {
   normalizeModelConfig,
   parseModelConfigText,
   readFirstSubdirectoryEntries,
+  DEFAULT_CONFIG_LIMITS,
+  validateConfigLimits,
   validateModelConfig,
   validateModelIO,
+  type ConfigLimits,
 } from '../config/index.js';
 import type { ModelConfig, Sparse } from '../config/model-config.js';
 import type { ModelLocation } from './repository-scanner.js';
@@ -24,6 +27,8 @@ export interface ConfigLoadOptions {
   autoCompleteConfig: boolean;
   /** `--model-config-name`: use `configs/<name>.pbtxt` when present. */
   modelConfigName: string;
+  /** `--model-config-limit`: bounds on what a configuration may ask for (default DEFAULT_CONFIG_LIMITS). */
+  limits?: ConfigLimits;
 }
 
 /** Where a model's configuration text came from (models-and-scheduling.md §3.1 step 1). */
@@ -47,6 +52,8 @@ export interface PreparedModel {
   /** The configuration exactly as given (only the fields it set), for provenance. */
   readonly source: Sparse<ModelConfig>;
   readonly sourceKind: ConfigSourceKind;
+  /** The limits the configuration was checked against; the per-version steps check them again. */
+  readonly limits: ConfigLimits;
   readonly timings: PrepareTimings;
 }
 
@@ -101,10 +108,14 @@ export async function prepareModelConfig(
     );
   }
 
+  const limits = options.limits ?? DEFAULT_CONFIG_LIMITS;
   let config = completeModelConfig(sparse);
+  // Before anything works in proportion to the values (normalisation sorts and copies them).
+  validateConfigLimits(config, limits);
   config = deriveModelConfig(config, name, await readFirstSubdirectoryEntries(location.directory));
   config = normalizeModelConfig(config);
   validateModelConfig(config);
+  validateConfigLimits(config, limits);
   if (!options.autoCompleteConfig) validateModelIO(config);
   if (config.name !== name) {
     throw new NereidError(
@@ -120,6 +131,7 @@ export async function prepareModelConfig(
     autoComplete: options.autoCompleteConfig,
     source: sparse,
     sourceKind,
+    limits,
     timings: { read: Number(parseStart - readStart) / 1e9, parse: Number(end - parseStart) / 1e9 },
   };
 }

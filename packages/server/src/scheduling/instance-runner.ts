@@ -51,6 +51,7 @@ export class InstanceRunner {
   readonly #decoupled: boolean;
   readonly #observer: SchedulerObserver;
   readonly #limiter: RateLimiter | undefined;
+  #onReleased: (() => void) | undefined;
   /** This instance as the rate limiter knows it (executions × priority is its key, §7.3). */
   readonly limited: RateLimitedInstance;
   #inflight = 0;
@@ -76,6 +77,8 @@ export class InstanceRunner {
       rateLimiter?: RateLimiter;
       resources?: RateLimitedInstance['resources'];
       priority?: number;
+      /** Called once, when `unload` has released the instance (or failed to). */
+      onReleased?: () => void;
     } = {},
   ) {
     this.spec = spec;
@@ -84,6 +87,7 @@ export class InstanceRunner {
     this.#decoupled = options.decoupled ?? false;
     this.#observer = options.observer ?? NO_OBSERVER;
     this.#limiter = options.rateLimiter;
+    this.#onReleased = options.onReleased;
     this.limited = {
       name: spec.name,
       device: spec.deviceId,
@@ -223,6 +227,12 @@ export class InstanceRunner {
    */
   async unload(): Promise<void> {
     if (this.#open > 0) await new Promise<void>((resolve) => this.#openWaiters.push(resolve));
-    return this.#instance.unload();
+    try {
+      return await this.#instance.unload();
+    } finally {
+      const released = this.#onReleased;
+      this.#onReleased = undefined;
+      released?.();
+    }
   }
 }

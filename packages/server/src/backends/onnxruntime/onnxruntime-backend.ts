@@ -231,7 +231,7 @@ class OnnxInstance implements BackendInstance {
     this.#mode = syncSessionsAvailable() ? mode : 'worker';
     this.#what = `model '${config.name}' instance '${spec.name}'`;
     if (mode === 'inline' && this.#mode === 'worker') {
-      logger.warning(`${this.#what}: execution_thread "inline" needs ONNX Runtime's synchronous session, which this onnxruntime-node lacks; running on a worker thread`);
+      logger.warning(`model '${config.name}': execution_thread "inline" needs ONNX Runtime's synchronous session, which this onnxruntime-node lacks; running on a worker thread`);
     }
   }
 
@@ -606,20 +606,40 @@ function outputTargets(request: BackendRequest): OutputTarget[] | undefined {
 class OnnxModel implements BackendModel {
   readonly #ctx: ModelContext;
   readonly #modelFile: string;
+  /** Warnings already written: one about the model's configuration is written once, not per instance. */
+  readonly #warned = new Set<string>();
+  readonly #logger: Logger;
 
   constructor(ctx: ModelContext, modelFile: string) {
     this.#ctx = ctx;
     this.#modelFile = modelFile;
+    const warned = this.#warned;
+    const logger = ctx.logger;
+    this.#logger = {
+      info: (message) => logger.info(message),
+      warning: (message) => {
+        if (warned.has(message)) return;
+        warned.add(message);
+        logger.warning(message);
+      },
+      error: (message) => logger.error(message),
+      verbose: (level, message) => logger.verbose(level, message),
+      isVerbose: (level) => logger.isVerbose(level),
+      get settings() {
+        return logger.settings;
+      },
+      update: (settings) => logger.update(settings),
+    };
   }
 
   async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
     if (spec.kind === 'KIND_GPU') {
       throw new NereidError('CONFIG_UNSUPPORTED', `model '${this.#ctx.name}': this build of the onnxruntime backend runs on CPU only`);
     }
-    const options = sessionOptions(this.#ctx.config, this.#modelFile, spec.instanceCount, this.#ctx.logger);
+    const options = sessionOptions(this.#ctx.config, this.#modelFile, spec.instanceCount, this.#logger);
     const mode = parseExecutionThread(this.#ctx.name, parameter(this.#ctx.config, 'execution_thread'));
     const limits = inlineLimits(this.#ctx.config);
-    const instance = new OnnxInstance(spec, options, this.#ctx.config, this.#ctx.logger, mode, limits);
+    const instance = new OnnxInstance(spec, options, this.#ctx.config, this.#logger, mode, limits);
     await instance.start();
     return instance;
   }

@@ -1,0 +1,290 @@
+/**
+ * Absurd configuration values: each one a configuration can ask for that would make the server
+ * allocate, create instances or run work in proportion to it is refused at load with a 400 that
+ * names the model, the field, the value and the limit with the option that raises it, from a load
+ * request's config override and from a repository on disk. After each refusal the server still
+ * answers a good request, and its memory stays bounded.
+ */
+import assert from 'node:assert/strict';
+import { availableParallelism } from 'node:os';
+import { after, before, describe, it } from 'node:test';
+import { GrpcClient } from '@nereid/client';
+import { simpleModel } from '@nereid/testkit';
+import { httpRequest, inferJson, jsonBody, makeRepository, refusal, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../helpers/harness.js';
+import { recordingLogger } from '../helpers/python.js';
+
+const ONNX = simpleModel().onnx.bytes;
+const INT32_16 = (name: string) => ({ name, data_type: 'TYPE_INT32', dims: [16] });
+
+/** The `simple` model's configuration as ModelConfig JSON, with `patch` merged in. */
+function simpleConfig(patch: Record<string, unknown> = {}, name = 'simple'): Record<string, unknown> {
+  return {
+    name,
+    backend: 'onnxruntime',
+    max_batch_size: 8,
+    input: [INT32_16('INPUT0'), INT32_16('INPUT1')],
+    output: [INT32_16('OUTPUT0'), INT32_16('OUTPUT1')],
+    instance_group: [{ kind: 'KIND_CPU', count: 1 }],
+    ...patch,
+  };
+}
+
+interface Case {
+  readonly what: string;
+  readonly patch: Record<string, unknown>;
+  /** The limit named in the error. */
+  readonly limit: string;
+  /** A fragment of the field named in the error. */
+  readonly field: string;
+}
+
+const warmupInput = (dims: number[]) => ({ INPUT0: { data_type: 'TYPE_INT32', dims, zero_data: true } });
+
+const CASES: readonly Case[] = [
+  { what: 'instance count 100000', patch: { instance_group: [{ kind: 'KIND_CPU', count: 100000 }] }, limit: 'instances-per-model', field: 'instance count' },
+  {
+    what: 'two groups of 100 instances',
+    patch: { instance_group: [{ kind: 'KIND_CPU', count: 100 }, { kind: 'KIND_CPU', count: 100 }] },
+    limit: 'instances-per-model',
+    field: 'instance count',
+  },
+  { what: 'max_batch_size 10^9', patch: { max_batch_size: 1e9 }, limit: 'max-batch-size', field: 'max_batch_size' },
+  {
+    what: 'a billion priority levels',
+    patch: { dynamic_batching: { priority_levels: 1e9, default_priority_level: 1 } },
+    limit: 'priority-levels',
+    field: 'priority_levels',
+  },
+  {
+    what: '5000 preferred batch sizes',
+    patch: { dynamic_batching: { preferred_batch_size: new Array(5000).fill(1) } },
+    limit: 'preferred-batch-sizes',
+    field: 'preferred_batch_size',
+  },
+  {
+    what: 'ten million candidate sequences',
+    patch: { sequence_batching: { oldest: { max_candidate_sequences: 1e7 } } },
+    limit: 'sequence-slots',
+    field: 'max_candidate_sequences',
+  },
+  {
+    what: 'sequence slots of 100 instances of max_batch_size 60000',
+    patch: { max_batch_size: 60000, sequence_batching: {}, instance_group: [{ kind: 'KIND_CPU', count: 100 }] },
+    limit: 'sequence-slots',
+    field: 'sequence slots',
+  },
+  {
+    what: 'an input of 2^62 elements',
+    patch: { input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [2 ** 31, 2 ** 31] }, INT32_16('INPUT1')] },
+    limit: 'tensor-elements',
+    field: "input 'INPUT0' dims",
+  },
+  {
+    what: 'an output of rank 100',
+    patch: { output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: new Array(100).fill(1) }, INT32_16('OUTPUT1')] },
+    limit: 'tensor-rank',
+    field: "output 'OUTPUT0' dims",
+  },
+  {
+    what: 'an input name of 100000 characters',
+    patch: { input: [INT32_16('I'.repeat(100_000)), INT32_16('INPUT1')] },
+    limit: 'name-length',
+    field: 'input name',
+  },
+  {
+    what: 'a warmup sample run a billion times',
+    patch: { model_warmup: [{ name: 'w', batch_size: 1, count: 1e9, inputs: warmupInput([16]) }] },
+    limit: 'warmup-count',
+    field: 'count',
+  },
+  {
+    what: 'a 3 GB warmup sample',
+    patch: { model_warmup: [{ name: 'w', batch_size: 8, count: 1, inputs: warmupInput([100_000_000]) }] },
+    limit: 'warmup-bytes',
+    field: 'input bytes',
+  },
+  {
+    what: '10000 warmup samples',
+    patch: { model_warmup: new Array(10000).fill({ name: 'w', batch_size: 1, count: 1, inputs: warmupInput([16]) }) },
+    limit: 'warmup-samples',
+    field: 'model_warmup entries',
+  },
+  {
+    what: 'an ensemble of 5000 steps',
+    patch: {
+      backend: '',
+      platform: 'ensemble',
+      instance_group: [],
+      ensemble_scheduling: {
+        step: new Array(5000).fill({ model_name: 'simple', model_version: -1, input_map: { INPUT0: 'INPUT0', INPUT1: 'INPUT1' }, output_map: { OUTPUT0: 'OUTPUT0' } }),
+      },
+    },
+    limit: 'ensemble-steps',
+    field: 'ensemble_scheduling steps',
+  },
+];
+
+function assertLimitError(message: string, model: string, c: Case): void {
+  assert.match(message, new RegExp(`model '${model}'`), message);
+  assert.ok(message.includes(c.field), `expected the field '${c.field}' in: ${message.slice(0, 500)}`);
+  assert.ok(message.includes(`(${c.limit})`), `expected the limit '${c.limit}' in: ${message.slice(0, 500)}`);
+  assert.ok(message.includes(`--model-config-limit ${c.limit}=`), `expected the option that raises it in: ${message.slice(0, 500)}`);
+  assert.ok(message.length < 2000, `the error is ${message.length} characters long`);
+}
+
+describe('hostile config values', () => {
+  let repo: string;
+  let srv: RunningGrpcServer;
+  let grpc: GrpcClient;
+
+  async function load(model: string, config?: Record<string, unknown>): Promise<{ status: number; error: string }> {
+    const body = config === undefined ? {} : { parameters: { config: JSON.stringify(config) } };
+    const reply = await httpRequest(`${srv.url}/v2/repository/models/${model}/load`, { method: 'POST', body: JSON.stringify(body) });
+    const parsed = reply.text === '' ? {} : (jsonBody(reply) as { error?: string });
+    return { status: reply.status, error: parsed.error ?? '' };
+  }
+
+  async function assertServing(): Promise<void> {
+    const { inputs, sum } = simpleCase(1, 3);
+    const reply = await inferJson(srv.url, 'simple', inputs);
+    assert.equal(reply.status, 200, reply.text);
+    const out = (jsonBody(reply) as { outputs: { name: string; data: number[] }[] }).outputs.find((o) => o.name === 'OUTPUT0');
+    assert.deepEqual(out?.data, sum);
+  }
+
+  before(async () => {
+    // The same values as the overrides (JSON), written as text format.
+    const disk: Record<string, Record<string, string | Uint8Array>> = {
+      simple: { 'config.pbtxt': toText(simpleConfig()), '1/model.onnx': ONNX },
+    };
+    CASES.forEach((c, i) => (disk[`bad_${i}`] = { 'config.pbtxt': toText(simpleConfig(c.patch, `bad_${i}`)), '1/model.onnx': ONNX }));
+    repo = await makeRepository(disk);
+    srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', loadModels: ['simple'], grpc: true });
+    grpc = new GrpcClient(srv.grpcTarget);
+    await assertServing();
+  });
+
+  after(async () => {
+    grpc?.close();
+    await srv?.stop();
+    if (repo) await removeDir(repo);
+  });
+
+  for (const [i, c] of CASES.entries()) {
+    it(`refuses ${c.what} in a load request's config override, and keeps serving`, async () => {
+      const { status, error } = await load('simple', simpleConfig(c.patch));
+      assert.equal(status, 400, error);
+      assertLimitError(error, 'simple', c);
+      await assertServing();
+    });
+
+    it(`refuses ${c.what} in a config.pbtxt on disk, and keeps serving`, async () => {
+      const { status, error } = await load(`bad_${i}`);
+      assert.equal(status, 400, error);
+      assertLimitError(error, `bad_${i}`, c);
+      await assertServing();
+    });
+  }
+
+  it('refuses an instance count of 100000 over gRPC with INVALID_ARGUMENT', async () => {
+    const err = await refusal(grpc.loadModel('simple', { config: simpleConfig(CASES[0]!.patch) }));
+    assert.equal(err.grpcCode, 3, err.message);
+    assertLimitError(err.message, 'simple', CASES[0]!);
+    await assertServing();
+  });
+
+  it('stays within bounded memory over every case, five times over', async () => {
+    const rssBefore = process.memoryUsage().rss;
+    for (let round = 0; round < 5; round++) {
+      for (const c of CASES) assert.equal((await load('simple', simpleConfig(c.patch))).status, 400);
+    }
+    await assertServing();
+    const grownMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
+    assert.ok(grownMiB < 256, `the process grew by ${grownMiB.toFixed(0)} MiB over ${5 * CASES.length} refused loads`);
+  });
+});
+
+describe('the server-wide instance limit and --model-config-limit', () => {
+  let repo: string;
+  let srv: RunningGrpcServer;
+  const logger = recordingLogger();
+
+  before(async () => {
+    repo = await makeRepository({
+      a: { 'config.pbtxt': toText(simpleConfig({ instance_group: [{ kind: 'KIND_CPU', count: 2 }] }, 'a')), '1/model.onnx': ONNX },
+      b: { 'config.pbtxt': toText(simpleConfig({ instance_group: [{ kind: 'KIND_CPU', count: 3 }] }, 'b')), '1/model.onnx': ONNX },
+    });
+    srv = await startServer({
+      modelRepositories: [repo],
+      modelControlMode: 'explicit',
+      loadModels: ['a'],
+      configLimits: { 'instances-per-server': 4, 'instances-per-model': 4 },
+      logger,
+      grpc: true,
+    });
+  });
+
+  after(async () => {
+    await srv?.stop();
+    if (repo) await removeDir(repo);
+  });
+
+  it('refuses a model whose instances would pass the server-wide limit, and admits it once others are unloaded', async () => {
+    const refused = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: '{}' });
+    assert.equal(refused.status, 400, refused.text);
+    const error = (jsonBody(refused) as { error: string }).error;
+    assert.match(error, /model 'b': 3 more instance\(s\) would make 5 on this server, above its limit of 4 \(instances-per-server\)/);
+    assert.match(error, /--model-config-limit instances-per-server=<n>/);
+
+    const unloaded = await httpRequest(`${srv.url}/v2/repository/models/a/unload`, { method: 'POST', body: '{}' });
+    assert.equal(unloaded.status, 200, unloaded.text);
+    // The unload answers once the instances are released, and their share of the budget with them.
+    const loaded = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: '{}' });
+    assert.equal(loaded.status, 200, loaded.text);
+  });
+
+  it('applies a per-model limit given as an option', async () => {
+    const reply = await httpRequest(`${srv.url}/v2/repository/models/b/load`, {
+      method: 'POST',
+      body: JSON.stringify({ parameters: { config: JSON.stringify(simpleConfig({ instance_group: [{ kind: 'KIND_CPU', count: 5 }] }, 'b')) } }),
+    });
+    assert.equal(reply.status, 400, reply.text);
+    assert.match((jsonBody(reply) as { error: string }).error, /the instance count \(over all instance_group entries\) is 5, above this server's limit of 4 \(instances-per-model\)/);
+  });
+
+  it('writes a warning about a configuration once per load, not once per instance', async () => {
+    const threads = availableParallelism() + 1;
+    const unloaded = await httpRequest(`${srv.url}/v2/repository/models/b/unload`, { method: 'POST', body: '{}' });
+    assert.equal(unloaded.status, 200, unloaded.text);
+    logger.lines.length = 0;
+    const config = simpleConfig(
+      { instance_group: [{ kind: 'KIND_CPU', count: 3 }], parameters: { intra_op_thread_count: { string_value: String(threads) } } },
+      'b',
+    );
+    const reply = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: JSON.stringify({ parameters: { config: JSON.stringify(config) } }) });
+    assert.equal(reply.status, 200, reply.text);
+    const warnings = logger.lines.filter((l) => l.includes('intra_op_thread_count'));
+    assert.equal(warnings.length, 1, `expected one oversubscription warning, got:\n${warnings.join('\n')}`);
+  });
+});
+
+/** ModelConfig JSON as protobuf text format (enough for the configs above). */
+function toText(value: Record<string, unknown>, indent = ''): string {
+  const lines: string[] = [];
+  const scalar = (v: unknown): string => (typeof v === 'string' ? (/^(KIND_|TYPE_)/.test(v) ? v : JSON.stringify(v)) : String(v));
+  for (const [key, v] of Object.entries(value)) {
+    if (Array.isArray(v)) {
+      if (v.length === 0) continue;
+      if (typeof v[0] === 'object') for (const item of v) lines.push(`${indent}${key} {\n${toText(item as Record<string, unknown>, indent + '  ')}${indent}}`);
+      else lines.push(`${indent}${key}: [ ${v.map(scalar).join(', ')} ]`);
+    } else if (v !== null && typeof v === 'object') {
+      if (key === 'inputs' || key === 'parameters' || key === 'input_map' || key === 'output_map') {
+        for (const [k, item] of Object.entries(v)) {
+          const inner = typeof item === 'object' ? `{\n${toText(item as Record<string, unknown>, indent + '    ')}${indent}  }` : scalar(item);
+          lines.push(`${indent}${key} {\n${indent}  key: ${JSON.stringify(k)}\n${indent}  value: ${inner}\n${indent}}`);
+        }
+      } else lines.push(`${indent}${key} {\n${toText(v as Record<string, unknown>, indent + '  ')}${indent}}`);
+    } else lines.push(`${indent}${key}: ${scalar(v)}`);
+  }
+  return lines.join('\n') + '\n';
+}
