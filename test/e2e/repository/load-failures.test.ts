@@ -192,7 +192,7 @@ describe('load failures', () => {
 
   it('a label file outside the model directory is refused', () => {
     const reason = failure('label_outside');
-    assert.match(reason, /output 'OUTPUT0' label file '\.\.\/labels\.txt' is outside the model directory/);
+    assert.match(reason, /output 'OUTPUT0' label_filename '\.\.\/labels\.txt' is refused: a '\.\.' segment would leave the model directory/);
     assert.match(failure('label_missing'), /label file 'labels\.txt' cannot be read/);
   });
 

@@ -47,5 +47,6 @@ export {
   type ConfigLimitName,
   type ConfigLimits,
 } from './limits.js';
+export { checkConfigPath, MODEL_DIRECTORY_VARIABLE, unsafeName, unsafeRelativePath, validateConfigPaths } from './paths.js';
 export { isInsideDirectory, loadLabelFiles, resolveBatchStrategyPath } from './validate-files.js';
 export { fromProtoModelConfig, toProtoModelConfig } from './config-proto.js';

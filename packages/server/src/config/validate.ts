@@ -16,6 +16,7 @@ import type {
   ModelSequenceBatching,
   SequenceControl,
 } from './model-config.js';
+import { validateConfigPaths } from './paths.js';
 import { validateEnsembleScheduling } from './validate-ensemble.js';
 
 /** Thrown-error helper: `model '<name>': <message>`. */
@@ -40,6 +41,7 @@ export const BATCH_STRATEGY_PATH_PARAMETER = 'TRITON_BATCH_STRATEGY_PATH';
 export function validateModelConfig(config: ModelConfig): void {
   if (config.name === '') throw new NereidError('CONFIG_INVALID', "model configuration must specify 'name'");
   validatePlatformAndBackend(config);
+  validateConfigPaths(config);
   if (config.max_batch_size < 0) {
     throw configError(config, `'max_batch_size' must be non-negative, got ${config.max_batch_size}`);
   }

@@ -148,13 +148,18 @@ interface LoadContext {
 }
 
 /** Refuses names a load or unload may not use (models-and-scheduling.md §1.1). */
-export function checkModelName(name: string): void {
-  if (name.trim() === '' || name.includes('/') || name === '..') {
-    throw new NereidError(
+export function checkModelName(name: string, maxLength = 1024): void {
+  const shown = name.length > 200 ? `${JSON.stringify(name.slice(0, 200)).slice(1, -1)}… (${name.length} characters)` : JSON.stringify(name).slice(1, -1);
+  const refuse = (why: string) =>
+    new NereidError(
       'MODEL_NAME_INVALID',
-      `invalid model name '${name}': a model name must not be empty, must not contain '/' and must not be '..'`,
+      `invalid model name '${shown}': ${why}; a model name is the name of a directory of the model repository`,
     );
-  }
+  if (name.trim() === '') throw refuse('it must not be empty');
+  if (name.includes('/') || name.includes('\\')) throw refuse("it must not contain '/' or '\\'");
+  if (name.includes('\0')) throw refuse('it must not contain a NUL character');
+  if (name === '.' || name === '..') throw refuse(`'${name}' names a directory, not a model`);
+  if (name.length > maxLength) throw refuse(`it is longer than this server's limit of ${maxLength} characters (--model-config-limit name-length)`);
 }
 
 const CONTROL_DISABLED = 'explicit model load / unload is not allowed if polling is enabled';
@@ -311,7 +316,7 @@ export class ModelManager<S extends Servable> {
    */
   async load(name: string, request: LoadRequest = {}): Promise<void> {
     this.#checkControl();
-    checkModelName(name);
+    checkModelName(name, this.#options.limits?.['name-length']);
     if (request.files !== undefined && request.files.size > 0 && request.config === undefined) {
       throw new NereidError('LOAD_PARAMETER', `Load parameter 'config' must be specified for model file override of model '${name}'`);
     }
@@ -327,7 +332,7 @@ export class ModelManager<S extends Servable> {
    */
   async unload(name: string, request: UnloadRequest = {}): Promise<void> {
     this.#checkControl();
-    checkModelName(name);
+    checkModelName(name, this.#options.limits?.['name-length']);
     this.#checkOpen();
     await this.#track(this.#unloadCascade(name, 'unloaded', request.unloadDependents ?? false, new Set()));
     const still = this.readyVersions(name);
@@ -549,7 +554,7 @@ export class ModelManager<S extends Servable> {
    * here and released when the load ends; versions loaded from it hold it on.
    */
   async #loadModel(name: string, request: LoadRequest, context: LoadContext): Promise<void> {
-    checkModelName(name);
+    checkModelName(name, this.#options.limits?.['name-length']);
     if (context.chain.includes(name)) {
       throw new NereidError('MODEL_LOAD_FAILED', `circular dependency between ensembles: ${describeCycle(context.chain, name)}`);
     }
