@@ -70,6 +70,7 @@ before(async () => {
     unknown_input: simpleWith('unknown_input', { inputs: [...INPUTS, INT32_16('INPUT2')] }),
     unknown_output: simpleWith('unknown_output', { outputs: [...OUTPUTS, INT32_16('OUTPUT9')] }),
     missing_input: simpleWith('missing_input', { inputs: [INT32_16('INPUT0')] }),
+    renamed_input: simpleWith('renamed_input', { inputs: [INT32_16('INPUT0'), INT32_16('INPUT_B')] }),
     fixed_batching: {
       'config.pbtxt': 'name: "fixed_batching"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n',
       '1/model.onnx': fixedFirstDimModel().onnx.bytes,
@@ -162,6 +163,13 @@ describe('load failures', () => {
     const reason = failure('missing_input');
     assert.match(reason, /configuration expects 1 inputs, model provides 2/);
     assert.match(reason, /'INPUT1'/);
+  });
+
+  it('an input named differently in the config and the model names the tensors on both sides', () => {
+    const reason = failure('renamed_input');
+    assert.match(reason, /model input\(s\) 'INPUT1' are not in the configuration/);
+    assert.match(reason, /configuration input\(s\) 'INPUT_B' are not inputs of the model/);
+    assert.match(reason, /the configuration has 'INPUT0', 'INPUT_B', the model has 'INPUT0', 'INPUT1'/);
   });
 
   it('a non-zero max_batch_size for a model that cannot batch fails at auto-complete', () => {

@@ -174,10 +174,14 @@ export function checkConfigAgainstModel(config: ModelConfig, info: OnnxModelInfo
   const configured = new Set([...config.input.map((i) => i.name), ...supplied]);
   const missing = graphInputs.filter((v) => !configured.has(v.name)).map((v) => v.name);
   if (missing.length > 0) {
+    const quote = (names: readonly string[]) => names.map((n) => `'${n}'`).join(', ');
+    const unknown = config.input.map((i) => i.name).filter((n) => !modelInputs.has(n));
     throw new NereidError(
       'MODEL_LOAD_FAILED',
       `unable to load model '${model}', configuration expects ${config.input.length + supplied.length} inputs, model provides ${graphInputs.length}: ` +
-        `model input(s) ${missing.map((n) => `'${n}'`).join(', ')} are not in the configuration`,
+        `model input(s) ${quote(missing)} are not in the configuration` +
+        (unknown.length > 0 ? `, and configuration input(s) ${quote(unknown)} are not inputs of the model` : '') +
+        `; the configuration has ${quote([...configured]) || 'no inputs'}, the model has ${quote(graphInputs.map((g) => g.name))}`,
     );
   }
   for (const name of supplied) {
