@@ -132,7 +132,7 @@ describe('nereid serve --help', () => {
         'log-format': ['default'],
         'rate-limit': ['off'],
         'rate-limit-resource': ['R:1'],
-        'backend-config': ['k=v'],
+        'backend-config': ['default-max-batch-size=4'],
         'model-config-limit': ['max-batch-size=8'],
         'metrics-config': ['counter_latencies=true'],
         'metrics-interval-ms': ['1000'],

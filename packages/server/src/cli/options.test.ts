@@ -109,3 +109,45 @@ describe('the nereid serve option table', () => {
     assert.deepEqual(seen, expected);
   });
 });
+
+describe('--backend-config keys', () => {
+  it("refuses a key a built-in backend does not know, listing the ones it knows", () => {
+    assert.throws(
+      () => parseServeArgs(['--backend-config=python,shm-region-bytesize=1']),
+      /--backend-config=python,shm-region-bytesize=…: the python backend does not know the key 'shm-region-bytesize'; known keys: .*shm-region-byte-size/,
+    );
+    assert.throws(() => parseServeArgs(['--backend-config=onnxruntime,nonsense=1']), /the onnxruntime backend does not know the key 'nonsense'/);
+    assert.throws(() => parseServeArgs(['--backend-config=nonsense=1']), /--backend-config=nonsense=…: the built-in backends do not know the key 'nonsense'/);
+  });
+
+  it("takes a key Triton's backend knows and Nereid's does not use, with a warning that says what is missing", () => {
+    const options = parseServeArgs(['--backend-config=python,shm-default-byte-size=1048576', '--backend-config=python,shm-default-byte-size=2097152']);
+    assert.deepEqual(options.warnings, [
+      "--backend-config=python,shm-default-byte-size=… has no effect in this version of Nereid: Nereid's stubs use two fixed rings; size them with shm-region-byte-size",
+    ]);
+    assert.equal(options.backendConfig.get('python')?.['shm-default-byte-size'], '2097152');
+  });
+
+  it('takes the keys with an effect silently, and any key of a custom backend (its module reads them)', () => {
+    const options = parseServeArgs([
+      '--backend-config=python,python-executable=/usr/bin/python3',
+      '--backend-config=default-max-batch-size=2',
+      '--backend-config=mybackend,module=./my-backend.mjs',
+      '--backend-config=mybackend,anything=1',
+    ]);
+    assert.deepEqual(options.warnings, []);
+    assert.deepEqual(options.backendConfig.get('mybackend'), { module: './my-backend.mjs', anything: '1' });
+  });
+});
+
+describe('--model-config-limit', () => {
+  it('sets a limit by name and refuses unknown limits and values that are not positive integers', () => {
+    assert.deepEqual(parseServeArgs(['--model-config-limit=instances-per-model=512', '--model-config-limit', 'max-batch-size=8']).configLimits, {
+      'instances-per-model': 512,
+      'max-batch-size': 8,
+    });
+    assert.throws(() => parseServeArgs(['--model-config-limit=instances=4']), /--model-config-limit expects <limit>=<positive integer> with a limit among instances-per-model, /);
+    assert.throws(() => parseServeArgs(['--model-config-limit=max-batch-size=0']), /--model-config-limit max-batch-size expects a positive integer, got '0'/);
+    assert.throws(() => parseServeArgs(['--model-config-limit=max-batch-size=1.5']), /expects a positive integer/);
+  });
+});

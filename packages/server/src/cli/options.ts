@@ -7,6 +7,7 @@
  * `nereid serve --help` (serve-help.ts) both read it.
  */
 import { NereidError } from '@nereid/protocol';
+import { checkBackendConfigKey } from './backend-config.js';
 import { CONFIG_LIMIT_NAMES, parseConfigLimit, type ConfigLimitName } from '../config/index.js';
 import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
 import type { LogFormat } from '../observability/logger.js';
@@ -70,7 +71,8 @@ export interface ServeOptions {
   logFile: string;
   /** Options given that have no effect in this version (`IgnoredOption`), by name, each once. */
   ignored: string[];
-
+  /** Start-up warnings about settings given that have no effect (a `--backend-config` key Nereid does not use), each once. */
+  warnings: string[];
 }
 
 export interface MetricsConfig {
@@ -747,7 +749,9 @@ const OPTIONS = {
     default: '(none)',
     description:
       'A setting for one backend, or for every backend as <key>=<value>: for example python,python-executable=<path>, ' +
-      'default-max-batch-size=<n>, or <backend>,module=<specifier> for the module of a custom backend.',
+      'default-max-batch-size=<n>, or <backend>,module=<specifier> for the module of a custom backend. A key the built-in ' +
+      "backend does not know is refused; one Triton's backend takes and Nereid's does not use is accepted with a warning " +
+      "(the keys: docs/backends.md). A custom backend's keys reach its module as given.",
     apply: (o, v, n) => {
       const comma = v.indexOf(',');
       const eq = v.indexOf('=');
@@ -755,6 +759,8 @@ const OPTIONS = {
       const backend = comma !== -1 && comma < eq ? v.slice(0, comma) : '';
       const setting = comma !== -1 && comma < eq ? v.slice(comma + 1) : v;
       const at = setting.indexOf('=');
+      const warning = checkBackendConfigKey(backend, setting.slice(0, at));
+      if (warning !== undefined && !o.warnings.includes(warning)) o.warnings.push(warning);
       const settings = o.backendConfig.get(backend) ?? {};
       settings[setting.slice(0, at)] = setting.slice(at + 1);
       o.backendConfig.set(backend, settings);
@@ -943,6 +949,7 @@ export function defaultServeOptions(): ServeOptions {
     logFormat: 'default',
     logFile: '',
     ignored: [],
+    warnings: [],
   };
 }
 

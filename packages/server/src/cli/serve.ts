@@ -33,6 +33,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
   for (const name of options.ignored) {
     logger.warning(`option --${name} is not supported by this version of Nereid and has no effect: ${ignoredReason(name)}`);
   }
+  for (const warning of options.warnings) logger.warning(warning);
   if (options.allowMetrics && options.metricsConfig.summaryLatencies) {
     logger.warning('--metrics-config summary_latencies=true has no effect: this version of Nereid has no summaries; use histogram_latencies=true');
   }
