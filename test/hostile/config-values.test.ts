@@ -266,6 +266,18 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     const warnings = logger.lines.filter((l) => l.includes('intra_op_thread_count'));
     assert.equal(warnings.length, 1, `expected one oversubscription warning, got:\n${warnings.join('\n')}`);
   });
+
+  it('loads a model that enables the response cache with one warning that says there is none', async () => {
+    const unloaded = await httpRequest(`${srv.url}/v2/repository/models/b/unload`, { method: 'POST', body: '{}' });
+    assert.equal(unloaded.status, 200, unloaded.text);
+    logger.lines.length = 0;
+    const config = simpleConfig({ instance_group: [{ kind: 'KIND_CPU', count: 2 }], response_cache: { enable: true } }, 'b');
+    const reply = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: JSON.stringify({ parameters: { config: JSON.stringify(config) } }) });
+    assert.equal(reply.status, 200, reply.text);
+    const warnings = logger.lines.filter((l) => l.includes('response_cache'));
+    assert.equal(warnings.length, 1, `expected one response cache warning, got:\n${logger.lines.join('\n')}`);
+    assert.match(warnings[0]!, /model 'b': response_cache\.enable is true, but this version of Nereid has no response cache/);
+  });
 });
 
 /** ModelConfig JSON as protobuf text format (enough for the configs above). */

@@ -30,7 +30,7 @@ import type { Scheduler } from '../scheduling/scheduler.js';
 import { EnsembleScheduler, planEnsemble, type EnsembleHost } from './ensemble.js';
 import { validateModelConfig, validateModelIO } from '../config/index.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
-import { backendLookup, backendSettings, completeVersionConfig, modelContext } from './version-config.js';
+import { backendLookup, backendSettings, completeVersionConfig, modelContext, warnIneffectiveFields } from './version-config.js';
 import { prepareWarmup, runWarmup, type WarmupSample } from './warmup.js';
 
 /** Seconds since `start` (a process.hrtime.bigint() reading). */
@@ -517,6 +517,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     const config = structuredClone(prepared.config);
     validateModelConfig(config);
     validateModelIO(config);
+    warnIneffectiveFields(config, this.#options.logger);
     const plan = planEnsemble(config, host);
     // §6.1, §6.5: decoupled when a step is, whatever the configuration said.
     config.model_transaction_policy = { decoupled: plan.decoupled };

@@ -69,6 +69,19 @@ export function modelContext(
   };
 }
 
+/**
+ * One warning per load for each configuration field Nereid accepts but does not act on, naming
+ * what is missing (docs/differences.md).
+ */
+export function warnIneffectiveFields(config: ModelConfig, logger: Logger): void {
+  if (config.response_cache?.enable) {
+    logger.warning(
+      `model '${config.name}': response_cache.enable is true, but this version of Nereid has no response cache: ` +
+        'every request is computed by the model, and the cache statistics stay 0',
+    );
+  }
+}
+
 export interface CompletedVersionConfig {
   /** The complete, normalised, validated configuration of the version. */
   readonly config: ModelConfig;
@@ -110,6 +123,7 @@ export async function completeVersionConfig(
   validateModelConfig(config);
   validateModelIO(config);
   validateConfigLimits(config, prepared.limits);
+  warnIneffectiveFields(config, logger);
   return {
     config,
     stages: { source: prepared.source, sourceKind: prepared.sourceKind, beforeAutoComplete, afterAutoComplete, effective: config },
