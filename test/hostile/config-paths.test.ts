@@ -126,6 +126,27 @@ describe('hostile config paths', () => {
         config: (n) => pythonConfig(n, { parameters: { EXECUTION_ENV_PATH: { string_value: '$$TRITON_MODEL_DIRECTORY/../../../../../../../usr' } } }),
         field: 'parameter EXECUTION_ENV_PATH',
       },
+      {
+        what: "a sequence state's initial data_file with '..'",
+        config: (n) =>
+          simpleConfig(
+            {
+              sequence_batching: {
+                state: [
+                  {
+                    input_name: 'INPUT_STATE',
+                    output_name: 'OUTPUT_STATE',
+                    data_type: 'TYPE_INT32',
+                    dims: [1],
+                    initial_state: [{ name: 'leak', data_type: 'TYPE_INT32', dims: [1], data_file: '../../../../../../../../etc/hostname' }],
+                  },
+                ],
+              },
+            },
+            n,
+          ),
+        field: 'sequence_batching.state[0].initial_state[0] data_file',
+      },
       { what: "a backend name with '..'", config: (n) => simpleConfig({ backend: `../../../../../../..${outside}` }, n), field: 'backend' },
     ];
 

@@ -80,6 +80,24 @@ const CASES: readonly Case[] = [
     field: "input 'INPUT0' dims",
   },
   {
+    what: 'a sequence state whose initial value has 2^40 elements',
+    patch: {
+      sequence_batching: {
+        state: [
+          {
+            input_name: 'INPUT_STATE',
+            output_name: 'OUTPUT_STATE',
+            data_type: 'TYPE_INT32',
+            dims: [-1],
+            initial_state: [{ name: 'zeros', data_type: 'TYPE_INT32', dims: [2 ** 40], zero_data: true }],
+          },
+        ],
+      },
+    },
+    limit: 'tensor-elements',
+    field: 'initial_state[0] dims',
+  },
+  {
     what: 'an output of rank 100',
     patch: { output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: new Array(100).fill(1) }, INT32_16('OUTPUT1')] },
     limit: 'tensor-rank',
@@ -267,16 +285,22 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     assert.equal(warnings.length, 1, `expected one oversubscription warning, got:\n${warnings.join('\n')}`);
   });
 
-  it('loads a model that enables the response cache with one warning that says there is none', async () => {
+  it('loads a model that enables the response cache or names custom operation libraries with one warning each that says what is missing', async () => {
     const unloaded = await httpRequest(`${srv.url}/v2/repository/models/b/unload`, { method: 'POST', body: '{}' });
     assert.equal(unloaded.status, 200, unloaded.text);
     logger.lines.length = 0;
-    const config = simpleConfig({ instance_group: [{ kind: 'KIND_CPU', count: 2 }], response_cache: { enable: true } }, 'b');
+    const config = simpleConfig(
+      { instance_group: [{ kind: 'KIND_CPU', count: 2 }], response_cache: { enable: true }, model_operations: { op_library_filename: ['/opt/ops/libcustomop.so'] } },
+      'b',
+    );
     const reply = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: JSON.stringify({ parameters: { config: JSON.stringify(config) } }) });
     assert.equal(reply.status, 200, reply.text);
     const warnings = logger.lines.filter((l) => l.includes('response_cache'));
     assert.equal(warnings.length, 1, `expected one response cache warning, got:\n${logger.lines.join('\n')}`);
     assert.match(warnings[0]!, /model 'b': response_cache\.enable is true, but this version of Nereid has no response cache/);
+    const ops = logger.lines.filter((l) => l.includes('op_library_filename'));
+    assert.equal(ops.length, 1, `expected one custom operation library warning, got:\n${logger.lines.join('\n')}`);
+    assert.match(ops[0]!, /model 'b': model_operations\.op_library_filename has no effect: Nereid loads no custom operation libraries/);
   });
 });
 

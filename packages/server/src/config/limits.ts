@@ -152,6 +152,7 @@ export function validateConfigLimits(config: ModelConfig, limits: ConfigLimits =
       name(`sequence_batching.state[${i}].input_name`, state.input_name);
       name(`sequence_batching.state[${i}].output_name`, state.output_name);
       tensorDims(`sequence_batching.state '${state.input_name}' dims`, state.dims);
+      state.initial_state.forEach((initial, j) => tensorDims(`sequence_batching.state '${state.input_name}' initial_state[${j}] dims`, initial.dims));
     });
   }
 

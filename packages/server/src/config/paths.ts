@@ -66,7 +66,8 @@ export function unsafeName(name: string): string | undefined {
 
 /**
  * The path rules for every path a configuration can name: `default_model_filename`,
- * `cc_model_filenames`, `runtime`, output `label_filename`, warmup `input_data_file`, the
+ * `cc_model_filenames`, `runtime`, output `label_filename`, warmup `input_data_file`, a sequence
+ * state's initial `data_file`, the
  * path parameters (TRITON_BATCH_STRATEGY_PATH, EXECUTION_ENV_PATH), and the `backend` name.
  * Throws CONFIG_INVALID for the first one that breaks them.
  */
@@ -81,6 +82,18 @@ export function validateConfigPaths(config: ModelConfig): void {
   for (const output of config.output) {
     if (output.label_filename !== '') checkConfigPath(config, `output '${output.name}' label_filename`, output.label_filename, 'the model directory');
   }
+  config.sequence_batching?.state.forEach((state, i) => {
+    state.initial_state.forEach((initial, j) => {
+      if (initial.data_file !== undefined) {
+        checkConfigPath(
+          config,
+          `sequence_batching.state[${i}].initial_state[${j}] data_file`,
+          initial.data_file,
+          "the model directory's initial_state/",
+        );
+      }
+    });
+  });
   config.model_warmup.forEach((warmup, i) => {
     for (const [input, spec] of Object.entries(warmup.inputs)) {
       if (spec.input_data_file !== undefined) {

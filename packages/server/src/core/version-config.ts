@@ -80,6 +80,12 @@ export function warnIneffectiveFields(config: ModelConfig, logger: Logger): void
         'every request is computed by the model, and the cache statistics stay 0',
     );
   }
+  if ((config.model_operations?.op_library_filename.length ?? 0) > 0) {
+    logger.warning(
+      `model '${config.name}': model_operations.op_library_filename has no effect: Nereid loads no custom operation ` +
+        'libraries, so a model that needs one fails when its backend meets the operation',
+    );
+  }
 }
 
 export interface CompletedVersionConfig {
