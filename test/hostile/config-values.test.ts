@@ -128,6 +128,21 @@ const CASES: readonly Case[] = [
     field: 'model_warmup entries',
   },
   {
+    what: 'a latency histogram of 100000 buckets',
+    patch: {
+      model_metrics: {
+        metric_control: [
+          {
+            metric_identifier: { family: 'nv_inference_request_duration' },
+            histogram_options: { buckets: Array.from({ length: 100_000 }, (_, i) => i + 1) },
+          },
+        ],
+      },
+    },
+    limit: 'histogram-buckets',
+    field: 'histogram buckets',
+  },
+  {
     what: 'an ensemble of 5000 steps',
     patch: {
       backend: '',

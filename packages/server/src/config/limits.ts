@@ -37,6 +37,8 @@ export interface ConfigLimits {
   readonly 'warmup-bytes': number;
   /** Characters of a name the configuration gives: model, tensor, instance group, parameter key. */
   readonly 'name-length': number;
+  /** Buckets of one histogram of `model_metrics` (each request updates every bucket's series). */
+  readonly 'histogram-buckets': number;
 }
 
 export type ConfigLimitName = keyof ConfigLimits;
@@ -56,6 +58,7 @@ export const DEFAULT_CONFIG_LIMITS: ConfigLimits = Object.freeze({
   'warmup-count': 1000,
   'warmup-bytes': 1024 * 1024 * 1024,
   'name-length': 1024,
+  'histogram-buckets': 1024,
 });
 
 export const CONFIG_LIMIT_NAMES = Object.keys(DEFAULT_CONFIG_LIMITS) as ConfigLimitName[];
@@ -163,6 +166,11 @@ export function validateConfigLimits(config: ModelConfig, limits: ConfigLimits =
   if (config.ensemble_scheduling !== undefined) {
     check(config, limits, 'ensemble-steps', 'the number of ensemble_scheduling steps', config.ensemble_scheduling.step.length);
   }
+
+  config.model_metrics?.metric_control.forEach((control, i) => {
+    const buckets = control.histogram_options?.buckets.length ?? 0;
+    check(config, limits, 'histogram-buckets', `the number of model_metrics.metric_control[${i}] histogram buckets`, buckets);
+  });
 
   check(config, limits, 'warmup-samples', 'the number of model_warmup entries', config.model_warmup.length);
   config.model_warmup.forEach((warmup, i) => {
