@@ -300,12 +300,18 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     assert.equal(warnings.length, 1, `expected one oversubscription warning, got:\n${warnings.join('\n')}`);
   });
 
-  it('loads a model that enables the response cache or names custom operation libraries with one warning each that says what is missing', async () => {
+  it('loads a model with configuration fields Nereid does not act on with one warning each that says what is missing', async () => {
     const unloaded = await httpRequest(`${srv.url}/v2/repository/models/b/unload`, { method: 'POST', body: '{}' });
     assert.equal(unloaded.status, 200, unloaded.text);
     logger.lines.length = 0;
     const config = simpleConfig(
-      { instance_group: [{ kind: 'KIND_CPU', count: 2 }], response_cache: { enable: true }, model_operations: { op_library_filename: ['/opt/ops/libcustomop.so'] } },
+      {
+        instance_group: [{ kind: 'KIND_CPU', count: 2 }],
+        response_cache: { enable: true },
+        model_operations: { op_library_filename: ['/opt/ops/libcustomop.so'] },
+        model_repository_agents: { agents: [{ name: 'checksum', parameters: { 'MD5:1/model.onnx': 'abc' } }] },
+        optimization: { execution_accelerators: { cpu_execution_accelerator: [{ name: 'openvino' }] } },
+      },
       'b',
     );
     const reply = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: JSON.stringify({ parameters: { config: JSON.stringify(config) } }) });
@@ -316,6 +322,8 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     const ops = logger.lines.filter((l) => l.includes('op_library_filename'));
     assert.equal(ops.length, 1, `expected one custom operation library warning, got:\n${logger.lines.join('\n')}`);
     assert.match(ops[0]!, /model 'b': model_operations\.op_library_filename has no effect: Nereid loads no custom operation libraries/);
+    assert.equal(logger.lines.filter((l) => /model_repository_agents \('checksum'\) has no effect/.test(l)).length, 1, logger.lines.join('\n'));
+    assert.equal(logger.lines.filter((l) => /optimization\.execution_accelerators \('openvino'\) has no effect/.test(l)).length, 1, logger.lines.join('\n'));
   });
 });
 

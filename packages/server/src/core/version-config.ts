@@ -80,6 +80,21 @@ export function warnIneffectiveFields(config: ModelConfig, logger: Logger): void
         'every request is computed by the model, and the cache statistics stay 0',
     );
   }
+  const agents = config.model_repository_agents?.agents ?? [];
+  if (agents.length > 0) {
+    logger.warning(
+      `model '${config.name}': model_repository_agents (${agents.map((a) => `'${a.name}'`).join(', ')}) has no effect: ` +
+        'Nereid runs no repository agents, so their checks (a checksum agent\'s, for one) are not made',
+    );
+  }
+  const accelerators = config.optimization?.execution_accelerators;
+  const named = [...(accelerators?.gpu_execution_accelerator ?? []), ...(accelerators?.cpu_execution_accelerator ?? [])];
+  if (named.length > 0) {
+    logger.warning(
+      `model '${config.name}': optimization.execution_accelerators (${named.map((a) => `'${a.name}'`).join(', ')}) has no effect: ` +
+        "the model runs on its backend's default CPU execution",
+    );
+  }
   if ((config.model_operations?.op_library_filename.length ?? 0) > 0) {
     logger.warning(
       `model '${config.name}': model_operations.op_library_filename has no effect: Nereid loads no custom operation ` +
