@@ -88,6 +88,9 @@ describe('optionTableRows', () => {
       '--strict-readiness=false',
       '--exit-timeout-secs=7',
       '--cache-config=local,size=1048576',
+      '--model-config-limit=instances-per-model=256',
+      '--http-thread-count=16',
+      '--backend-config=python,stub-timeout-seconds=60',
     ]);
     const rows = optionTableRows(options, METADATA);
     assert.deepEqual(rows.slice(3), [
@@ -105,6 +108,8 @@ describe('optionTableRows', () => {
       ['exit_timeout', '7'],
       // --cache-config is accepted and ignored: there is no response cache.
       ['cache_enabled', '0'],
+      ['model_config_limit[instances-per-model]', '256'],
+      ['options_without_effect', '--cache-config --http-thread-count --backend-config=python,stub-timeout-seconds=…'],
     ]);
   });
 });

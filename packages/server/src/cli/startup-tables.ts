@@ -50,6 +50,8 @@ const CONTROL_MODES: Readonly<Record<ServeOptions['modelControlMode'], string>> 
  * The rows of Triton's option table, in its order, with this server's values. Triton's rows
  * about GPU memory (`pinned_memory_pool_byte_size`, `cuda_memory_pool_byte_size{i}`,
  * `min_supported_compute_capability`) are left out: Nereid uses no GPU and has no such pools.
+ * Nereid's own rows follow: `model_config_limit[<limit>]` for each limit given, and
+ * `options_without_effect` naming the options given that change nothing.
  */
 export function optionTableRows(options: ServeOptions, metadata: ServerMetadata): [string, string][] {
   const rows: [string, string][] = [
@@ -76,6 +78,13 @@ export function optionTableRows(options: ServeOptions, metadata: ServerMetadata)
     // This version of Nereid has no response cache (--cache-config is accepted and ignored).
     ['cache_enabled', '0'],
   );
+  // Nereid's rows: the limits given, and what was given that has no effect (each also warned about).
+  for (const [name, value] of Object.entries(options.configLimits)) rows.push([`model_config_limit[${name}]`, String(value)]);
+  const ineffective = [
+    ...options.ignored.map((name) => `--${name}`),
+    ...options.warnings.map((w) => /^(--backend-config=[^ ]*)/.exec(w)?.[1] ?? w),
+  ];
+  if (ineffective.length > 0) rows.push(['options_without_effect', ineffective.join(' ')]);
   return rows;
 }
 
