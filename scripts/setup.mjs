@@ -26,6 +26,13 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const PYTHON = '/usr/bin/python3';
 const VENV = join(root, '.venv-conformance');
 const REQUIREMENTS = join(root, 'test', 'conformance', 'requirements.txt');
+/**
+ * Real Triton, the reference of the differential test: the server and Python backend that the
+ * nvidia-pytriton wheel bundles, unpacked into an ignored cache directory (never shipped).
+ */
+const TRITON_WHEEL = 'nvidia-pytriton==0.7.0';
+const TRITON_CACHE = join(root, '.cache', 'triton');
+const TRITON_DIR = join(TRITON_CACHE, 'nvidia-pytriton-0.7.0');
 const started = process.hrtime.bigint();
 
 /**
@@ -306,6 +313,53 @@ function conformanceEnvironment() {
     fail(
       `${join(VENV, 'bin', 'perf_analyzer')} cannot start: ${(perf.error?.message ?? perf.stderr).trim().split('\n').slice(0, 5).join(' | ')}\n` +
         'See docs/compatibility.md (Tool versions) for the versions known to run on Debian 12.',
+    );
+  }
+  tritonReference();
+}
+
+/**
+ * Real Triton for the differential test (test/conformance/differential): the wheel of
+ * `TRITON_WHEEL` downloaded with the venv's pip (no dependencies) and unpacked into
+ * `.cache/triton/` with Python's zipfile, which drops the executable bits, so the server and the
+ * Python backend stubs are made executable again. A stamp marks a complete unpack; the check that
+ * the server starts (`--help`) runs every time.
+ */
+function tritonReference() {
+  const stamp = join(TRITON_DIR, '.complete');
+  const server = join(TRITON_DIR, 'pytriton', 'tritonserver', 'bin', 'tritonserver');
+  if (!existsSync(stamp) || readFileSync(stamp, 'utf8').trim() !== TRITON_WHEEL) {
+    if (mode === 'check') fail(`real Triton (${TRITON_WHEEL}) is not unpacked in ${TRITON_CACHE}; run: node scripts/setup.mjs conformance`);
+    process.stdout.write(`setup (conformance): downloading ${TRITON_WHEEL} (real Triton, 55 MB) from PyPI into ${TRITON_CACHE}\n`);
+    rmSync(TRITON_CACHE, { recursive: true, force: true });
+    const download = join(TRITON_CACHE, 'wheel');
+    const pip = [join(VENV, 'bin', 'pip'), 'download', '--quiet', '--disable-pip-version-check', '--no-input', '--no-deps', TRITON_WHEEL, '-d', download];
+    if (run(pip) !== 0) fail(`downloading ${TRITON_WHEEL} failed (see above); the command was: ${pip.join(' ')}`);
+    const wheel = readdirSync(download).find((f) => f.endsWith('.whl'));
+    if (wheel === undefined) fail(`${pip.join(' ')} left no wheel in ${download}`);
+    const unpack =
+      'import os, stat, sys, zipfile\n' +
+      'wheel, dest = sys.argv[1], sys.argv[2]\n' +
+      'zipfile.ZipFile(wheel).extractall(dest)\n' +
+      "base = os.path.join(dest, 'pytriton', 'tritonserver')\n" +
+      "paths = [os.path.join(base, 'bin', 'tritonserver')]\n" +
+      "stubs = os.path.join(base, 'python_backend_stubs')\n" +
+      'for version in os.listdir(stubs):\n' +
+      "    paths.append(os.path.join(stubs, version, 'triton_python_backend_stub'))\n" +
+      'for p in paths:\n' +
+      '    os.chmod(p, os.stat(p).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)\n';
+    if (run([PYTHON, '-c', unpack, join(download, wheel), TRITON_DIR]) !== 0) fail(`unpacking ${join(download, wheel)} into ${TRITON_DIR} failed (see above)`);
+    rmSync(download, { recursive: true, force: true });
+    writeFileSync(stamp, `${TRITON_WHEEL}\n`);
+  }
+  const help = spawnSync(server, ['--help'], {
+    encoding: 'utf8',
+    env: { ...process.env, LD_LIBRARY_PATH: join(TRITON_DIR, 'nvidia_pytriton.libs') },
+  });
+  if (!`${help.stdout}${help.stderr}`.includes('--model-repository')) {
+    fail(
+      `${server} cannot start: ${(help.error?.message ?? help.stderr).trim().split('\n').slice(0, 5).join(' | ')}\n` +
+        `Remove ${TRITON_CACHE} and run node scripts/setup.mjs conformance again.`,
     );
   }
 }
