@@ -148,7 +148,7 @@ describe('--exit-on-error with a model that fails to load', () => {
       assert.equal(reply.status, 200, reply.text);
       assert.deepEqual(outputNamed(jsonBody(reply) as JsonInferResponse, 'OUTPUT0').data, c.sum);
       assert.equal((await httpRequest(`${server.url}/v2/health/ready`)).status, 400);
-      assert.equal((await httpRequest(`${server.url}/v2/models/broken/versions/1/ready`)).status, 503);
+      assert.equal((await httpRequest(`${server.url}/v2/models/broken/versions/1/ready`)).status, 400);
     } finally {
       assert.deepEqual(await server.process.stop(), { code: 0, signal: null });
     }

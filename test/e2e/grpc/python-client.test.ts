@@ -284,7 +284,7 @@ describe('Python grpcio client with stubs generated from our .proto files', () =
       ['INPUT1', 'INT32', [-1, 16]],
     ]);
     assert.deepEqual(r.config, { name: 'simple', max_batch_size: 8, input_dims: [[16], [16]], input_types: ['TYPE_INT32', 'TYPE_INT32'], kind: 'KIND_CPU' });
-    assert.equal(r.unknown_model_ready, 'NOT_FOUND');
+    assert.equal(r.unknown_model_ready, false);
     assert.equal(r.health, 'SERVING');
   });
 

@@ -209,17 +209,17 @@ describe('model readiness', () => {
     }
   });
 
-  it('is 404 with the protocol message for an unknown model', async () => {
+  it("is 400 'Model version not ready' for an unknown model, as Triton answers", async () => {
     const reply = await httpRequest(`${srv.url}/v2/models/x/ready`);
-    assert.equal(reply.status, 404);
+    assert.equal(reply.status, 400);
     assert.equal(reply.headers.get('content-type'), 'application/json');
-    assert.equal(reply.text, `{"error":"Request for unknown model: 'x' is not found"}`);
+    assert.equal(reply.text, `{"error":"Model version not ready"}`);
   });
 
-  it('is 404 for an unknown version', async () => {
+  it("is 400 'Model version not ready' for an unknown version, as Triton answers", async () => {
     const reply = await httpRequest(`${srv.url}/v2/models/multi/versions/4/ready`);
-    assert.equal(reply.status, 404);
-    assert.deepEqual(jsonBody(reply), { error: "Request for unknown model: 'multi' version 4 is not found" });
+    assert.equal(reply.status, 400);
+    assert.deepEqual(jsonBody(reply), { error: 'Model version not ready' });
   });
 
   it('is 404 Not Found for /versions/abc/ready and 405 for POST', async () => {

@@ -77,8 +77,11 @@ describe('strict readiness (default)', () => {
     assert.equal(body.name, 'nereid-e2e');
   });
 
-  it('a version that failed to load is 503 "is not at ready state"', async () => {
-    for (const path of ['/v2/models/broken/versions/1/ready', '/v2/models/broken/versions/1', '/v2/models/broken/versions/1/config']) {
+  it('a version that failed to load is 503 "is not at ready state"; its ready check is 400, as in Triton', async () => {
+    const ready = await httpRequest(`${srv.url}/v2/models/broken/versions/1/ready`);
+    assert.equal(ready.status, 400);
+    assert.deepEqual(jsonBody(ready), { error: 'Model version not ready' });
+    for (const path of ['/v2/models/broken/versions/1', '/v2/models/broken/versions/1/config']) {
       const reply = await httpRequest(srv.url + path);
       assert.equal(reply.status, 503, path);
       const { error } = jsonBody(reply) as { error: string };
@@ -88,8 +91,9 @@ describe('strict readiness (default)', () => {
     assert.equal(reply.status, 503);
   });
 
-  it('a model without a READY version is 404 "has no available versions"', async () => {
-    const reply = await httpRequest(`${srv.url}/v2/models/broken/ready`);
+  it('a model without a READY version is 404 "has no available versions"; its ready check is 400', async () => {
+    assert.equal((await httpRequest(`${srv.url}/v2/models/broken/ready`)).status, 400);
+    const reply = await httpRequest(`${srv.url}/v2/models/broken`);
     assert.equal(reply.status, 404);
     const { error } = jsonBody(reply) as { error: string };
     assert.ok(error.startsWith("Request for unknown model: 'broken' has no available versions"), error);
@@ -97,7 +101,8 @@ describe('strict readiness (default)', () => {
 
   it('one failed version makes the whole load fail; both versions are not ready', async () => {
     for (const v of ['1', '2']) {
-      const reply = await httpRequest(`${srv.url}/v2/models/partly/versions/${v}/ready`);
+      assert.equal((await httpRequest(`${srv.url}/v2/models/partly/versions/${v}/ready`)).status, 400, v);
+      const reply = await httpRequest(`${srv.url}/v2/models/partly/versions/${v}`);
       assert.equal(reply.status, 503, v);
       const { error } = jsonBody(reply) as { error: string };
       assert.ok(error.startsWith(`Request for unknown model: 'partly' version ${v} is not at ready state`), error);
@@ -129,7 +134,7 @@ describe('strictReadiness: false', () => {
     const reply = await httpRequest(`${srv.url}/v2/health/ready`);
     assert.equal(reply.status, 200);
     assert.equal(reply.text, '');
-    assert.equal((await httpRequest(`${srv.url}/v2/models/broken/versions/1/ready`)).status, 503);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/broken/versions/1/ready`)).status, 400);
   });
 });
 

@@ -84,7 +84,7 @@ describe('version policies', () => {
   it('latest { num_versions: 2 } loads the two highest', async () => {
     assert.deepEqual(versionStates('latest_two'), ['2:READY', '3:READY']);
     assert.deepEqual(await readyVersions('latest_two'), ['2', '3']);
-    assert.equal((await httpRequest(`${srv.url}/v2/models/latest_two/versions/1/ready`)).status, 404);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/latest_two/versions/1/ready`)).status, 400);
   });
 
   it('all loads every version', async () => {
@@ -101,15 +101,16 @@ describe('version policies', () => {
     assert.deepEqual(versionStates('specific'), ['1:READY', '3:READY']);
     assert.deepEqual(await readyVersions('specific'), ['1', '3']);
     const reply = await httpRequest(`${srv.url}/v2/models/specific/versions/7/ready`);
-    assert.equal(reply.status, 404);
-    assert.equal((await httpRequest(`${srv.url}/v2/models/specific/versions/2/ready`)).status, 404);
+    assert.equal(reply.status, 400);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/specific/versions/2/ready`)).status, 400);
   });
 
   it('num_versions: 0 fails: at least one version must be available', async () => {
     const [status] = srv.server.modelStatuses().filter((s) => s.name === 'latest_zero');
     assert.equal(status!.state, 'UNAVAILABLE');
     assert.match(status!.reason, /^at least one version must be available under the version policy of model 'latest_zero'/);
-    const reply = await httpRequest(`${srv.url}/v2/models/latest_zero/ready`);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/latest_zero/ready`)).status, 400);
+    const reply = await httpRequest(`${srv.url}/v2/models/latest_zero`);
     assert.equal(reply.status, 404);
     assert.match((jsonBody(reply) as { error: string }).error, /has no available versions/);
   });

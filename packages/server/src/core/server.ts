@@ -58,6 +58,8 @@ import type {
 export const NEREID_VERSION = '0.1.0';
 
 const EMPTY_BYTES = new Uint8Array(0);
+/** Lookup failures that the model-ready check answers as not ready rather than as errors. */
+const NOT_READY_LOOKUPS: ReadonlySet<string> = new Set(['MODEL_NOT_FOUND', 'MODEL_VERSION_NOT_FOUND', 'MODEL_NO_READY_VERSION', 'MODEL_VERSION_NOT_READY']);
 
 /** A request whose shared-memory inputs were read (`#bindSharedMemory`). */
 type ResolvedRequest = InferRequest & { inputs: readonly InferInput[] };
@@ -370,12 +372,22 @@ export class Server {
   }
 
   /**
-   * The model-ready check of the health endpoints: the version is READY (lookup failures throw,
-   * as for `isModelReady`) and every instance's readiness probe answers true
-   * (`BackendInstance.isReady`; a Python model's `is_ready()`, models-and-scheduling.md §8.5).
+   * The model-ready check of the health endpoints: the version is READY and every instance's
+   * readiness probe answers true (`BackendInstance.isReady`; a Python model's `is_ready()`,
+   * models-and-scheduling.md §8.5). A model or version that cannot be found or is not READY is
+   * `false`, not an error, as Triton's model-ready check answers (HTTP 400 `Model version not
+   * ready`, gRPC `ready: false`, whether the repository knows the name or not); a server that is
+   * not ready still throws.
    */
   async checkModelReady(model: string, version?: string): Promise<boolean> {
-    return this.#resolve(model, version).probeReady();
+    let servable: ModelVersion;
+    try {
+      servable = this.#resolve(model, version);
+    } catch (err) {
+      if (err instanceof NereidError && NOT_READY_LOOKUPS.has(err.code)) return false;
+      throw err;
+    }
+    return servable.probeReady();
   }
 
   modelMetadata(model: string, version?: string): ModelMetadata {

@@ -234,7 +234,7 @@ export class GrpcFrontend {
         return { ready: server.isReady() };
       }),
       ModelReady: unary<pb.ModelReadyRequest, pb.ModelReadyResponse>(async (r) => ({
-        ready: await modelReady(server, r.name, requestedVersion(r.name, r.version)),
+        ready: await server.checkModelReady(r.name, requestedVersion(r.name, r.version)),
       })),
       ServerMetadata: unary<pb.ServerMetadataRequest, pb.ServerMetadataResponse>(() => server.metadata()),
       ModelMetadata: unary<pb.ModelMetadataRequest, pb.ModelMetadataResponse>((r) => {
@@ -337,26 +337,4 @@ export class GrpcFrontend {
       status: serving ? healthPb.HealthCheckResponse_ServingStatus.SERVING : healthPb.HealthCheckResponse_ServingStatus.NOT_SERVING,
     });
   };
-}
-
-/** Lookup failures of a model the repository knows that ModelReady answers as `ready: false`. */
-const NOT_READY_LOOKUPS: ReadonlySet<string> = new Set(['MODEL_NOT_FOUND', 'MODEL_VERSION_NOT_FOUND', 'MODEL_NO_READY_VERSION', 'MODEL_VERSION_NOT_READY']);
-
-/**
- * ModelReady's answer. A name no repository holds and no load created is the NOT_FOUND error of
- * protocol.md §4.8 (the Python client raises it). A model the repository knows — listed by the
- * repository index, loaded or not, failed, or with a version that is absent or not READY — is
- * answered `ready: false` with an OK status, as Triton's ModelIsReady does: Model Analyzer's
- * remote mode asks ModelReady for every index entry and stops on an RPC error
- * (docs/compatibility.md). An invalid version string and a server that is not ready stay errors.
- */
-async function modelReady(server: Server, model: string, version: string | undefined): Promise<boolean> {
-  try {
-    return await server.checkModelReady(model, version);
-  } catch (err) {
-    if (!(err instanceof NereidError) || !NOT_READY_LOOKUPS.has(err.code)) throw err;
-    const index = await server.repositoryIndex();
-    if (index.some((entry) => entry.name === model)) return false;
-    throw err;
-  }
 }
