@@ -363,7 +363,7 @@ class Stub:
                 for tensor in response.output_tensors():
                     if not isinstance(tensor, pb_utils.Tensor):
                         entry["error"] = {"message": "response output is a %s, not a pb_utils.Tensor" % type(tensor).__name__,
-                                          "code": pb_utils.TritonError.INTERNAL}
+                                          "code": pb_utils.TritonError.INTERNAL, "stub": True}
                         break
                     name = tensor.name()
                     if wanted and name not in wanted and name in output_names:
@@ -371,7 +371,7 @@ class Stub:
                     try:
                         datatype, shape, data = encode(tensor.as_numpy())
                     except ValueError as err:
-                        entry["error"] = {"message": "output '%s': %s" % (name, err), "code": pb_utils.TritonError.INTERNAL}
+                        entry["error"] = {"message": "output '%s': %s" % (name, err), "code": pb_utils.TritonError.INTERNAL, "stub": True}
                         break
                     outputs.append({"name": name, "d": datatype, "s": shape})
                     arrays.append(data)

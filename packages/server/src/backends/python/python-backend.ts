@@ -92,6 +92,8 @@ interface WireTensor {
 interface WireError {
   message: string;
   code?: number;
+  /** Set when the stub made the error (a response it could not encode), not the model. */
+  stub?: boolean;
 }
 
 /** pb_utils.TritonError codes (triton_python_backend_utils.py) ↔ error kinds. */
@@ -416,7 +418,10 @@ class PythonInstance implements BackendInstance {
     let response: BackendResponse | NereidError | null = null;
     if (entry['error'] !== undefined) {
       const e = entry['error'] as WireError;
-      response = new NereidError(TRITON_ERROR_CODES[e.code ?? 1] ?? 'BACKEND_ERROR', `model '${this.#ctx.name}': ${e.message}`);
+      // A model's own error response reaches the client with the model's message unchanged, as in
+      // Triton (clients match it); an error the stub made names the model.
+      const message = e.stub === true ? `model '${this.#ctx.name}': ${e.message}` : e.message;
+      response = new NereidError(TRITON_ERROR_CODES[e.code ?? 1] ?? 'BACKEND_ERROR', message);
     } else if (entry['has_response'] === true) {
       const outputs: BackendTensor[] = [];
       for (let i = 0; i < wire.length; i++) {
