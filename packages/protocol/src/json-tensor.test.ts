@@ -109,10 +109,10 @@ test('FP32 stores any number (rounded to single precision), bigints included', (
 });
 
 test('element count must match the shape', () => {
-  fails(() => jsonToTensorData('INT32', [1, 2, 3], 4, WHAT), 'INPUT_SHAPE', /^input 'INPUT0' of model 'simple': shape does not match true shape of 'data' field: the shape has 4 elements but 'data' holds 3$/);
-  fails(() => jsonToTensorData('INT32', [[1, 2], [3, 4, 5]], 4, WHAT), 'INPUT_SHAPE', /has 4 elements but 'data' holds 5/);
-  fails(() => jsonToTensorData('FP32', [[1, 2], [3, 4], [], [5]], 4, WHAT), 'INPUT_SHAPE', /holds 5/);
-  fails(() => jsonToTensorData('BYTES', [], 1, WHAT), 'INPUT_SHAPE', /holds 0/);
+  fails(() => jsonToTensorData('INT32', [1, 2, 3], 4, WHAT), 'REQUEST_JSON_DATA', /^Unable to parse 'data': Shape does not match true shape of 'data' field: the shape of input 'INPUT0' of model 'simple' has 4 elements but 'data' holds 3$/);
+  fails(() => jsonToTensorData('INT32', [[1, 2], [3, 4, 5]], 4, WHAT), 'REQUEST_JSON_DATA', /has 4 elements but 'data' holds 5/);
+  fails(() => jsonToTensorData('FP32', [[1, 2], [3, 4], [], [5]], 4, WHAT), 'REQUEST_JSON_DATA', /holds 5/);
+  fails(() => jsonToTensorData('BYTES', [], 1, WHAT), 'REQUEST_JSON_DATA', /holds 0/);
   assert.deepStrictEqual(jsonToTensorData('INT32', [1, [], [[]]], 1, WHAT), Buffer.from([1, 0, 0, 0]));
   const err = (() => {
     try {
@@ -122,7 +122,7 @@ test('element count must match the shape', () => {
     }
     return undefined;
   })();
-  assert.equal(err?.httpStatus, 400);
+  assert.equal(err?.httpStatus, 500, "Triton's status for data that does not fit the shape");
 });
 
 test('zero-element shapes do not read data', () => {
@@ -243,6 +243,6 @@ test('large FP32 round trip (1e5 elements)', () => {
 });
 
 test('a huge shape with little data fails before allocating for the shape', () => {
-  fails(() => jsonToTensorData('FP64', [1, [2]], 2 ** 40, WHAT), 'INPUT_SHAPE', /the shape has 1099511627776 elements but 'data' holds 2/);
-  fails(() => jsonToTensorData('BYTES', ['a'], 2 ** 40, WHAT), 'INPUT_SHAPE', /holds 1$/);
+  fails(() => jsonToTensorData('FP64', [1, [2]], 2 ** 40, WHAT), 'REQUEST_JSON_DATA', /has 1099511627776 elements but 'data' holds 2/);
+  fails(() => jsonToTensorData('BYTES', ['a'], 2 ** 40, WHAT), 'REQUEST_JSON_DATA', /holds 1$/);
 });

@@ -104,7 +104,8 @@ export function typedArrayOf(datatype: DataType, data: Uint8Array): TensorTypedA
  *
  * Errors (`what` names the tensor, e.g. "input 'INPUT0' of model 'simple'"):
  * - FP16/BF16 → INPUT_JSON_UNSUPPORTED (INVALID_ARG), telling the client to send binary data;
- * - leaf count ≠ `elementCount` → INPUT_SHAPE (INVALID_ARG) with both counts;
+ * - leaf count ≠ `elementCount` → REQUEST_JSON_DATA (INTERNAL, as Triton reports it), "Unable to
+ *   parse 'data': Shape does not match true shape of 'data' field: …" with both counts;
  * - `data` not an array, a leaf of the wrong type, or nesting too deep → REQUEST_JSON_DATA
  *   (INTERNAL, as Triton reports it), "Unable to parse 'data': …" with the element index.
  */
@@ -138,8 +139,8 @@ export function jsonToTensorData(datatype: DataType, data: unknown, elementCount
 
 function countMismatch(what: string, expected: number, got: number): NereidError {
   return new NereidError(
-    'INPUT_SHAPE',
-    `${what}: shape does not match true shape of 'data' field: the shape has ${expected} ` +
+    'REQUEST_JSON_DATA',
+    `Unable to parse 'data': Shape does not match true shape of 'data' field: the shape of ${what} has ${expected} ` +
       `elements but 'data' holds ${got}`,
   );
 }

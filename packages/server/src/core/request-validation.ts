@@ -107,9 +107,9 @@ export function validateRequest(
           `unexpected inference output '${out.name}' for model '${model}'; the model's outputs are: ${spec.outputOrder.join(', ')}`,
         );
       }
-      if (requestedOutputs.includes(out.name)) {
-        throw new NereidError('OUTPUT_PARAMETER', `output '${out.name}' is requested more than once for model '${model}'`);
-      }
+      // An output requested twice is answered once, as Triton does; the first request's
+      // parameters (classification) apply.
+      if (requestedOutputs.includes(out.name)) continue;
       requestedOutputs.push(out.name);
       if (out.classification !== undefined && out.classification !== 0) {
         if (!Number.isInteger(out.classification) || out.classification < 0) {
@@ -125,8 +125,26 @@ export function validateRequest(
     requestedOutputs.push(...spec.outputOrder);
   }
 
-  // 2. Input names and count.
+  // 2. Duplicates, input count, then names (Triton's order: more inputs than the model has is a
+  // count error even when one of them is unknown).
   const seen = new Set<string>();
+  for (const input of inputs) {
+    if (seen.has(input.name)) {
+      throw new NereidError('INPUT_DUPLICATE', `input '${input.name}' is given more than once in the request for model '${model}'`);
+    }
+    seen.add(input.name);
+  }
+  if (inputs.length > spec.inputs.size) {
+    const names = inputs.map((i) => i.name);
+    const missing = spec.requiredInputs.filter((n) => !names.includes(n));
+    throw new NereidError(
+      'INPUT_UNKNOWN',
+      `expected ${spec.requiredInputs.length} inputs but got ${inputs.length} inputs for model '${model}'. ` +
+        `Got input(s) [${names.map((n) => `'${n}'`).join(', ')}], but missing required input(s) ` +
+        `[${missing.map((n) => `'${n}'`).join(', ')}]. Please provide all required input(s). ` +
+        `The model's inputs are: ${[...spec.inputs.keys()].join(', ')}`,
+    );
+  }
   for (const input of inputs) {
     if (!spec.inputs.has(input.name)) {
       throw new NereidError(
@@ -134,10 +152,6 @@ export function validateRequest(
         `unexpected inference input '${input.name}' for model '${model}'; allowed inputs are: ${[...spec.inputs.keys()].join(', ')}`,
       );
     }
-    if (seen.has(input.name)) {
-      throw new NereidError('INPUT_DUPLICATE', `input '${input.name}' is given more than once in the request for model '${model}'`);
-    }
-    seen.add(input.name);
   }
   const missing = spec.requiredInputs.filter((n) => !seen.has(n));
   if (missing.length > 0) {
@@ -170,6 +184,13 @@ export function validateRequest(
       }
     }
     batchSize = first?.size ?? 1;
+    if (batchSize < 1) {
+      // Triton 2.51 refuses a batch of 0 with its byte-size check; its message prefix is kept.
+      throw new NereidError(
+        'BATCH_SIZE',
+        `input byte size mismatch for input '${first!.name}' for model '${model}': inference request batch-size must be >= 1, got a batch dimension of 0`,
+      );
+    }
     if (batchSize > spec.maxBatchSize) {
       throw new NereidError(
         'BATCH_SIZE',
