@@ -110,6 +110,13 @@ export const ERROR_CODES = {
   MODEL_CONTROL_DISABLED: 'UNAVAILABLE',
   MODEL_NAME_INVALID: 'INVALID_ARG',
   MODEL_NOT_IN_REPOSITORY: 'INTERNAL',
+  /**
+   * An explicit load that failed before any version was tried: the configuration (file or
+   * override) could not be read, parsed or validated, or a file override was refused. Triton
+   * reports these as its repository poll failing (`failed to load '<m>', failed to poll from model
+   * repository`, INTERNAL).
+   */
+  MODEL_POLL_FAILED: 'INTERNAL',
   MODEL_UNLOAD_FAILED: 'INTERNAL',
   LOAD_PARAMETER: 'INVALID_ARG',
   FILE_OVERRIDE_INVALID: 'INVALID_ARG',

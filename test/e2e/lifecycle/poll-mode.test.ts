@@ -107,7 +107,7 @@ describe('poll mode', () => {
     await rm(join(repo, 'fresh'), { recursive: true });
     await waitFor('model fresh unloaded', async () => (await entry('fresh', '1'))?.state === 'UNAVAILABLE');
     const reply = await httpRequest(`${srv.url}/v2/models/fresh/ready`);
-    assert.equal(reply.status, 404);
+    assert.equal(reply.status, 400);
     assert.equal(await client.isServerReady(), true);
   });
 

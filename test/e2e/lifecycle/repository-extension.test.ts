@@ -95,7 +95,8 @@ describe('HTTP', () => {
 
   it('a request for a version that is not ready names the ready versions', async () => {
     await http.loadModel('b', { config: taggedConfigJson('b', { ...ONE, version_policy: { specific: { versions: [1] } } }) });
-    const reply = await httpRequest(`${srv.url}/v2/models/b/versions/2/ready`);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/b/versions/2/ready`)).status, 400);
+    const reply = await httpRequest(`${srv.url}/v2/models/b/versions/2`);
     assert.equal(reply.status, 503);
     assert.equal((jsonBody(reply) as { error: string }).error, "Request for unknown model: 'b' version 2 is not at ready state; ready versions: 1");
     await http.loadModel('b');
@@ -153,8 +154,10 @@ describe('HTTP', () => {
     assert.equal(reply.status, 400);
     assert.match((jsonBody(reply) as { error: string }).error, /'config' of model 'a' must be a string/);
 
+    // A configuration override that is not JSON: Triton's repository poll fails (500).
     reply = await post('/v2/repository/models/a/load', { parameters: { config: '{"name": "a"', 'file:1/model.onnx': 'AAAA' } });
-    assert.equal(reply.status, 400);
+    assert.equal(reply.status, 500);
+    assert.match((jsonBody(reply) as { error: string }).error, /^failed to load 'a', failed to poll from model repository: model configuration JSON: /);
 
     reply = await post('/v2/repository/models/a/load', '{"parameters": ');
     assert.equal(reply.status, 400);
@@ -194,8 +197,9 @@ describe('HTTP', () => {
     const before = await overrideDirs();
     const files = { '1/model.onnx': taggedOnnx(77) };
     await assert.rejects(http.loadModel('sent', { files }), (err: InferenceServerError) => {
-      assert.equal(err.status, 400);
-      assert.match(err.message, /Load parameter 'config' must be specified for model file override/);
+      // Triton's answer: its repository poll fails (500), Nereid's reason after its text.
+      assert.equal(err.status, 500);
+      assert.match(err.message, /^failed to load 'sent', failed to poll from model repository: Load parameter 'config' must be specified for model file override/);
       return true;
     });
     await http.loadModel('sent', { config: taggedConfigJson('sent', ONE), files });
@@ -222,8 +226,8 @@ describe('HTTP', () => {
       const reply = await post('/v2/repository/models/sneaky/load', {
         parameters: { config, [`file:${path}`]: Buffer.from('x').toString('base64'), 'file:1/model.onnx': Buffer.from(taggedOnnx(1)).toString('base64') },
       });
-      assert.equal(reply.status, 400, path);
-      assert.match((jsonBody(reply) as { error: string }).error, /^file override 'file:.*' is refused: /, path);
+      assert.equal(reply.status, 500, path);
+      assert.match((jsonBody(reply) as { error: string }).error, /^failed to load 'sneaky', failed to poll from model repository: file override 'file:.*' is refused: /, path);
       assert.equal(existsSync(join(tmpdir(), marker)), false, path);
       assert.equal(existsSync(join('/tmp', marker)), false, path);
     }
@@ -281,7 +285,7 @@ describe('gRPC', () => {
       model_name: 'x',
       parameters: { config: { string_param: taggedConfigJson('x', ONE) }, 'file:../x': { bytes_param: new Uint8Array(1) } },
     });
-    assertStatus(err, status.INVALID_ARGUMENT, "file override 'file:../x' is refused");
+    assertStatus(err, status.INTERNAL, "failed to load 'x', failed to poll from model repository: file override 'file:../x' is refused");
     err = await unaryError(raw, 'RepositoryModelUnload', { repository_name: '', model_name: 'a', parameters: { unload_dependents: { string_param: 'true' } } });
     assertStatus(err, status.INVALID_ARGUMENT, 'must be a bool');
     err = await unaryError(raw, 'RepositoryModelLoad', { repository_name: '', model_name: 'nope', parameters: {} });

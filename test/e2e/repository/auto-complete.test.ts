@@ -209,7 +209,8 @@ describe('auto-complete disabled (autoCompleteConfig: false)', () => {
     const reply = await inferJson(srv.url, 'complete', c.inputs);
     assert.equal(reply.status, 200, reply.text);
     assert.deepEqual(outputNamed(jsonBody(reply) as JsonInferResponse, 'OUTPUT0').data, c.sum);
-    const reason = await httpRequest(`${srv.url}/v2/models/auto_simple/ready`);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/auto_simple/ready`)).status, 400);
+    const reason = await httpRequest(`${srv.url}/v2/models/auto_simple`);
     assert.equal(reason.status, 404);
     assert.match((jsonBody(reason) as { error: string }).error, /has no available versions.*auto-complete is disabled/);
   });

@@ -152,7 +152,8 @@ describe('a model name in two repositories', () => {
     assert.equal(dup[0]!.version, '');
     assert.match(dup[0]!.reason, /model appears in two or more repositories/);
     assert.ok(dup[0]!.reason.includes(repoA) && dup[0]!.reason.includes(repoB), dup[0]!.reason);
-    const reply = await httpRequest(`${srv.url}/v2/models/dup/ready`);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/dup/ready`)).status, 400);
+    const reply = await httpRequest(`${srv.url}/v2/models/dup`);
     assert.equal(reply.status, 404);
     assert.match((jsonBody(reply) as { error: string }).error, /^Request for unknown model: 'dup' has no available versions.*two or more repositories/);
   });

@@ -217,7 +217,8 @@ describe('load failures', () => {
   });
 
   it('model-level failures are part of the "no available versions" answer', async () => {
-    const reply = await httpRequest(`${srv.url}/v2/models/wrong_name/ready`);
+    assert.equal((await httpRequest(`${srv.url}/v2/models/wrong_name/ready`)).status, 400);
+    const reply = await httpRequest(`${srv.url}/v2/models/wrong_name`);
     assert.equal(reply.status, 404);
     assert.match((jsonBody(reply) as { error: string }).error, /^Request for unknown model: 'wrong_name' has no available versions/);
   });

@@ -250,7 +250,7 @@ describe('reloads', () => {
     // A configuration that no longer parses: same.
     await write('m/1/model.fake', 'one-c');
     await write('m/config.pbtxt', 'name: "m"\nbackend: "fake"\nmax_batch_size: [\n');
-    await assert.rejects(m.load('m'), /load failed for model 'm': .*config\.pbtxt:3:\d+: /);
+    await assert.rejects(m.load('m'), /failed to load 'm', failed to poll from model repository: .*config\.pbtxt:3:\d+: /);
     assert.equal(m.resolve('m').servable, current);
     await m.shutdown();
   });
@@ -575,7 +575,7 @@ describe('file overrides', () => {
     const m = manager('explicit');
     await m.startup(['m']);
     const files = new Map([['1/model.fake', new TextEncoder().encode('sent')]]);
-    await assert.rejects(m.load('m', { files }), /Load parameter 'config' must be specified for model file override/);
+    await assert.rejects(m.load('m', { files }), /^NereidError: failed to load 'm', failed to poll from model repository: Load parameter 'config' must be specified for model file override/);
     const config = JSON.stringify({ name: 'm', backend: 'fake', input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1] }], output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }] });
     await m.load('m', { config, files });
     assert.equal(m.resolve('m').servable.token, 'sent');

@@ -164,6 +164,22 @@ export function checkModelName(name: string, maxLength = 1024): void {
 
 const CONTROL_DISABLED = 'explicit model load / unload is not allowed if polling is enabled';
 
+/**
+ * A failure to read, parse or validate a model's configuration, or to write its file overrides:
+ * what Triton's repository poll checks before it tries a version. Its code and message are the
+ * cause's; `load` answers it as Triton does (`pollFailure`).
+ */
+class PollFailure extends NereidError {
+  constructor(cause: NereidError) {
+    super(cause.code, cause.message, { cause });
+  }
+}
+
+/** The load error Triton gives when its repository poll fails, with the cause after its text. */
+function pollFailure(name: string, cause: NereidError): NereidError {
+  return new NereidError('MODEL_POLL_FAILED', `failed to load '${name}', failed to poll from model repository: ${cause.message}`, { cause });
+}
+
 export class ModelManager<S extends Servable> {
   readonly #options: ModelManagerOptions;
   readonly #mode: ControlMode;
@@ -318,10 +334,17 @@ export class ModelManager<S extends Servable> {
     this.#checkControl();
     checkModelName(name, this.#options.limits?.['name-length']);
     if (request.files !== undefined && request.files.size > 0 && request.config === undefined) {
-      throw new NereidError('LOAD_PARAMETER', `Load parameter 'config' must be specified for model file override of model '${name}'`);
+      throw pollFailure(name, new NereidError('LOAD_PARAMETER', `Load parameter 'config' must be specified for model file override of model '${name}'`));
     }
     this.#checkOpen();
-    await this.#track(this.#loadModel(name, request, { explicit: true, chain: [] }));
+    try {
+      await this.#track(this.#loadModel(name, request, { explicit: true, chain: [] }));
+    } catch (err) {
+      if (!(err instanceof NereidError)) throw err;
+      if (err.code === 'FILE_OVERRIDE_INVALID') throw pollFailure(name, err);
+      if (err.cause instanceof PollFailure) throw pollFailure(name, err.cause);
+      throw err;
+    }
   }
 
   /**
@@ -629,7 +652,9 @@ export class ModelManager<S extends Servable> {
     let fingerprints: Map<number, Fingerprint>;
     try {
       ({ prepared, selected, fingerprints } = await this.#pool.run(async () => {
-        const prepared = await prepareModelConfig(location, this.#options, request.config);
+        const prepared = await prepareModelConfig(location, this.#options, request.config).catch((err: unknown) => {
+          throw new PollFailure(toNereidError(err, 'CONFIG_INVALID'));
+        });
         const available = await listVersions(location.directory, logger);
         const selected = selectVersions(name, prepared.config.version_policy, available, logger);
         return { prepared, selected, fingerprints: await versionFingerprints(prepared, selected) };
