@@ -127,7 +127,8 @@ def control_errors(ctx):
     # The failure text is the contract (protocol.md §3.13: "400 or the mapped status").
     expect_error(lambda: h.load_model("no_such_model"), None, ["failed to load 'no_such_model'", "no directory 'no_such_model'"])
     expect_error(lambda: g.load_model("no_such_model"), None, ["failed to load 'no_such_model'", "no directory 'no_such_model'"])
-    expect_error(lambda: h.load_model("simple", config="{not json"), "400")
+    # A configuration override that does not parse fails Triton's repository poll (500).
+    expect_error(lambda: h.load_model("simple", config="{not json"), "500", ["failed to load 'simple', failed to poll from model repository: "])
     # The failed loads left the serving model alone.
     infer_simple(httpclient, h)
 
