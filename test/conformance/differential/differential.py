@@ -42,6 +42,7 @@ ALLOWED = {
     "shm_unregister_default": CLIENT_SHM,
     "shm_register_bad": CLIENT_SHM,
     "infer_bad_json": MALFORMED,
+    "infer_parameter_wrong_type": MALFORMED,
     "log_settings_bad_json": MALFORMED,
     "repository_config_override_not_string": MALFORMED,
     "statistics_model_error_response": (
@@ -293,6 +294,16 @@ def config_subset(answer):
 
 
 @case
+def versioned_metadata(s):
+    out = {}
+    for v in ("", "1", "2", "3"):
+        out[f"grpc_metadata_{v}"] = s.grpc("ModelMetadata", pb.ModelMetadataRequest(name="versioned", version=v))
+        out[f"grpc_config_{v}"] = config_subset(s.grpc("ModelConfig", pb.ModelConfigRequest(name="versioned", version=v)))
+        out[f"grpc_ready_{v}"] = s.grpc("ModelReady", pb.ModelReadyRequest(name="versioned", version=v))
+    return out
+
+
+@case
 def model_config(s):
     return {
         "http": config_subset(s.http("GET", "/v2/models/ident/config")),
@@ -413,6 +424,35 @@ def infer_bad_json(s):
 
 
 @case
+def infer_grpc_typed_contents(s):
+    both = grpc_infer("ident")
+    both.inputs[0].contents.fp32_contents.extend([0.0] * 16)
+    return {
+        "contents": s.grpc("ModelInfer", grpc_infer("ident", raw=False)),
+        "contents_short": s.grpc("ModelInfer", grpc_infer("ident", raw=False, data=np.zeros(15, dtype=np.float32))),
+        "raw_and_contents": s.grpc("ModelInfer", both),
+    }
+
+
+@case
+def infer_parameters(s):
+    out = {}
+    for name, value in (("custom", {"a": 1}), ("sequence_id", 5), ("binary_data_output", True), ("priority", 0), ("timeout", 0)):
+        path, body = json_infer("ident", parameters={name: value})
+        out[name] = s.http("POST", path, body)
+    return out
+
+
+@case
+def infer_parameter_wrong_type(s):
+    out = {}
+    for name, value in (("priority", "high"), ("timeout", -1)):
+        path, body = json_infer("ident", parameters={name: value})
+        out[name] = s.http("POST", path, body)
+    return out
+
+
+@case
 def infer_model_error(s):
     return infer_both(s, "failing", grpc_request=grpc_infer("failing"))
 
@@ -467,6 +507,17 @@ def statistics_model_error_response(s):
 @case
 def statistics_response_stats(s):
     return stats(s, "counted", response_stats=True)
+
+
+@case
+def statistics_versions(s):
+    out = {}
+    for v in (1, 2, 3):
+        status, body = s.http("GET", f"/v2/models/versioned/versions/{v}/stats")
+        for entry in body.get("model_stats", []) if isinstance(body, dict) else []:
+            entry.pop("response_stats", None)
+        out[str(v)] = [status, body]
+    return out
 
 
 @case
@@ -553,6 +604,28 @@ def repository_invalid_config_override(s):
         "negative_batch": load(s, "spare", {"config": json.dumps({**SPARE_CONFIG, "max_batch_size": -1})}),
         "no_inputs": load(s, "spare", {"config": json.dumps({**SPARE_CONFIG, "input": []})}),
         "reload": load(s, "spare", {}),
+    }
+
+
+@case
+def repository_grpc_errors(s):
+    def grpc_load(model, **params):
+        req = pb.RepositoryModelLoadRequest(model_name=model)
+        for key, value in params.items():
+            key = key.replace("__", ":").replace("_SLASH_", "/").replace("_DOT_", ".")
+            if isinstance(value, bytes):
+                req.parameters[key].bytes_param = value
+            else:
+                req.parameters[key].string_param = value
+        return s.grpc("RepositoryModelLoad", req)
+
+    return {
+        "not_json": grpc_load("spare", config="{not json"),
+        "wrong_name": grpc_load("spare", config=json.dumps({**SPARE_CONFIG, "name": "other"})),
+        "escape": grpc_load("spare", config=json.dumps(SPARE_CONFIG), file___DOT__DOT__SLASH_x=b"x"),
+        "without_config": grpc_load("spare", file__1_SLASH_model_DOT_py=b"x"),
+        "unload_unknown": s.grpc("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="nope")),
+        "reload": grpc_load("spare"),
     }
 
 
