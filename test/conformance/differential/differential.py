@@ -64,8 +64,11 @@ def case(fn):
 
 
 class Server:
-    def __init__(self, endpoints, repository):
+    def __init__(self, endpoints, repository, shm_endpoints=None):
         self.repository = repository
+        # Where the client shared-memory cases go: Triton itself; for Nereid a second server started
+        # with --allow-client-shm=true (the first runs with the default, client shared memory off).
+        self.shm = self if shm_endpoints is None else Server(shm_endpoints, repository)
         host, port = endpoints["http"].rsplit(":", 1)
         self.host, self.port = host, int(port)
         self.channel = grpc.insecure_channel(endpoints["grpc"])
@@ -147,7 +150,10 @@ def differences(triton, nereid, path="answer"):
 
 def run():
     ctx = json.loads(sys.argv[1])
-    servers = {name: Server(ctx[name], ctx["repositories"][name]) for name in ("triton", "nereid")}
+    servers = {
+        "triton": Server(ctx["triton"], ctx["repositories"]["triton"]),
+        "nereid": Server(ctx["nereid"], ctx["repositories"]["nereid"], ctx["nereid_shm"]),
+    }
     results = {}
     for fn in _cases:
         name = fn.__name__
@@ -168,6 +174,10 @@ def run():
             results[name] = {"status": "pass"}
         except BaseException:  # noqa: B902
             results[name] = {"status": "fail", "error": traceback.format_exc()}
+    if _shm_handle is not None:
+        import tritonclient.utils.shared_memory as shm
+
+        shm.destroy_shared_memory_region(_shm_handle)
     print("CONFORMANCE-RESULTS " + json.dumps(results), flush=True)
 
 
@@ -713,6 +723,48 @@ def shm_register_bad(s):
         "missing_key": s.http("POST", "/v2/systemsharedmemory/region/r/register", {"offset": 0, "byte_size": 64}),
         "not_json": s.http("POST", "/v2/systemsharedmemory/region/r/register", b"{"),
     }
+
+
+SHM_KEY = "/nereid-differential-%d" % os.getpid()
+SHM_BYTES = 256
+
+
+def shm_region():
+    """One system shared-memory object both servers map: 64 bytes of FP32 input at offset 0."""
+    global _shm_handle
+    if _shm_handle is None:
+        import tritonclient.utils.shared_memory as shm
+
+        _shm_handle = shm.create_shared_memory_region("diff", SHM_KEY, SHM_BYTES)
+        shm.set_shared_memory_region(_shm_handle, [np.arange(16, dtype=np.float32)])
+    return _shm_handle
+
+
+_shm_handle = None
+
+
+@case
+def shm_register_infer_unregister(s):
+    shm_region()
+    t = s.shm
+    region = {"key": SHM_KEY, "offset": 0, "byte_size": SHM_BYTES}
+    out = {"register": t.http("POST", "/v2/systemsharedmemory/region/diff/register", region)}
+    out["duplicate"] = t.http("POST", "/v2/systemsharedmemory/region/diff/register", region)
+    out["status"] = t.http("GET", "/v2/systemsharedmemory/region/diff/status")
+    inputs = [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "parameters": {"shared_memory_region": "diff", "shared_memory_byte_size": 64}}]
+    outputs = [{"name": "OUTPUT1", "parameters": {"shared_memory_region": "diff", "shared_memory_byte_size": 64, "shared_memory_offset": 64}}]
+    out["infer"] = t.http("POST", *json_infer("ident", inputs=inputs, outputs=outputs))
+    out["infer_past_end"] = t.http("POST", *json_infer("ident", inputs=[{**inputs[0], "parameters": {**inputs[0]["parameters"], "shared_memory_offset": 224}}]))
+    out["infer_unknown_region"] = t.http("POST", *json_infer("ident", inputs=[{**inputs[0], "parameters": {**inputs[0]["parameters"], "shared_memory_region": "nope"}}]))
+    out["grpc_status"] = t.grpc("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(name="diff"))
+    out["unregister"] = t.http("POST", "/v2/systemsharedmemory/region/diff/unregister", {})
+    out["status_after"] = t.http("GET", "/v2/systemsharedmemory/status")
+    out["grpc_register"] = t.grpc("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="g", key=SHM_KEY, offset=0, byte_size=SHM_BYTES))
+    out["grpc_register_past_end"] = t.grpc("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="h", key=SHM_KEY, offset=SHM_BYTES, byte_size=SHM_BYTES))
+    out["grpc_register_no_object"] = t.grpc("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="i", key="/nereid-differential-none", offset=0, byte_size=64))
+    out["grpc_unregister_all"] = t.grpc("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest())
+    out["status_end"] = t.http("GET", "/v2/systemsharedmemory/status")
+    return out
 
 
 @case

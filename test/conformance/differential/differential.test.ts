@@ -108,6 +108,7 @@ const CASES = [
   'repository_file_override_not_base64',
   'shm_status',
   'shm_unregister_default',
+  'shm_register_infer_unregister',
   'shm_register_bad',
   'shm_register_default',
   'trace_setting',
@@ -119,20 +120,23 @@ describe('conformance: differential against real Triton 2.51', () => {
   let triton: TritonServer | undefined;
   let tritonRepository: string | undefined;
   let nereid: ConformanceServer | undefined;
+  /** A second Nereid with client shared memory on, for the cases that register regions. */
+  let nereidShm: ConformanceServer | undefined;
   let results: Map<string, CaseResult> | undefined;
 
   before(async () => {
     requireTriton();
     tritonRepository = await makeRepository(MODELS);
     const explicit = ['--model-control-mode=explicit', '--load-model=*'];
-    [triton, nereid] = await Promise.all([
+    [triton, nereid, nereidShm] = await Promise.all([
       startTriton(tritonRepository, [...explicit, '--exit-on-error=false', '--strict-readiness=false']),
       startConformanceServer(Object.entries(MODELS), [...explicit, '--exit-on-error=false', '--strict-readiness=false']),
+      startConformanceServer([['ident', MODELS['ident']!]], ['--allow-client-shm=true']),
     ]);
     try {
       results = await runCases('differential/differential.py', nereid.endpoints, {
         timeoutMs: 300_000,
-        extra: { triton: triton.endpoints, nereid: nereid.endpoints, repositories: { triton: tritonRepository, nereid: nereid.repository }, model_py: MODEL_PY },
+        extra: { triton: triton.endpoints, nereid: nereid.endpoints, nereid_shm: nereidShm.endpoints, repositories: { triton: tritonRepository, nereid: nereid.repository }, model_py: MODEL_PY },
       });
     } catch (err) {
       throw new Error(`${(err as Error).message}\n--- tritonserver log ---\n${triton.log}`);
@@ -140,7 +144,7 @@ describe('conformance: differential against real Triton 2.51', () => {
   });
 
   after(async () => {
-    await Promise.all([triton?.stop(), nereid?.stop()]);
+    await Promise.all([triton?.stop(), nereid?.stop(), nereidShm?.stop()]);
     if (tritonRepository !== undefined) await removeDir(tritonRepository);
   });
 

@@ -333,22 +333,23 @@ describe('keys that are not shared-memory objects are refused', () => {
     unlinkSync(outside);
   });
 
-  const cases: [string, () => string, RegExp][] = [
+  const cases: [string, () => string, RegExp, number?][] = [
     ['a ../ path', () => '../../etc/passwd', /is not a POSIX shared memory object name/],
     ['an absolute path', () => outside, /is not a POSIX shared memory object name/],
     ['a name with a slash', () => '/dir/name', /is not a POSIX shared memory object name/],
     ['..', () => '/..', /is not a POSIX shared memory object name/],
     ['an empty key', () => '/', /is not a POSIX shared memory object name/],
     ['a symlink to a file', () => `/${link}`, /symbolic link/],
-    ['an object that does not exist', () => `/nereid_missing_${randomUUID()}`, /no such object/],
+    // Triton's answer to a key it cannot open: INTERNAL.
+    ['an object that does not exist', () => `/nereid_missing_${randomUUID()}`, /^Unable to open shared memory region: '\/nereid_missing_.*no such object/, 500],
   ];
-  for (const [what, key, message] of cases) {
+  for (const [what, key, message, httpStatus = 400] of cases) {
     it(`${what}`, async () => {
       const err = await refusal(http.registerSystemSharedMemory('bad', key(), 64));
-      assert.equal(err.status, 400);
+      assert.equal(err.status, httpStatus);
       assert.match(err.message, message);
       const gerr = await refusal(grpc.registerSystemSharedMemory('bad', key(), 64));
-      assert.equal(gerr.grpcCode, status.INVALID_ARGUMENT);
+      assert.equal(gerr.grpcCode, httpStatus === 500 ? status.INTERNAL : status.INVALID_ARGUMENT);
       assert.match(gerr.message, message);
       await assert.rejects(http.systemSharedMemoryStatus('bad'), /Unable to find/);
     });
@@ -357,8 +358,9 @@ describe('keys that are not shared-memory objects are refused', () => {
   it('a region larger than its object', async () => {
     const r = createRegion(64);
     const err = await refusal(http.registerSystemSharedMemory('big', r.key, 64, 1));
-    assert.equal(err.status, 400);
-    assert.match(err.message, /offset 1 \+ byte size 64 exceeds the 64 bytes of object/);
+    // Triton's answer: INTERNAL 'Invalid shared memory region: '<key>'', Nereid's detail after it.
+    assert.equal(err.status, 500);
+    assert.match(err.message, /^Invalid shared memory region: '.*': region 'big' at offset 1 \+ byte size 64 exceeds the 64 bytes of the object/);
   });
 });
 

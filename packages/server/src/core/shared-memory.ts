@@ -320,8 +320,10 @@ export class SharedMemoryManager {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       const why = code === 'ENOENT' ? 'no such object' : code === 'ELOOP' ? 'it is a symbolic link' : (err as Error).message;
+      // Triton answers a key it cannot open with INTERNAL; a symbolic link, which Nereid refuses
+      // to follow, stays the client's error.
       throw new NereidError(
-        'SHM_REGISTER_INVALID',
+        code === 'ELOOP' ? 'SHM_REGISTER_INVALID' : 'SHM_REGISTER_FAILED',
         `Unable to open shared memory region: '${key}' for region '${name}' (${why}); create it with shm_open before registering`,
         { cause: err },
       );
@@ -333,8 +335,8 @@ export class SharedMemoryManager {
       }
       if (BigInt(offset) + BigInt(byteSize) > st.size) {
         throw new NereidError(
-          'SHM_REGISTER_INVALID',
-          `failed to register shared memory region '${name}': offset ${offset} + byte size ${byteSize} exceeds the ${st.size} bytes of object '${key}'; ` +
+          'SHM_REGISTER_FAILED',
+          `Invalid shared memory region: '${key}': region '${name}' at offset ${offset} + byte size ${byteSize} exceeds the ${st.size} bytes of the object; ` +
             `ftruncate the object to at least ${offset + byteSize} bytes`,
         );
       }
