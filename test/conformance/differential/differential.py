@@ -484,6 +484,30 @@ def version_selection(s):
     return out
 
 
+@case
+def version_policy_latest(s):
+    out = {"metadata": s.http("GET", "/v2/models/latest")}
+    for v in (None, 1, 2, 3, 4):
+        path, body = json_infer("latest", version=v)
+        out[f"infer_{v}"] = s.http("POST", path, body)
+        out[f"ready_{v}"] = s.http("GET", "/v2/models/latest" + ("" if v is None else f"/versions/{v}") + "/ready")
+    return out
+
+
+@case
+def infer_without_batching(s):
+    def infer(shape, count):
+        return s.http("POST", *json_infer("nobatch", inputs=[{"name": "INPUT0", "datatype": "FP32", "shape": shape, "data": VALUES[:1] * count}]))
+
+    return {
+        "two_rows": infer([2, 16], 32),
+        "no_rows": infer([0, 16], 0),
+        "wrong_rank": infer([16], 16),
+        "grpc_no_rows": s.grpc("ModelInfer", grpc_infer("nobatch", shape=(0, 16), data=np.zeros(0, dtype=np.float32))),
+        "metadata": s.http("GET", "/v2/models/nobatch"),
+    }
+
+
 # --- statistics -----------------------------------------------------------------------------
 
 

@@ -31,12 +31,13 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(error=pb_utils.TritonError("failing on purpose")) for _ in requests]
 `;
 
-function config(name: string, extra = ''): string {
+function config(name: string, extra = '', batch = true): string {
+  const dims = batch ? '[ 16 ]' : '[ -1, 16 ]';
   return `name: "${name}"
 backend: "python"
-max_batch_size: 8
-input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 16 ] } ]
-output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 16 ] }, { name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 16 ] } ]
+max_batch_size: ${batch ? 8 : 0}
+input [ { name: "INPUT0", data_type: TYPE_FP32, dims: ${dims} } ]
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: ${dims} }, { name: "OUTPUT1", data_type: TYPE_FP32, dims: ${dims} } ]
 instance_group [ { count: 1, kind: KIND_CPU } ]
 ${extra}`;
 }
@@ -46,6 +47,13 @@ const MODELS: Record<string, ModelFiles> = {
   counted: { 'config.pbtxt': config('counted'), '1/model.py': MODEL_PY },
   spare: { 'config.pbtxt': config('spare'), '1/model.py': MODEL_PY },
   failing: { 'config.pbtxt': config('failing'), '1/model.py': FAILING_PY },
+  nobatch: { 'config.pbtxt': config('nobatch', '', false), '1/model.py': MODEL_PY },
+  latest: {
+    'config.pbtxt': config('latest', 'version_policy: { latest: { num_versions: 2 } }'),
+    '1/model.py': MODEL_PY,
+    '2/model.py': MODEL_PY,
+    '3/model.py': MODEL_PY,
+  },
   versioned: {
     'config.pbtxt': config('versioned', 'version_policy: { specific: { versions: [ 1, 3 ] } }'),
     '1/model.py': MODEL_PY,
@@ -88,6 +96,8 @@ const CASES = [
   'infer_parameter_wrong_type',
   'infer_model_error',
   'version_selection',
+  'version_policy_latest',
+  'infer_without_batching',
   'statistics_after_good_and_errors',
   'statistics_model_error_response',
   'statistics_response_stats',
