@@ -47,7 +47,8 @@ test('header length 0 selects the raw binary request', () => {
 });
 
 test('header length out of range or not a decimal integer is INVALID_ARG', () => {
-  for (const bad of [String(body.length + 1), '-1', 'abc', '', '12abc', '1.5', '+5', '0x10', '1e2', '99999999999999999999']) {
+  fails(() => splitInferenceBody(body, String(body.length + 1)), 'REQUEST_MALFORMED', /^inference header size should be in range \(0, 19\), got: 20; the body holds 19 bytes/);
+  for (const bad of ['-1', 'abc', '', '12abc', '1.5', '+5', '0x10', '1e2', '99999999999999999999']) {
     fails(() => splitInferenceBody(body, bad), 'REQUEST_MALFORMED', /inference header size should be an integer in range \[0, 19\]/);
   }
   fails(() => splitInferenceBody(body, 'abc'), 'REQUEST_MALFORMED', /got: 'abc'$/);

@@ -32,6 +32,14 @@ export function splitInferenceBody(body: Uint8Array, headerLength: string | unde
   }
   const text = headerLength.trim();
   const h = DECIMAL.test(text) ? Number(text) : NaN;
+  if (Number.isSafeInteger(h) && h > body.byteLength) {
+    // Triton's text for a size past the body, then Nereid's detail.
+    throw new NereidError(
+      'REQUEST_MALFORMED',
+      `inference header size should be in range (0, ${body.byteLength}), got: ${text}; ` +
+        `the body holds ${body.byteLength} bytes (0 sends the whole body as one raw binary input)`,
+    );
+  }
   if (!(h <= body.byteLength)) {
     throw new NereidError(
       'REQUEST_MALFORMED',

@@ -43,6 +43,9 @@ ALLOWED = {
     "shm_register_bad": CLIENT_SHM,
     "infer_bad_json": MALFORMED,
     "infer_parameter_wrong_type": MALFORMED,
+    "repository_parameters_malformed": MALFORMED + " (Triton ignores an unload_dependents that is not a bool)",
+    "repository_load_unknown_parameter": "an unknown load parameter is a client error: Nereid answers 400 naming it and the parameters a load takes; Triton 2.51 answers 500 'unexpected error on creating Triton parameter'",
+    "infer_version_not_integer": "a version string that is not an integer ('1.0') is refused (INVALID_ARGUMENT); Triton 2.51 reads its leading digits as the version",
     "log_settings_bad_json": MALFORMED,
     "repository_config_override_not_string": MALFORMED,
     "statistics_model_error_response": (
@@ -463,6 +466,45 @@ def infer_parameter_wrong_type(s):
 
 
 @case
+def infer_version_strings(s):
+    out = {}
+    for v in ("abc", "0", "-1"):
+        out[f"http_{v}"] = s.http("POST", *json_infer("ident", version=v))
+        out[f"grpc_{v}"] = s.grpc("ModelInfer", grpc_infer("ident", version=v))
+        out[f"grpc_metadata_{v}"] = s.grpc("ModelMetadata", pb.ModelMetadataRequest(name="ident", version=v))
+    return out
+
+
+@case
+def infer_version_not_integer(s):
+    return {
+        "grpc": s.grpc("ModelInfer", grpc_infer("ident", version="1.0")),
+        "grpc_metadata": s.grpc("ModelMetadata", pb.ModelMetadataRequest(name="ident", version="1.0")),
+    }
+
+
+@case
+def infer_binary_framing(s):
+    head = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "parameters": {"binary_data_size": 64}}]}
+    raw = json.dumps(head).encode()
+    return {
+        "header_longer_than_body": s.http("POST", "/v2/models/ident/infer", raw, {"Inference-Header-Content-Length": str(len(raw) + 10)}),
+        "data_missing": s.http("POST", "/v2/models/ident/infer", raw, {"Inference-Header-Content-Length": str(len(raw))}),
+        "extra_bytes": s.http("POST", "/v2/models/ident/infer", raw + bytes(80), {"Inference-Header-Content-Length": str(len(raw))}),
+    }
+
+
+@case
+def infer_classification(s):
+    outputs = [{"name": "OUTPUT0", "parameters": {"classification": 3}}]
+    req = grpc_infer("ident")
+    o = req.outputs.add()
+    o.name = "OUTPUT0"
+    o.parameters["classification"].int64_param = 3
+    return {"http": s.http("POST", *json_infer("ident", outputs=outputs)), "grpc": s.grpc("ModelInfer", req)}
+
+
+@case
 def infer_model_error(s):
     return infer_both(s, "failing", grpc_request=grpc_infer("failing"))
 
@@ -580,6 +622,27 @@ def repository_unload_load(s):
     out["grpc_unload"] = s.grpc("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="spare"))
     out["grpc_load"] = s.grpc("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="spare"))
     return out
+
+
+@case
+def repository_parameters(s):
+    return {
+        "index_ready": s.http("POST", "/v2/repository/index", {"ready": True}),
+        "unload_dependents": s.http("POST", "/v2/repository/models/nope/unload", {"parameters": {"unload_dependents": True}}),
+    }
+
+
+@case
+def repository_parameters_malformed(s):
+    return {
+        "index_ready_not_bool": s.http("POST", "/v2/repository/index", {"ready": "yes"}),
+        "unload_dependents_not_bool": s.http("POST", "/v2/repository/models/nope/unload", {"parameters": {"unload_dependents": "yes"}}),
+    }
+
+
+@case
+def repository_load_unknown_parameter(s):
+    return s.http("POST", "/v2/repository/models/spare/load", {"parameters": {"colour": "blue"}})
 
 
 @case

@@ -74,6 +74,9 @@ describe('health and readiness', () => {
       for (const rpc of ['ModelReady', 'ModelMetadata', 'ModelConfig'] as const) {
         const err = await unaryError(client, rpc, { name: 'simple', version });
         assertStatus(err, status.INVALID_ARGUMENT, `'${version}'`, 'integral value');
+        // Triton's text first.
+        const start = version === '-1' ? "invalid model version specified '-1'" : `failed to get model version from specified version string '${version}'`;
+        assert.ok(err.details.startsWith(start), err.details);
       }
     }
   });

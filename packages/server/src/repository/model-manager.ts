@@ -991,11 +991,12 @@ async function versionFingerprints(prepared: PreparedModel, versions: readonly n
 }
 
 function parseVersion(model: string, text: string): number {
-  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(Number(text))) {
-    throw new NereidError(
-      'MODEL_VERSION_INVALID',
-      `failed to parse version '${text}' requested for model '${model}': the version should be an integral value > 0`,
-    );
-  }
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(Number(text))) throw invalidVersion(model, text);
   return Number(text);
+}
+
+/** Triton's message for a version string that names no version, with the model after it. */
+function invalidVersion(model: string, text: string): NereidError {
+  const start = /^-[0-9]+$/.test(text) ? `invalid model version specified '${text}'` : `failed to get model version from specified version string '${text}'`;
+  return new NereidError('MODEL_VERSION_INVALID', `${start} for model '${model}': the version should be an integral value > 0`);
 }

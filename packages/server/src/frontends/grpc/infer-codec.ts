@@ -218,7 +218,7 @@ export function requestedVersion(model: string, version: string): string | undef
   if (version.startsWith('-')) {
     throw new NereidError(
       'MODEL_VERSION_INVALID',
-      `failed to parse version '${version}' requested for model '${model}': the version should be an integral value > 0`,
+      `invalid model version specified '${version}' for model '${model}': the version should be an integral value > 0`,
     );
   }
   return version;
