@@ -509,6 +509,11 @@ def infer_model_error(s):
     return infer_both(s, "failing", grpc_request=grpc_infer("failing"))
 
 
+@case
+def infer_model_raises(s):
+    return infer_both(s, "raising", grpc_request=grpc_infer("raising"))
+
+
 # --- version selection ----------------------------------------------------------------------
 
 
@@ -578,6 +583,12 @@ def statistics_after_good_and_errors(s):
 def statistics_model_error_response(s):
     infer_both(s, "failing")
     return stats(s, "failing")
+
+
+@case
+def statistics_model_raises(s):
+    infer_both(s, "raising")
+    return stats(s, "raising")
 
 
 @case
@@ -860,6 +871,31 @@ def shm_register_default(s):
 
 
 # --- trace and logging ----------------------------------------------------------------------
+
+
+INIT_FAILS_PY = """
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("initialize fails on purpose")
+
+    def execute(self, requests):
+        return []
+"""
+
+
+@case
+def repository_load_initialize_fails(s):
+    directory = os.path.join(s.repository, "init_fails")
+    os.makedirs(os.path.join(directory, "1"), exist_ok=True)
+    with open(os.path.join(directory, "config.pbtxt"), "w") as f:
+        f.write(json.loads(sys.argv[1])["init_fails_config"])
+    with open(os.path.join(directory, "1", "model.py"), "w") as f:
+        f.write(INIT_FAILS_PY)
+    out = {"load": s.http("POST", "/v2/repository/models/init_fails/load", {})}
+    out["ready"] = s.http("GET", "/v2/models/init_fails/ready")
+    out["infer"] = s.http("POST", *json_infer("init_fails"))
+    out["unload"] = s.http("POST", "/v2/repository/models/init_fails/unload", {})
+    return out
 
 
 @case

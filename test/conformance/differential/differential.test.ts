@@ -31,6 +31,15 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(error=pb_utils.TritonError("failing on purpose")) for _ in requests]
 `;
 
+const RAISING_PY = String.raw`
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        raise ValueError("raising on purpose")
+`;
+
 function config(name: string, extra = '', batch = true): string {
   const dims = batch ? '[ 16 ]' : '[ -1, 16 ]';
   return `name: "${name}"
@@ -47,6 +56,7 @@ const MODELS: Record<string, ModelFiles> = {
   counted: { 'config.pbtxt': config('counted'), '1/model.py': MODEL_PY },
   spare: { 'config.pbtxt': config('spare'), '1/model.py': MODEL_PY },
   failing: { 'config.pbtxt': config('failing'), '1/model.py': FAILING_PY },
+  raising: { 'config.pbtxt': config('raising'), '1/model.py': RAISING_PY },
   nobatch: { 'config.pbtxt': config('nobatch', '', false), '1/model.py': MODEL_PY },
   latest: {
     'config.pbtxt': config('latest', 'version_policy: { latest: { num_versions: 2 } }'),
@@ -99,11 +109,13 @@ const CASES = [
   'infer_binary_framing',
   'infer_classification',
   'infer_model_error',
+  'infer_model_raises',
   'version_selection',
   'version_policy_latest',
   'infer_without_batching',
   'statistics_after_good_and_errors',
   'statistics_model_error_response',
+  'statistics_model_raises',
   'statistics_response_stats',
   'statistics_versions',
   'statistics_unknown',
@@ -128,6 +140,7 @@ const CASES = [
   'shm_register_infer_unregister',
   'shm_register_bad',
   'shm_register_default',
+  'repository_load_initialize_fails',
   'trace_setting',
   'log_settings',
   'log_settings_bad_json',
@@ -153,7 +166,7 @@ describe('conformance: differential against real Triton 2.51', () => {
     try {
       results = await runCases('differential/differential.py', nereid.endpoints, {
         timeoutMs: 300_000,
-        extra: { triton: triton.endpoints, nereid: nereid.endpoints, nereid_shm: nereidShm.endpoints, repositories: { triton: tritonRepository, nereid: nereid.repository }, model_py: MODEL_PY },
+        extra: { triton: triton.endpoints, nereid: nereid.endpoints, nereid_shm: nereidShm.endpoints, repositories: { triton: tritonRepository, nereid: nereid.repository }, model_py: MODEL_PY, init_fails_config: config('init_fails') },
       });
     } catch (err) {
       throw new Error(`${(err as Error).message}\n--- tritonserver log ---\n${triton.log}`);

@@ -119,7 +119,8 @@ describe('Python backend: bad models', () => {
   });
 
   const cases: [string, RegExp, string][] = [
-    ['raise', /model 'misbehaves' instance 'misbehaves_0': execute failed: the model refuses: bad INPUT0/, 'BACKEND_ERROR'],
+    // An execute that raises: Triton's text, naming the instance.
+    ['raise', /^Failed to process the request\(s\) for model 'misbehaves_0', message: .*the model refuses: bad INPUT0/, 'BACKEND_ERROR'],
     ['count', /execute returned 0 response\(s\) for 1 request\(s\)/, 'BACKEND_ERROR'],
     ['none', /execute returned None; a model that is not decoupled must return a list/, 'BACKEND_ERROR'],
     ['dtype', /model 'misbehaves' returned output 'OUTPUT0' as FP64, but its configuration says TYPE_FP32/, 'BACKEND_ERROR'],
@@ -140,6 +141,16 @@ describe('Python backend: bad models', () => {
       await stillServes(srv.server);
     });
   }
+
+  it('an execute that raises still has its compute input and output time in the batch statistics, as in Triton', async () => {
+    const batch = () => srv.server.modelStatistics('misbehaves')[0]!.batch_stats.find((b) => b.batch_size === 1)!;
+    const before = batch();
+    await assert.rejects(srv.server.infer({ model: 'misbehaves', parameters: { how: 'raise' }, inputs: X }));
+    const after = batch();
+    assert.equal(after.compute_input.count, before.compute_input.count + 1);
+    assert.ok(after.compute_input.ns > before.compute_input.ns, 'compute_input time recorded');
+    assert.ok(after.compute_output.ns > before.compute_output.ns, 'compute_output time recorded');
+  });
 
   it('names a missing interpreter in the load error', async () => {
     const other = await makeRepository({ good: { 'config.pbtxt': identityConfig('good', 'TYPE_FP32'), '1/model.py': IDENTITY_PY } });

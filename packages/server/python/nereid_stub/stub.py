@@ -506,7 +506,7 @@ class Stub:
             self._send(done, arrays)
         except Exception as err:
             traceback.print_exc()
-            self.channel.send({"t": "done", "x": x, "error": _error_text(err)})
+            self.channel.send({"t": "done", "x": x, "error": _error_text(err), "ts": [str(started), str(time.monotonic_ns())]})
             for request in requests:
                 open_keys.discard(request._key)
                 self._cancelled.discard(request._key)

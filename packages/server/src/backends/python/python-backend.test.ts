@@ -207,7 +207,7 @@ describe('Python backend: decoupled models through the SPI', () => {
     const r = request([1], { mode: 'raise' });
     await assert.rejects(instance.execute([r], timing), (err: NereidError) => {
       assert.equal(err.code, 'BACKEND_ERROR');
-      assert.match(err.message, /model 'repeat' instance 'repeat_0': execute failed: repeat cannot run/);
+      assert.match(err.message, /^Failed to process the request\(s\) for model 'repeat_0', message: .*repeat cannot run/);
       return true;
     });
     const again = request([8], { mode: 'thread' });

@@ -252,6 +252,8 @@ interface HeldExecute {
   done: boolean;
   settle?: { resolve(ts: [bigint, bigint] | undefined): void; reject(e: NereidError): void };
   timer?: NodeJS.Timeout;
+  /** When `execute` started and ended in the stub, also for one that raised (for the statistics). */
+  ts?: [bigint, bigint];
 }
 
 /**
@@ -368,7 +370,14 @@ class PythonInstance implements BackendInstance {
     timing.markComputeStart();
     stub.send({ t: 'exec', x, model: this.#ctx.name, requests: wireRequests }, parts, descriptors as unknown as Record<string, unknown>[]);
     requests.forEach((r, i) => r.signal.aborted && stub.send({ t: 'cancel', x, r: i }));
-    const ts = await finished;
+    const ts = await finished.catch((err: unknown) => {
+      // An execute that raised still splits its time as one that returned.
+      if (held.ts) {
+        timing.markInputsReady(held.ts[0]);
+        timing.markOutputsStart(held.ts[1]);
+      }
+      throw err;
+    });
     if (ts) {
       timing.markInputsReady(ts[0]);
       timing.markOutputsStart(ts[1]);
@@ -449,8 +458,11 @@ class PythonInstance implements BackendInstance {
     clearTimeout(held.timer);
     const ts = m['ts'] as [string, string] | undefined;
     if (typeof m['error'] === 'string') {
+      const raisedTs = m['ts'] as [string, string] | undefined;
+      if (raisedTs) held.ts = [BigInt(raisedTs[0]), BigInt(raisedTs[1])];
       // The runner fails every request without a final response (spi.ts).
-      held.settle?.reject(new NereidError('BACKEND_ERROR', `${this.#what}: execute failed: ${m['error']}`));
+      // Triton's text for an execute that raised; the model is named by its instance, as there.
+      held.settle?.reject(new NereidError('BACKEND_ERROR', `Failed to process the request(s) for model '${this.#spec.name}', message: ${m['error']}`));
       this.#release(x, held);
       return;
     }
