@@ -41,14 +41,50 @@ const JSON_TYPE = 'application/json';
 /** Idle request-body buffers the frontend keeps for reuse. */
 const BODY_POOL_BYTES = 128 * 1024 * 1024;
 
-/** Calls `release` once `res` is finished or its connection closed (now, if it is already). */
-function afterResponse(res: ServerResponse, release: () => void): void {
-  if (res.writableFinished || res.destroyed) {
+const PENDING_RESPONSES = Symbol('nereid.pendingResponses');
+
+/**
+ * The callbacks waiting on a connection's responses, run when it closes. Node gives a
+ * pipelined response still queued behind an earlier one no 'close' of its own when the client
+ * hangs up: without this, such a response would count as in flight forever (and its request
+ * body would never go back to the pool).
+ */
+function pendingOf(socket: Socket): Set<() => void> {
+  const holder = socket as Socket & { [PENDING_RESPONSES]?: Set<() => void> };
+  let pending = holder[PENDING_RESPONSES];
+  if (pending === undefined) {
+    const set = new Set<() => void>();
+    pending = set;
+    holder[PENDING_RESPONSES] = set;
+    socket.once('close', () => {
+      for (const done of [...set]) done();
+    });
+  }
+  return pending;
+}
+
+/**
+ * Calls `release` once: when `res` is finished or closed, or when its connection closes (now, if
+ * any of these has already happened).
+ */
+function afterResponse(req: IncomingMessage, res: ServerResponse, release: () => void): void {
+  if (res.writableFinished || res.destroyed || req.socket.destroyed) {
     release();
     return;
   }
-  res.once('finish', release);
-  res.once('close', release);
+  const pending = pendingOf(req.socket);
+  let done = false;
+  const once = () => {
+    if (done) return;
+    done = true;
+    res.off('finish', once);
+    res.off('close', once);
+    pending.delete(once);
+    release();
+  };
+  res.once('finish', once);
+  res.once('close', once);
+  pending.add(once);
 }
 const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
 
@@ -284,10 +320,10 @@ export class HttpFrontend {
     if (this.#closed !== undefined) this.#http.close();
   }
 
-  #track(res: ServerResponse): void {
+  #track(req: IncomingMessage, res: ServerResponse): void {
     this.#inflight.add(res);
     if (this.#draining) res.setHeader('Connection', 'close');
-    res.once('close', () => {
+    afterResponse(req, res, () => {
       this.#inflight.delete(res);
       if (this.#inflight.size === 0 && this.#idleWaiters.length > 0) {
         const waiters = this.#idleWaiters;
@@ -388,7 +424,7 @@ export class HttpFrontend {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    this.#track(res);
+    this.#track(req, res);
     try {
       const url = req.url ?? '/';
       const logger = this.#server.logger;
@@ -450,7 +486,7 @@ export class HttpFrontend {
       await this.#inferBody(req, res, model, version, body, signal, sent);
     } finally {
       // The request has settled (its backend answered it); the response may still be on its way.
-      afterResponse(res, () => {
+      afterResponse(req, res, () => {
         read.release();
         if (sent.response !== undefined) this.#server.recycleOutputs(sent.response);
       });
