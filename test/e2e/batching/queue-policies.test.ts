@@ -9,6 +9,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
 import { nodeRequest, type HttpResult } from '../../helpers/http.js';
+import { status as GrpcStatus, type StatusObject } from '@grpc/grpc-js';
+import { assertStatus, inferenceClient, inferRequest, inputTensor, unary } from '../../helpers/grpc.js';
 import { GateBackend, gateConfig } from './gate-backend.js';
 
 /** A started server with one gate model `m`; stopped (and its repository removed) after `body`. */
@@ -109,7 +111,7 @@ async function statsWhen(srv: RunningServer, ready: (s: Stats) => boolean): Prom
 }
 
 describe('dynamic batching queue policies over HTTP', () => {
-  it('a full queue answers 503 naming the model and the limit; the refusal is not a statistics failure', async () => {
+  it('a full queue answers 503 naming the model and the limit; the refusal is a failure with reason REJECTED', async () => {
     await withGateServer({ extra: 'dynamic_batching { default_queue_policy { max_queue_size: 3 } }' }, async (srv, gate) => {
       const busy = send(srv, 100);
       await gate.execution(0);
@@ -125,8 +127,41 @@ describe('dynamic batching queue policies over HTTP', () => {
       assert.deepEqual(values, queued.map((q) => q.value));
       const s = await stats(srv);
       assert.equal(s.inference_stats.success!.count, 4);
-      assert.equal(s.inference_stats.fail!.count, 0);
+      assert.equal(s.inference_stats.fail!.count, 2);
+      const text = await srv.server.metrics.text();
+      assert.match(text, /^nv_inference_request_failure\{[^}]*model="m"[^}]*reason="REJECTED"[^}]*\} 2$/m);
+      assert.match(text, /^nv_inference_request_failure\{[^}]*model="m"[^}]*reason="OTHER"[^}]*\} 0$/m);
     });
+  });
+
+  it('over gRPC too, a full queue answers UNAVAILABLE and counts the refusal as REJECTED', async () => {
+    const gate = new GateBackend();
+    const repo = await makeRepository({ m: { 'config.pbtxt': gateConfig('m', { extra: 'dynamic_batching { default_queue_policy { max_queue_size: 1 } }' }), '1/.keep': '' } });
+    const srv = await startServer({ modelRepositories: [repo], backends: [gate.backend], grpc: true });
+    const client = inferenceClient(srv.grpcTarget);
+    try {
+      const request = (v: number) =>
+        inferRequest({ model_name: 'm', inputs: [inputTensor('IN', 'INT32', [1, 1], { int_contents: [v] })] });
+      const busy = unary(client, 'ModelInfer', request(1));
+      await gate.execution(0);
+      // Two more at once into a queue that holds one: one is queued, the other refused.
+      const pair = [unary(client, 'ModelInfer', request(2)), unary(client, 'ModelInfer', request(3))];
+      const refusedError = await Promise.race(pair.map((p) => p.then(() => undefined, (err: unknown) => err)));
+      assert.ok(refusedError !== undefined, 'the first answer is the refusal');
+      assertStatus(refusedError as StatusObject, GrpcStatus.UNAVAILABLE, 'Exceeds maximum queue size');
+      gate.autoRelease = true;
+      await gate.releaseAll();
+      await busy;
+      await Promise.allSettled(pair);
+      const text = await srv.server.metrics.text();
+      const rejected = Number(/^nv_inference_request_failure\{[^}]*model="m"[^}]*reason="REJECTED"[^}]*\} (\d+)$/m.exec(text)?.[1]);
+      assert.equal(rejected, 1, text);
+    } finally {
+      client.close();
+      await gate.releaseAll();
+      await srv.stop();
+      await removeDir(repo);
+    }
   });
 
   it('a higher-priority request goes before queued lower-priority ones; priority 0 and out-of-range mean the default level', async () => {
@@ -222,7 +257,8 @@ describe('dynamic batching queue policies over HTTP', () => {
       const [a, gone, c] = queued;
       gone!.controller.abort();
       await assert.rejects(gone!.result);
-      await statsWhen(srv, (s) => s.inference_stats.fail!.count === 1);
+      // Two failures: the refusal of the full queue (REJECTED) and the cancelled request.
+      await statsWhen(srv, (s) => s.inference_stats.fail!.count === 2);
       // Its place is free again.
       const d = send(srv, 5);
       await gate.releaseAll();
@@ -232,7 +268,7 @@ describe('dynamic batching queue policies over HTTP', () => {
       assert.deepEqual(executed.sort(), [a!.value, c!.value, 5, 100].sort());
       const s = await stats(srv);
       assert.equal(s.inference_stats.success!.count, 4);
-      assert.equal(s.inference_stats.fail!.count, 1);
+      assert.equal(s.inference_stats.fail!.count, 2);
       assert.equal(s.inference_stats.queue!.count, 4);
       assert.equal(s.inference_count, 4);
       assert.equal(s.execution_count, gate.executions.length);

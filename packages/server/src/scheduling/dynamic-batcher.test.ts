@@ -278,6 +278,15 @@ async function outcome(r: InferenceRequest): Promise<NereidError | undefined> {
   }
 }
 
+/** Enqueues `r` into a full queue: it is answered with the refusal, not thrown at the caller. */
+async function refusedAsFull(t: { batcher: DynamicBatcher }, r: InferenceRequest, message: RegExp): Promise<NereidError> {
+  t.batcher.enqueue(r);
+  const error = await outcome(r);
+  assert.ok(error !== undefined, 'refused');
+  assert.match(error.message, message);
+  return error;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 describe('DynamicBatcher: worked examples (§4.9, max_batch_size 16, batch-1 requests)', () => {
@@ -529,7 +538,7 @@ describe('DynamicBatcher: batch formation (§4.4)', () => {
     });
     const first = t.add(req({ priority: 1 }))[0]!;
     const [low1, low2] = t.add(req({ priority: 2 }), req({ priority: 2 }));
-    assert.throws(() => t.batcher.enqueue(req({ priority: 2 })), /Exceeds maximum queue size/);
+    await refusedAsFull(t, req({ priority: 2 }), /Exceeds maximum queue size/);
     const [high] = t.add(req({ priority: 1 }));
     await t.free();
     assert.deepEqual(t.instance.batches, [[first.id], [high!.id]], 'the level-1 request overtakes the queued level-2 ones');
@@ -689,38 +698,31 @@ describe('DynamicBatcher: pipelined instances (batches prepared ahead)', () => {
     assert.equal((await outcome(b!))?.kind, 'UNAVAILABLE');
   });
 
-  it('no batch is prepared ahead when the queue has a size limit', () => {
+  it('no batch is prepared ahead when the queue has a size limit', async () => {
     const t = setup({ maxBatchSize: 2, depth: 2, db: { default_queue_policy: policy({ max_queue_size: 2 }) } });
     t.addN(1);
     t.addN(2);
     assert.equal(t.instance.executions.length, 1);
-    assert.throws(() => t.addN(1), /Exceeds maximum queue size/);
+    await refusedAsFull(t, req(), /Exceeds maximum queue size/);
   });
 });
 
 describe('DynamicBatcher: queue policies (§4.3, §4.6)', () => {
-  it('max_queue_size rejects the excess at enqueue with UNAVAILABLE naming the model and the limit, not counted', () => {
+  it('max_queue_size rejects the excess at enqueue with UNAVAILABLE naming the model and the limit, counted as REJECTED', async () => {
     const t = setup({ db: { default_queue_policy: policy({ max_queue_size: 3 }) } });
     t.occupy();
     t.addN(3);
     const extra = req();
-    assert.throws(
-      () => t.batcher.enqueue(extra),
-      (err: unknown) => {
-        assert.ok(err instanceof NereidError);
-        assert.equal(err.kind, 'UNAVAILABLE');
-        assert.match(err.message, /^Exceeds maximum queue size/);
-        assert.match(err.message, /'m'/);
-        assert.match(err.message, /max_queue_size 3\b/);
-        return true;
-      },
-    );
-    assert.equal(t.observer.reasonOf(extra), undefined, 'a refused request is not in the statistics');
+    const err = await refusedAsFull(t, extra, /^Exceeds maximum queue size/);
+    assert.equal(err.kind, 'UNAVAILABLE');
+    assert.match(err.message, /'m'/);
+    assert.match(err.message, /max_queue_size 3\b/);
+    assert.equal(t.observer.reasonOf(extra), 'REJECTED', 'a refused request is a failure with reason REJECTED');
     assert.equal(t.batcher.queuedCount, 3);
     assert.equal(t.batcher.inflightCount, 4);
   });
 
-  it('max_queue_size is per priority level', () => {
+  it('max_queue_size is per priority level', async () => {
     const t = setup({
       db: {
         priority_levels: 2,
@@ -730,7 +732,7 @@ describe('DynamicBatcher: queue policies (§4.3, §4.6)', () => {
     });
     t.occupy();
     t.addN(1, { priority: 2 });
-    assert.throws(() => t.addN(1, { priority: 2 }), /priority level 2.*max_queue_size 1/);
+    await refusedAsFull(t, req({ priority: 2 }), /priority level 2.*max_queue_size 1/);
     t.addN(5, { priority: 1 });
     assert.equal(t.batcher.queuedCount, 6);
   });
@@ -739,7 +741,7 @@ describe('DynamicBatcher: queue policies (§4.3, §4.6)', () => {
     const t = setup({ maxBatchSize: 2, db: { default_queue_policy: policy({ max_queue_size: 2 }) } });
     t.occupy();
     t.addN(2);
-    assert.throws(() => t.addN(1));
+    await refusedAsFull(t, req(), /Exceeds maximum queue size/);
     await t.free();
     t.addN(2);
     assert.equal(t.batcher.queuedCount, 2);
@@ -1170,14 +1172,13 @@ describe('DynamicBatcher: every accepted request gets exactly one final response
           timeoutUs: random() < 0.3 ? Math.floor(random() * 400) : 0,
           ...(controller ? { signal: controller.signal } : {}),
         });
-        try {
-          t.batcher.enqueue(r);
-          accepted.push(r);
-          if (controller && random() < 0.7) controller.abort();
-        } catch (err) {
-          assert.ok(err instanceof NereidError && /Exceeds maximum queue size/.test(err.message));
+        t.batcher.enqueue(r);
+        accepted.push(r);
+        if (r.completed) {
+          // Refused at once by a full queue: answered, and counted as REJECTED.
+          assert.equal(t.observer.reasonOf(r), 'REJECTED');
           refused++;
-        }
+        } else if (controller && random() < 0.7) controller.abort();
       } else if (x < 0.75) {
         const inst = t.instances[Math.floor(random() * 2)]!;
         if (inst.running.length > 0) inst.finishNext();

@@ -259,11 +259,16 @@ export class DynamicBatcher implements Scheduler {
     const level = this.#levelOf(request.priority);
     const policy = level.policy;
     if (policy.max_queue_size > 0 && level.size >= policy.max_queue_size) {
-      throw new NereidError(
-        'UNAVAILABLE',
-        `Exceeds maximum queue size: model '${this.#model}'${level.number ? ` priority level ${level.number}` : ''} ` +
-          `already holds ${level.size} queued requests (max_queue_size ${policy.max_queue_size}); retry later`,
+      // Refused, but counted as a failure with reason REJECTED, as a queue timeout is.
+      request.fail(
+        new NereidError(
+          'UNAVAILABLE',
+          `Exceeds maximum queue size: model '${this.#model}'${level.number ? ` priority level ${level.number}` : ''} ` +
+            `already holds ${level.size} queued requests (max_queue_size ${policy.max_queue_size}); retry later`,
+        ),
       );
+      this.#observer.onRequestComplete(request, 'REJECTED');
+      return;
     }
     if (request.signal.aborted) {
       request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled`));
