@@ -1,5 +1,6 @@
 export * from './datatypes.js';
 export * from './errors.js';
+export { clientErrorMessage, MAX_CLIENT_ERROR_MESSAGE, MAX_ECHOED_RUN } from './error-message.js';
 export * from './bytes-tensor.js';
 export { parseJson, parseJsonExact, stringifyJson, MAX_JSON_DEPTH } from './json.js';
 export * from './json-tensor.js';

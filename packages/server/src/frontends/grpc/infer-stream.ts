@@ -19,7 +19,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { toNereidError, whenEncoded, type NereidError, type pb } from '@nereid/protocol';
+import { clientErrorMessage, toNereidError, whenEncoded, type NereidError, type pb } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import type { InferResponse, StreamAccepted, StreamResponse } from '../../core/types.js';
 import type { Logger } from '../../observability/logger.js';
@@ -37,8 +37,8 @@ const NOT_FINAL = { triton_final_response: { bool_param: false } };
 
 function errorResponse(message: string, id: string, model = '', version = ''): pb.ModelStreamInferResponse {
   return {
-    error_message: message,
-    infer_response: { model_name: model, model_version: version, id, parameters: {}, outputs: [], raw_output_contents: [] },
+    error_message: clientErrorMessage(message, 'body'),
+    infer_response: { model_name: clientErrorMessage(model, 'body'), model_version: version, id, parameters: {}, outputs: [], raw_output_contents: [] },
   };
 }
 

@@ -3,10 +3,11 @@
  */
 import type { ServiceError } from '@grpc/grpc-js';
 import { Metadata } from '@grpc/grpc-js';
-import { toNereidError } from '@nereid/protocol';
+import { clientErrorMessage, toNereidError } from '@nereid/protocol';
 
 /** A grpc-js error object carrying the mapped status code and the message. */
 export function grpcError(err: unknown): Partial<ServiceError> & { code: number; details: string } {
   const error = toNereidError(err);
-  return { code: error.grpcStatus, details: error.message, message: error.message, metadata: new Metadata() };
+  const message = clientErrorMessage(error.message, 'header');
+  return { code: error.grpcStatus, details: message, message, metadata: new Metadata() };
 }

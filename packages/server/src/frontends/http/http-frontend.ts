@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
-import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
+import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, clientErrorMessage, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { BufferPool } from '../../core/buffer-pool.js';
 import { decodeContent, readBody, readBodyInto, type PooledBody } from './body.js';
@@ -101,7 +101,7 @@ function sendJson(res: ServerResponse, status: number, body: string): void {
 
 function sendError(res: ServerResponse, err: unknown, extraHeaders: Record<string, string> = {}): void {
   const error = toNereidError(err);
-  const body = JSON.stringify({ error: error.message });
+  const body = JSON.stringify({ error: clientErrorMessage(error.message, 'body') });
   if (res.headersSent) {
     res.destroy();
     return;
@@ -625,7 +625,7 @@ export class HttpFrontend {
       });
     } catch (err) {
       if (!res.headersSent) throw err;
-      res.end(sseErrorFrame(toNereidError(err).message));
+      res.end(sseErrorFrame(clientErrorMessage(toNereidError(err).message, 'body')));
       return;
     }
     start();

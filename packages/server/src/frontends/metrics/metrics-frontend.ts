@@ -4,7 +4,7 @@
  * and other methods 405, as Triton's metrics port does.
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import { toNereidError } from '@nereid/protocol';
+import { clientErrorMessage, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { boundPort, listenHttp } from '../http/listen.js';
 
@@ -68,7 +68,7 @@ export class MetricsFrontend {
     try {
       text = await this.#server.metrics.text();
     } catch (err) {
-      const body = JSON.stringify({ error: toNereidError(err).message });
+      const body = JSON.stringify({ error: clientErrorMessage(toNereidError(err).message, 'body') });
       res.writeHead(500, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
       res.end(body);
       return;
