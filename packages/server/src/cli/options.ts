@@ -10,6 +10,8 @@ import { NereidError } from '@nereid/protocol';
 import { checkBackendConfigKey } from './backend-config.js';
 import { CONFIG_LIMIT_NAMES, parseConfigLimit, type ConfigLimitName } from '../config/index.js';
 import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
+import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS } from '../frontends/grpc/grpc-frontend.js';
+import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
@@ -44,6 +46,14 @@ export interface ServeOptions {
   httpAddress: string;
   httpPort: number;
   httpMaxInputSize: number;
+  /** `--http-headers-timeout` (ms). */
+  httpHeadersTimeoutMs: number;
+  /** `--http-request-timeout` (ms). */
+  httpRequestTimeoutMs: number;
+  /** `--http-keepalive-timeout` (ms). */
+  httpKeepAliveTimeoutMs: number;
+  /** `--http-max-connections` (0: no limit). */
+  httpMaxConnections: number;
   rateLimit: 'off' | 'execution_count';
   rateLimitResources: ResourceLimit[];
   allowGrpc: boolean;
@@ -53,6 +63,8 @@ export interface ServeOptions {
   grpcKeepaliveTimeoutMs: number;
   grpcMaxConnectionAgeMs: number | undefined;
   grpcMaxConnectionAgeGraceMs: number | undefined;
+  /** `--grpc-max-concurrent-streams` (0: no limit). */
+  grpcMaxConcurrentStreams: number;
   allowMetrics: boolean;
   allowCpuMetrics: boolean;
   /** `--allow-client-shm` (protocol.md §6.4): clients may register and use shared memory; default false. */
@@ -512,6 +524,42 @@ const OPTIONS = {
     description: 'The largest HTTP request body, in bytes, as received and after decompression.',
     apply: (o, v, n) => (o.httpMaxInputSize = parseInt(n, v, 1)),
   },
+  'http-headers-timeout': {
+    group: 'HTTP',
+    kind: 'int',
+    default: String(DEFAULT_HTTP_LIMITS.headersTimeoutMs),
+    nereidOnly: true,
+    description:
+      'Milliseconds a client may take to send the header block of a request; a connection that has not sent it by then is ' +
+      'answered 408 and closed.',
+    apply: (o, v, n) => (o.httpHeadersTimeoutMs = parseInt(n, v, 1)),
+  },
+  'http-request-timeout': {
+    group: 'HTTP',
+    kind: 'int',
+    default: String(DEFAULT_HTTP_LIMITS.requestTimeoutMs),
+    nereidOnly: true,
+    description:
+      'Milliseconds a client may take to send a whole request, header and body; a slower one is answered 408 and its ' +
+      'connection closed. 0 means no limit.',
+    apply: (o, v, n) => (o.httpRequestTimeoutMs = parseInt(n, v, 0)),
+  },
+  'http-keepalive-timeout': {
+    group: 'HTTP',
+    kind: 'int',
+    default: String(DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs),
+    nereidOnly: true,
+    description: 'Milliseconds an idle keep-alive connection stays open for its next request.',
+    apply: (o, v, n) => (o.httpKeepAliveTimeoutMs = parseInt(n, v, 1)),
+  },
+  'http-max-connections': {
+    group: 'HTTP',
+    kind: 'int',
+    default: String(DEFAULT_HTTP_LIMITS.maxConnections),
+    nereidOnly: true,
+    description: 'Open HTTP connections at most; a connection beyond them is closed as soon as it is accepted. 0 means no limit.',
+    apply: (o, v, n) => (o.httpMaxConnections = parseInt(n, v, 0)),
+  },
 
   // ---------------------------------------------------------------- GRPC
   'allow-grpc': { group: 'GRPC', kind: 'bool', default: 'true', description: 'Serve the gRPC endpoint.', apply: (o, v, n) => (o.allowGrpc = parseBool(n, v)) },
@@ -628,6 +676,16 @@ const OPTIONS = {
     default: '(no limit)',
     description: 'Milliseconds the calls of a connection past its maximum age may go on before it is closed.',
     apply: (o, v, n) => (o.grpcMaxConnectionAgeGraceMs = parseInt(n, v, 1)),
+  },
+  'grpc-max-concurrent-streams': {
+    group: 'GRPC',
+    kind: 'int',
+    default: String(DEFAULT_GRPC_MAX_CONCURRENT_STREAMS),
+    nereidOnly: true,
+    description:
+      'Calls (unary or streaming) one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a client ' +
+      'waits for one to end before it starts another. 0 means no limit.',
+    apply: (o, v, n) => (o.grpcMaxConcurrentStreams = parseInt(n, v, 0)),
   },
   'grpc-restricted-protocol': {
     group: 'GRPC',
@@ -926,6 +984,10 @@ export function defaultServeOptions(): ServeOptions {
     httpAddress: '0.0.0.0',
     httpPort: 8000,
     httpMaxInputSize: 67_108_864,
+    httpHeadersTimeoutMs: DEFAULT_HTTP_LIMITS.headersTimeoutMs,
+    httpRequestTimeoutMs: DEFAULT_HTTP_LIMITS.requestTimeoutMs,
+    httpKeepAliveTimeoutMs: DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs,
+    httpMaxConnections: DEFAULT_HTTP_LIMITS.maxConnections,
     rateLimit: 'off',
     rateLimitResources: [],
     allowGrpc: true,
@@ -935,6 +997,7 @@ export function defaultServeOptions(): ServeOptions {
     grpcKeepaliveTimeoutMs: 20_000,
     grpcMaxConnectionAgeMs: undefined,
     grpcMaxConnectionAgeGraceMs: undefined,
+    grpcMaxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
     allowMetrics: true,
     allowCpuMetrics: true,
     allowClientShm: false,

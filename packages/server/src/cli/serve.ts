@@ -173,6 +173,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       port: options.grpcPort,
       keepaliveTimeMs: options.grpcKeepaliveTimeMs,
       keepaliveTimeoutMs: options.grpcKeepaliveTimeoutMs,
+      maxConcurrentStreams: options.grpcMaxConcurrentStreams,
       ...(options.grpcMaxConnectionAgeMs !== undefined ? { maxConnectionAgeMs: options.grpcMaxConnectionAgeMs } : {}),
       ...(options.grpcMaxConnectionAgeGraceMs !== undefined ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs } : {}),
     });
@@ -195,6 +196,10 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       address: options.httpAddress,
       port: options.httpPort,
       maxInputSize: options.httpMaxInputSize,
+      headersTimeoutMs: options.httpHeadersTimeoutMs,
+      requestTimeoutMs: options.httpRequestTimeoutMs,
+      keepAliveTimeoutMs: options.httpKeepAliveTimeoutMs,
+      maxConnections: options.httpMaxConnections,
     });
     if (!(await start('HTTPService', options.httpAddress, () => http.listen()))) return 1;
     endpoints.push(httpEndpoint(http));

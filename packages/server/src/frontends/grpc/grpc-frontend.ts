@@ -42,7 +42,11 @@ export interface GrpcFrontendOptions {
   maxConnectionAgeMs?: number;
   /** `--grpc-max-connection-age-grace` (ms); unset: unlimited. */
   maxConnectionAgeGraceMs?: number;
+  /** `--grpc-max-concurrent-streams`: calls open at once on one connection (0: no limit). */
+  maxConcurrentStreams?: number;
 }
+
+export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1024;
 
 type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
 
@@ -142,6 +146,8 @@ export class GrpcFrontend {
       'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 7_200_000,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
     };
+    const streams = options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS;
+    if (streams > 0) channelOptions['grpc.max_concurrent_streams'] = streams;
     if (options.maxConnectionAgeMs !== undefined) channelOptions['grpc.max_connection_age_ms'] = options.maxConnectionAgeMs;
     if (options.maxConnectionAgeGraceMs !== undefined) channelOptions['grpc.max_connection_age_grace_ms'] = options.maxConnectionAgeGraceMs;
     this.#grpc = new GrpcServer(channelOptions);

@@ -23,9 +23,32 @@ export interface HttpFrontendOptions {
   port?: number;
   /** `--http-max-input-size`, default 64 MiB. */
   maxInputSize?: number;
+  /** `--http-headers-timeout`: ms to receive a request's header block. */
+  headersTimeoutMs?: number;
+  /** `--http-request-timeout`: ms to receive a whole request (0: no limit). */
+  requestTimeoutMs?: number;
+  /** `--http-keepalive-timeout`: ms an idle keep-alive connection stays open. */
+  keepAliveTimeoutMs?: number;
+  /** `--http-max-connections`: open connections at most (0: no limit). */
+  maxConnections?: number;
 }
 
 export const DEFAULT_HTTP_MAX_INPUT_SIZE = 67_108_864;
+
+/**
+ * Connection limits. Node's own defaults let a client that never finishes its header block hold
+ * a connection for a minute or more (its timeouts are checked every 30 s) and open any number of
+ * connections.
+ */
+export const DEFAULT_HTTP_LIMITS = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 300_000,
+  keepAliveTimeoutMs: 65_000,
+  maxConnections: 4096,
+} as const;
+
+/** How often Node checks the header and request timeouts of open connections, at most. */
+const TIMEOUT_CHECK_MS = 1000;
 
 type Method = 'GET' | 'POST';
 type Handler = (req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined) => Promise<void> | void;
@@ -158,7 +181,7 @@ function decodeSegment(segment: string): string {
 export class HttpFrontend {
   readonly #server: Server;
   readonly #http: HttpServer;
-  readonly #options: Required<HttpFrontendOptions>;
+  readonly #options: Required<Pick<HttpFrontendOptions, 'address' | 'port' | 'maxInputSize'>>;
   readonly #handlers: Record<string, Partial<Record<Method, Handler>>>;
   /** Responses not yet finished (for a shutdown that lets them complete). */
   readonly #inflight = new Set<ServerResponse>();
@@ -268,7 +291,20 @@ export class HttpFrontend {
         },
       },
     };
-    this.#http = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.#handle(req, res));
+    const headersTimeout = options.headersTimeoutMs ?? DEFAULT_HTTP_LIMITS.headersTimeoutMs;
+    const requestTimeout = options.requestTimeoutMs ?? DEFAULT_HTTP_LIMITS.requestTimeoutMs;
+    this.#http = createServer(
+      {
+        keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs,
+        headersTimeout,
+        // Node requires requestTimeout >= headersTimeout unless it is 0 (no limit).
+        requestTimeout: requestTimeout === 0 ? 0 : Math.max(requestTimeout, headersTimeout),
+        connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_MS, Math.max(10, Math.floor(headersTimeout / 4))),
+      },
+      (req, res) => void this.#handle(req, res),
+    );
+    const maxConnections = options.maxConnections ?? DEFAULT_HTTP_LIMITS.maxConnections;
+    if (maxConnections > 0) this.#http.maxConnections = maxConnections;
     // The C++ client sends an empty `Expect:` header; Node would answer 417 without this.
     this.#http.on('checkExpectation', (req, res) => void this.#handle(req, res));
   }
