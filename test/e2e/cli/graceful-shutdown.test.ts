@@ -247,18 +247,19 @@ describe('shutdown under load', () => {
         assert.deepEqual(exit, { code: 0, signal: null }, log);
 
         // HTTP: nothing hung. With a grace period everything sent before the signal was served;
-        // without one, a request still on its way when the listener closed may be refused, but
-        // none is answered with an error.
+        // without one, a request still on its way when the drain began is answered 503 "Server
+        // is stopping" (or its connection refused), never with another error.
         const all = http.flat();
         assert.deepEqual(all.filter((s) => s.outcome.kind === 'hung'), [], log);
         const before = all.filter((s) => s.at < signalled);
-        const allowed = grace > 0 ? ['ok'] : ['ok', 'refused'];
+        const allowed = grace > 0 ? ['ok'] : ['ok', 'refused', 'answered'];
         assert.deepEqual(before.filter((s) => !allowed.includes(s.outcome.kind)), [], 'requests sent before the signal');
         assert.ok(before.filter((s) => s.outcome.kind === 'ok').length >= 18);
         for (const s of all) {
           if (s.outcome.kind === 'answered') {
             // A refusal in words, on a connection the server closes.
             assert.equal(s.outcome.status, 503, s.outcome.text);
+            assert.match(s.outcome.text, /Server is stopping|Server exiting/);
             assert.equal(s.outcome.connection, 'close');
           }
         }
@@ -277,15 +278,21 @@ describe('shutdown under load', () => {
           assert.ok(!last.ok && last.code === GrpcStatus.UNAVAILABLE, `last unary call: ${JSON.stringify(last)}`);
         }
 
-        // gRPC streams: the server ended each stream with OK once the requests it had received
-        // were answered, each successfully. Responses come in request order, so what was answered
-        // is a prefix of what was written: nothing received was dropped. Only requests still on
-        // their way when the stream ended go unanswered (never any with a grace period, among
-        // those written before the signal).
+        // gRPC streams: once the requests it had received were answered, the server ended each
+        // stream (whose client had not ended its side) with UNAVAILABLE "…shutting down…", so the
+        // requests still on their way are known to be refused. Responses come in request order,
+        // so what was answered is a prefix of what was written: nothing received was dropped;
+        // each answer is a success or, after the drain began, the in-band refusal (never any with
+        // a grace period, among those written before the signal).
         for (const s of streams) {
-          assert.equal(s.status?.code, GrpcStatus.OK, `${JSON.stringify(s.status)} ${s.error?.message ?? ''}`);
+          assert.equal(s.status?.code, GrpcStatus.UNAVAILABLE, `${JSON.stringify(s.status)} ${s.error?.message ?? ''}`);
+          assert.match(s.status!.details, /shutting down/);
           const answered = s.written.slice(0, s.answers.size);
-          assert.ok(answered.every((w) => s.answers.get(w.id)?.error_message === ''), 'answered in order, successfully');
+          for (const w of answered) {
+            const message = s.answers.get(w.id)?.error_message;
+            assert.ok(message === '' || /shutting down/.test(message ?? ''), `answered in order: ${message}`);
+            if (grace > 0 && w.at < signalled) assert.equal(message, '', 'written before the signal, served');
+          }
           const unanswered = s.written.slice(s.answers.size);
           if (grace > 0) assert.ok(unanswered.every((w) => w.at > signalled), 'written before the signal, answered');
           assert.ok(unanswered.length <= 4, `${unanswered.length} unanswered: at most the outstanding window`);

@@ -122,8 +122,8 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
   }
 
   /**
-   * A started endpoint. Shutdown calls `stopAccepting` (no new connections or calls; what is in
-   * flight goes on), waits for `idle`, then `closeAllConnections`, and waits for `closed`.
+   * A started endpoint. Shutdown calls `stopAccepting` (new requests refused, still listening;
+   * what is in flight goes on), waits for `idle`, unloads the models, then `close`s it.
    */
   interface Endpoint {
     /** The grace period begins: keep serving, but ask clients not to reuse connections. */
@@ -131,18 +131,16 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     stopAccepting(): void;
     /** Resolves once nothing accepted is still being answered. */
     idle(): Promise<void>;
-    closeAllConnections(): void;
-    /** Resolves once every connection is closed (after `stopAccepting`). */
-    closed(): Promise<void>;
+    /** Stops listening and closes every connection; resolves once they are closed. */
+    close(): Promise<void>;
+    /** Closes everything now (a start-up failure). */
+    closeNow(): void;
   }
   const endpoints: Endpoint[] = [];
   /** The metrics endpoint stays up until the models are unloaded, so a drain can be watched. */
   let metricsEndpoint: Endpoint | undefined;
   const closeAll = () => {
-    for (const e of [...endpoints, ...(metricsEndpoint ? [metricsEndpoint] : [])]) {
-      e.stopAccepting();
-      e.closeAllConnections();
-    }
+    for (const e of [...endpoints, ...(metricsEndpoint ? [metricsEndpoint] : [])]) e.closeNow();
   };
   const start = async (name: string, address: string, listen: () => Promise<number>): Promise<boolean> => {
     try {
@@ -156,17 +154,13 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       return false;
     }
   };
-  /** An HTTP endpoint (the HTTP and metrics frontends have the same shutdown surface). */
-  const httpEndpoint = (f: HttpFrontend | MetricsFrontend): Endpoint => {
-    let closing: Promise<void> | undefined;
-    return {
-      drain: () => (f instanceof HttpFrontend ? f.drain() : undefined),
-      stopAccepting: () => void (closing ??= f.close()),
-      idle: () => (f instanceof HttpFrontend ? f.idle() : Promise.resolve()),
-      closeAllConnections: () => f.closeAllConnections(),
-      closed: () => closing ?? Promise.resolve(),
-    };
-  };
+  /**
+   * Listening stops once no connection has arrived for this long (at most LISTEN_LINGER_MS):
+   * closing a listening socket resets connections the kernel completed and the server had not
+   * yet accepted, whose clients would get no answer.
+   */
+  const QUIET_MS = 100;
+  const LISTEN_LINGER_MS = 2000;
   if (options.allowGrpc) {
     const grpc = new GrpcFrontend(server, {
       address: options.grpcAddress,
@@ -181,14 +175,14 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     let closing: Promise<void> | undefined;
     endpoints.push({
       drain: () => undefined,
-      stopAccepting: () => {
-        closing ??= grpc.close(options.exitTimeoutSecs * 1000);
-        grpc.finishStreams();
+      stopAccepting: () => grpc.stopAccepting(),
+      idle: () => grpc.idle(),
+      // Nothing is in flight any more: the sessions close as soon as their clients read the GOAWAY.
+      close: () => (closing ??= grpc.close(LISTEN_LINGER_MS)),
+      closeNow: () => {
+        closing ??= grpc.close(0);
+        grpc.forceClose();
       },
-      // Unary calls complete and streams end (finishStreams) before the sessions close.
-      idle: () => closing ?? Promise.resolve(),
-      closeAllConnections: () => grpc.forceClose(),
-      closed: () => closing ?? Promise.resolve(),
     });
   }
   if (options.allowHttp) {
@@ -202,12 +196,41 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       maxConnections: options.httpMaxConnections,
     });
     if (!(await start('HTTPService', options.httpAddress, () => http.listen()))) return 1;
-    endpoints.push(httpEndpoint(http));
+    let closing: Promise<void> | undefined;
+    endpoints.push({
+      drain: () => http.drain(),
+      stopAccepting: () => http.stopAccepting(),
+      idle: () => http.idle(),
+      close: async () => {
+        await http.quiet(QUIET_MS, LISTEN_LINGER_MS);
+        closing ??= http.close();
+        // Connections left are idle: every response since the drain asked its client to close.
+        http.closeAllConnections();
+        await closing;
+      },
+      closeNow: () => {
+        closing ??= http.close();
+        http.closeAllConnections();
+      },
+    });
   }
   if (options.allowMetrics) {
     const metrics = new MetricsFrontend(server, { address: metricsAddress, port: options.metricsPort });
     if (!(await start('Metrics Service', metricsAddress, () => metrics.listen()))) return 1;
-    metricsEndpoint = httpEndpoint(metrics);
+    metricsEndpoint = {
+      drain: () => undefined,
+      stopAccepting: () => undefined,
+      idle: () => Promise.resolve(),
+      close: () => {
+        const closing = metrics.close();
+        metrics.closeAllConnections();
+        return closing;
+      },
+      closeNow: () => {
+        void metrics.close();
+        metrics.closeAllConnections();
+      },
+    };
   }
 
   let stopping = false;
@@ -237,13 +260,8 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     for (const e of endpoints) e.stopAccepting();
     await Promise.all(endpoints.map((e) => e.idle()));
     await server.stop();
-    for (const e of endpoints) e.closeAllConnections();
-    await Promise.all(endpoints.map((e) => e.closed()));
-    if (metricsEndpoint) {
-      metricsEndpoint.stopAccepting();
-      metricsEndpoint.closeAllConnections();
-      await metricsEndpoint.closed();
-    }
+    await Promise.all(endpoints.map((e) => e.close()));
+    if (metricsEndpoint) await metricsEndpoint.close();
     logger.info('all models unloaded; exiting');
     process.exit(0);
   };

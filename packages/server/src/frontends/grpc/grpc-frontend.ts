@@ -25,7 +25,7 @@ import { toProtoModelConfig } from '../../config/index.js';
 import type { Server } from '../../core/server.js';
 import type { LogSettingsReport, ModelStatisticsReport, StatisticDuration } from '../../core/types.js';
 import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE, requestedVersion } from './infer-codec.js';
-import { InferStream } from './infer-stream.js';
+import { InferStream, STOPPING_MESSAGE } from './infer-stream.js';
 import { repositoryIndex, repositoryModelLoad, repositoryModelUnload } from './repository-codec.js';
 import { grpcError } from './status.js';
 
@@ -136,6 +136,9 @@ export class GrpcFrontend {
   #shuttingDown = false;
   /** Open ModelStreamInfer streams, to finish them at shutdown. */
   readonly #streams = new Set<InferStream>();
+  /** ModelInfer calls being answered. */
+  #unaryInflight = 0;
+  #idleWaiters: (() => void)[] = [];
 
   constructor(server: Server, options: GrpcFrontendOptions = {}) {
     this.#server = server;
@@ -174,9 +177,27 @@ export class GrpcFrontend {
     return this.#port;
   }
 
-  /** Refuses new inference calls from now on (shutdown); calls in flight finish. */
+  /**
+   * Shutdown: refuses new inference calls and streams from now on (UNAVAILABLE, Triton's "GRPC
+   * server is shutting down…") while still listening, so a client is told rather than reset;
+   * calls in flight finish and open streams end once answered (`InferStream.finish`).
+   */
   stopAccepting(): void {
     this.#shuttingDown = true;
+    this.finishStreams();
+  }
+
+  /** Resolves once no ModelInfer call and no stream is open (at once if none is). */
+  idle(): Promise<void> {
+    if (this.#unaryInflight === 0 && this.#streams.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  #checkIdle(): void {
+    if (this.#unaryInflight !== 0 || this.#streams.size !== 0 || this.#idleWaiters.length === 0) return;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const w of waiters) w();
   }
 
   /**
@@ -210,7 +231,7 @@ export class GrpcFrontend {
 
   #refuseIfStopping(): void {
     if (this.#shuttingDown || this.#server.exiting) {
-      throw new NereidError('SERVER_STOPPING', 'GRPC server is shutting down and has stopped accepting new requests.');
+      throw new NereidError('SERVER_STOPPING', STOPPING_MESSAGE);
     }
   }
 
@@ -257,6 +278,7 @@ export class GrpcFrontend {
       })),
       ModelInfer: unary<pb.ModelInferRequest, pb.ModelInferResponse>(async (request, call) => {
         this.#refuseIfStopping();
+        this.#unaryInflight++;
         const abort = new AbortController();
         // grpc-js emits 'cancelled' when any call ends, answered ones included: only a cancel
         // that comes while the request is being served may abort it.
@@ -274,6 +296,8 @@ export class GrpcFrontend {
             : err;
         } finally {
           call.off('cancelled', onCancelled);
+          this.#unaryInflight--;
+          this.#checkIdle();
         }
       }),
       ModelStatistics: unary<pb.ModelStatisticsRequest, pb.ModelStatisticsResponse>((r) => ({
@@ -317,10 +341,13 @@ export class GrpcFrontend {
       ),
       ModelStreamInfer: (call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>) => {
         if (this.#shuttingDown || server.exiting) {
-          call.emit('error', grpcError(new NereidError('SERVER_STOPPING', 'GRPC server is shutting down and has stopped accepting new requests.')));
+          call.emit('error', grpcError(new NereidError('SERVER_STOPPING', STOPPING_MESSAGE)));
           return;
         }
-        const stream = new InferStream(server, call, server.logger, () => this.#streams.delete(stream));
+        const stream = new InferStream(server, call, server.logger, () => {
+          this.#streams.delete(stream);
+          this.#checkIdle();
+        });
         this.#streams.add(stream);
       },
     };

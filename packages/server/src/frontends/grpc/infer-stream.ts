@@ -19,7 +19,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { clientErrorMessage, toNereidError, whenEncoded, type NereidError, type pb } from '@nereid/protocol';
+import { clientErrorMessage, NereidError, toNereidError, whenEncoded, type pb } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import type { InferResponse, StreamAccepted, StreamResponse } from '../../core/types.js';
 import type { Logger } from '../../observability/logger.js';
@@ -31,6 +31,9 @@ interface Slot {
   /** The error of a failed request (strict mode ends the stream with it). */
   error: NereidError | undefined;
 }
+
+/** Triton's refusal of a gRPC request during shutdown. */
+export const STOPPING_MESSAGE = 'GRPC server is shutting down and has stopped accepting new requests.';
 
 const FINAL = { triton_final_response: { bool_param: true } };
 const NOT_FINAL = { triton_final_response: { bool_param: false } };
@@ -87,9 +90,10 @@ export class InferStream {
   }
 
   /**
-   * Shutdown: ends the stream with OK as soon as every request received so far is answered
-   * (requests that arrive meanwhile are answered too, with the server's refusal once it has
-   * stopped), unless the client ends it first.
+   * Shutdown: requests that arrive from now on are refused in-band (UNAVAILABLE's "GRPC server is
+   * shutting down…"); once every request received so far is answered, the stream ends: with OK
+   * if the client had ended its side, otherwise with that UNAVAILABLE status, so a request the
+   * client wrote while the stream was ending is known to be refused rather than lost.
    */
   finish(): void {
     this.#serverDone = true;
@@ -106,6 +110,13 @@ export class InferStream {
     if (this.#closed) return;
     let slot: Slot | undefined = { message: undefined, error: undefined };
     this.#slots.push(slot);
+    if (this.#serverDone) {
+      const error = new NereidError('SERVER_STOPPING', STOPPING_MESSAGE);
+      slot.message = errorResponse(error.message, request.id);
+      slot.error = error;
+      this.#flush();
+      return;
+    }
     let accepted: StreamAccepted | undefined;
     const emptyFinal = request.parameters['triton_enable_empty_final_response']?.bool_param === true;
     const settle = (s: Slot, message: pb.ModelStreamInferResponse, error?: NereidError) => {
@@ -225,7 +236,8 @@ export class InferStream {
     }
     if ((this.#clientDone || this.#serverDone) && this.#slots.length === 0 && this.#unordered === 0) {
       this.#closed = true;
-      this.#call.end();
+      if (this.#clientDone) this.#call.end();
+      else this.#call.emit('error', grpcError(new NereidError('SERVER_STOPPING', STOPPING_MESSAGE)));
     }
   }
 }

@@ -4,6 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, clientErrorMessage, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { BufferPool } from '../../core/buffer-pool.js';
@@ -196,6 +197,10 @@ export class HttpFrontend {
   #idleWaiters: (() => void)[] = [];
   /** Responses carry `Connection: close` (see `drain`). */
   #draining = false;
+  /** Every new request is refused (see `stopAccepting`). */
+  #stopping = false;
+  /** performance.now() of the last accepted connection. */
+  #lastConnectionAt = 0;
   #closed: Promise<void> | undefined;
 
   constructor(server: Server, options: HttpFrontendOptions = {}) {
@@ -303,6 +308,7 @@ export class HttpFrontend {
       },
       (req, res) => void this.#handle(req, res),
     );
+    this.#http.on('connection', () => (this.#lastConnectionAt = performance.now()));
     const maxConnections = options.maxConnections ?? DEFAULT_HTTP_LIMITS.maxConnections;
     if (maxConnections > 0) this.#http.maxConnections = maxConnections;
     // The C++ client sends an empty `Expect:` header; Node would answer 417 without this.
@@ -330,6 +336,33 @@ export class HttpFrontend {
     // net.Server's close rather than http.Server's, which also closes idle connections at once.
     this.#closed ??= new Promise((resolve) => NetServer.prototype.close.call(this.#http, () => resolve()));
     return this.#closed;
+  }
+
+  /**
+   * Resolves once no connection has been accepted for `quietMs` (at most `maxWaitMs` from now).
+   * Closing a listening socket resets the connections the kernel has completed but the server
+   * not yet accepted: their clients sent a request and get no answer. Waiting for a quiet moment
+   * first lets those be accepted and answered (refused, during a shutdown).
+   */
+  async quiet(quietMs: number, maxWaitMs: number): Promise<void> {
+    const deadline = performance.now() + maxWaitMs;
+    for (;;) {
+      const now = performance.now();
+      const wait = Math.min(this.#lastConnectionAt + quietMs, deadline) - now;
+      if (wait <= 0) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait)));
+    }
+  }
+
+  /**
+   * Shutdown, after the grace period: from now on every new request, on any connection, is
+   * answered 503 "Server is stopping…" with `Connection: close`; requests already being handled
+   * go on. The frontend still listens (see `close`), so a client that connects now is told
+   * rather than reset.
+   */
+  stopAccepting(): void {
+    this.drain();
+    this.#stopping = true;
   }
 
   /**
@@ -461,6 +494,11 @@ export class HttpFrontend {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.#track(req, res);
+    if (this.#stopping) {
+      req.resume();
+      sendError(res, new NereidError('SERVER_STOPPING', 'Server is stopping, HTTP service has stopped accepting new requests'));
+      return;
+    }
     try {
       const url = req.url ?? '/';
       const logger = this.#server.logger;
