@@ -21,6 +21,7 @@ import type { Logger } from '../observability/logger.js';
 import type { InstanceRunner } from './instance-runner.js';
 import { NEVER_ABORTED } from '../backends/spi.js';
 import { NO_OBSERVER, type ScheduledRequest, type Scheduler, type SchedulerObserver } from './scheduler.js';
+import { clearPreciseTimer, PRECISE_BELOW_NS, PreciseTimer, setPreciseTimer, warmPreciseTimers } from './precise-timer.js';
 
 /** Time source and timers, injectable for tests (a controllable clock). */
 export interface BatcherClock {
@@ -33,10 +34,21 @@ export interface BatcherClock {
 /** setTimeout's longest delay; a longer one fires at once. Waking early only re-forms the batch. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/**
+ * The real clock. A wait shorter than 2 ms (a sub-millisecond `max_queue_delay_microseconds`, or
+ * the rest of a longer one) uses a precise timer: setTimeout would round it up to a whole
+ * millisecond and fire later still.
+ */
 export const SYSTEM_CLOCK: BatcherClock = {
   now: () => process.hrtime.bigint(),
-  setTimer: (callback, delayNs) => setTimeout(callback, Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(Number(delayNs) / 1e6)))),
-  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
+  setTimer: (callback, delayNs) =>
+    delayNs < PRECISE_BELOW_NS
+      ? setPreciseTimer(callback, delayNs)
+      : setTimeout(callback, Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(Number(delayNs) / 1e6)))),
+  clearTimer: (handle) => {
+    if (handle instanceof PreciseTimer) clearPreciseTimer(handle);
+    else clearTimeout(handle as NodeJS.Timeout);
+  },
 };
 
 export interface DynamicBatcherOptions {
@@ -205,6 +217,7 @@ export class DynamicBatcher implements Scheduler {
     this.#observer = options.observer ?? NO_OBSERVER;
     this.#logger = options.logger;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
+    if (this.#clock === SYSTEM_CLOCK && this.#delayNs > 0n && this.#delayNs < PRECISE_BELOW_NS) warmPreciseTimers();
   }
 
   get inflightCount(): number {
