@@ -194,10 +194,10 @@ describe('--exit-grace-secs', () => {
       const g = simpleRequest(1, 4);
       assertSimpleResponse(await unary(grpc, 'ModelInfer', g.request), g);
       assert.equal((await healthCheck(health)).status, 2 /* NOT_SERVING */);
-      assert.ok(!/refusing new connections/.test(server.process.stdout), 'still in the grace period');
+      assert.ok(!/refusing new requests/.test(server.process.stdout), 'still in the grace period');
 
       // After the grace period: new connections are refused, never left hanging.
-      await server.process.waitFor(/refusing new connections; waiting up to 30s for in-flight requests/);
+      await server.process.waitFor(/refusing new requests; waiting up to 30s for in-flight requests/);
       const exit = await server.process.waitForExit();
       assert.deepEqual(exit, { code: 0, signal: null }, logOf(server.process));
       assert.ok(performance.now() - signalled >= 2000, 'the process served for the whole grace period');

@@ -251,7 +251,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     } else {
       logger.info(`received ${signal}: no longer ready`);
     }
-    logger.info(`refusing new connections; waiting up to ${options.exitTimeoutSecs}s for in-flight requests`);
+    logger.info(`refusing new requests; waiting up to ${options.exitTimeoutSecs}s for in-flight requests`);
     const timer = setTimeout(() => {
       logger.warning(`in-flight requests did not finish within --exit-timeout-secs=${options.exitTimeoutSecs}; exiting`);
       process.exit(1);
