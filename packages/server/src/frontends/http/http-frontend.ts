@@ -355,8 +355,8 @@ export class HttpFrontend {
   }
 
   /**
-   * Shutdown, after the grace period: from now on every new request, on any connection, is
-   * answered 503 "Server is stopping…" with `Connection: close`; requests already being handled
+   * Shutdown, after the grace period: from now on every new request but the health probes, on
+   * any connection, is answered 503 "Server is stopping…" with `Connection: close`; requests already being handled
    * go on. The frontend still listens (see `close`), so a client that connects now is told
    * rather than reset.
    */
@@ -494,7 +494,8 @@ export class HttpFrontend {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.#track(req, res);
-    if (this.#stopping) {
+    // Health probes keep their own answers (a liveness probe must not fail because of a drain).
+    if (this.#stopping && !req.url?.startsWith('/v2/health/')) {
       req.resume();
       sendError(res, new NereidError('SERVER_STOPPING', 'Server is stopping, HTTP service has stopped accepting new requests'));
       return;
