@@ -168,7 +168,7 @@ async function round(n: number): Promise<{ outcomes: Outcome[]; ms: number }> {
 }
 
 describe('SIGTERM under load over HTTP and gRPC', () => {
-  it(`${ROUNDS} rounds: every request served or refused, none cut off, exit 0`, async () => {
+  it(`${ROUNDS} rounds: every request served or refused, none cut off, exit 0`, async (t) => {
     const cut: string[] = [];
     let served = 0;
     let refused = 0;
@@ -180,6 +180,7 @@ describe('SIGTERM under load over HTTP and gRPC', () => {
         else refused++;
       }
     }
+    t.diagnostic(`${served} served, ${refused} refused, ${cut.length} cut off`);
     assert.deepEqual(cut, [], `${served} served, ${refused} refused`);
     assert.ok(served >= ROUNDS * 30 && refused >= ROUNDS, `${served} served, ${refused} refused`);
   });
