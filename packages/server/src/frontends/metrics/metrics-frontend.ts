@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { clientErrorMessage, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
+import { DEFAULT_HTTP_LIMITS } from '../http/http-frontend.js';
 import { boundPort, listenHttp } from '../http/listen.js';
 
 export interface MetricsFrontendOptions {
@@ -23,7 +24,18 @@ export class MetricsFrontend {
   constructor(server: Server, options: MetricsFrontendOptions = {}) {
     this.#server = server;
     this.#options = { address: options.address ?? '0.0.0.0', port: options.port ?? 8002 };
-    this.#http = createServer({ keepAliveTimeout: 65_000 }, (req, res) => void this.#handle(req, res));
+    // The HTTP endpoint's default limits: a scraper sends small requests, and nothing here should
+    // let a client hold connections longer or in greater number than there.
+    this.#http = createServer(
+      {
+        keepAliveTimeout: DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs,
+        headersTimeout: DEFAULT_HTTP_LIMITS.headersTimeoutMs,
+        requestTimeout: DEFAULT_HTTP_LIMITS.requestTimeoutMs,
+        connectionsCheckingInterval: 1000,
+      },
+      (req, res) => void this.#handle(req, res),
+    );
+    this.#http.maxConnections = DEFAULT_HTTP_LIMITS.maxConnections;
   }
 
   /** Starts listening; resolves with the bound port. */
