@@ -18,6 +18,14 @@ import { simpleModel } from '@nereid/testkit';
 import { httpRequest, inferJson, jsonBody, makeRepository, refusal, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../helpers/harness.js';
 import { requirePython } from '../helpers/python.js';
 
+/**
+ * A configuration refused before any version is tried gets Triton's answer to a repository poll
+ * that fails: 500 / gRPC INTERNAL, 'failed to load '<m>', failed to poll from model repository: '
+ * and then Nereid's reason.
+ */
+const REFUSED_CONFIG_STATUS = 500;
+const REFUSED_CONFIG_GRPC_CODE = 13;
+
 const ONNX = simpleModel().onnx.bytes;
 const INT32_16 = (name: string) => ({ name, data_type: 'TYPE_INT32', dims: [16] });
 
@@ -75,7 +83,8 @@ describe('hostile config paths', () => {
   }
 
   function assertRefused(result: { status: number; error: string }, model: string, field: string): void {
-    assert.equal(result.status, 400, result.error);
+    assert.equal(result.status, REFUSED_CONFIG_STATUS, result.error);
+    assert.match(result.error, new RegExp(`^failed to load '${model}', failed to poll from model repository: `));
     assert.ok(result.error.includes(`model '${model}'`), result.error);
     assert.ok(result.error.includes(field), `expected '${field}' in: ${result.error}`);
     assert.match(result.error, /is refused: /);
@@ -199,9 +208,9 @@ describe('hostile config paths', () => {
     assert.equal(existsSync(join(outside, 'marker')), false, 'a model file outside the repository ran');
   });
 
-  it('refuses over gRPC with INVALID_ARGUMENT', async () => {
+  it('refuses over gRPC with INTERNAL, as Triton answers a configuration it cannot use', async () => {
     const err = await refusal(grpc.loadModel('simple', { config: cases[2]!.config('simple') }));
-    assert.equal(err.grpcCode, 3, err.message);
+    assert.equal(err.grpcCode, REFUSED_CONFIG_GRPC_CODE, err.message);
     assert.match(err.message, /default_model_filename '\/etc\/hostname' is refused: absolute paths are not allowed/);
     await assertServing();
   });
@@ -229,7 +238,7 @@ describe('hostile config paths', () => {
   it('stays within bounded memory over every case, five times over', async () => {
     const rssBefore = process.memoryUsage().rss;
     for (let round = 0; round < 5; round++) {
-      for (const c of cases) assert.equal((await load('simple', { parameters: { config: JSON.stringify(c.config('simple')) } })).status, 400);
+      for (const c of cases) assert.equal((await load('simple', { parameters: { config: JSON.stringify(c.config('simple')) } })).status, REFUSED_CONFIG_STATUS);
     }
     await assertServing();
     const grownMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;

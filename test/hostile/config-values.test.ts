@@ -1,7 +1,8 @@
 /**
  * Absurd configuration values: each one a configuration can ask for that would make the server
- * allocate, create instances or run work in proportion to it is refused at load with a 400 that
- * names the model, the field, the value and the limit with the option that raises it, from a load
+ * allocate, create instances or run work in proportion to it is refused at load — with Triton's
+ * answer to a configuration it cannot use, 500 'failed to load …, failed to poll from model
+ * repository: …' (gRPC INTERNAL) — in a message that names the model, the field, the value and the limit with the option that raises it, from a load
  * request's config override and from a repository on disk. After each refusal the server still
  * answers a good request, and its memory stays bounded.
  */
@@ -12,6 +13,14 @@ import { GrpcClient } from '@nereid/client';
 import { simpleModel } from '@nereid/testkit';
 import { httpRequest, inferJson, jsonBody, makeRepository, refusal, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../helpers/harness.js';
 import { recordingLogger } from '../helpers/python.js';
+
+/**
+ * A configuration refused before any version is tried gets Triton's answer to a repository poll
+ * that fails: 500 / gRPC INTERNAL, 'failed to load '<m>', failed to poll from model repository: '
+ * and then Nereid's reason.
+ */
+const REFUSED_CONFIG_STATUS = 500;
+const REFUSED_CONFIG_GRPC_CODE = 13;
 
 const ONNX = simpleModel().onnx.bytes;
 const INT32_16 = (name: string) => ({ name, data_type: 'TYPE_INT32', dims: [16] });
@@ -206,22 +215,22 @@ describe('hostile config values', () => {
   for (const [i, c] of CASES.entries()) {
     it(`refuses ${c.what} in a load request's config override, and keeps serving`, async () => {
       const { status, error } = await load('simple', simpleConfig(c.patch));
-      assert.equal(status, 400, error);
+      assert.equal(status, REFUSED_CONFIG_STATUS, error);
       assertLimitError(error, 'simple', c);
       await assertServing();
     });
 
     it(`refuses ${c.what} in a config.pbtxt on disk, and keeps serving`, async () => {
       const { status, error } = await load(`bad_${i}`);
-      assert.equal(status, 400, error);
+      assert.equal(status, REFUSED_CONFIG_STATUS, error);
       assertLimitError(error, `bad_${i}`, c);
       await assertServing();
     });
   }
 
-  it('refuses an instance count of 100000 over gRPC with INVALID_ARGUMENT', async () => {
+  it('refuses an instance count of 100000 over gRPC with INTERNAL, as Triton answers a configuration it cannot use', async () => {
     const err = await refusal(grpc.loadModel('simple', { config: simpleConfig(CASES[0]!.patch) }));
-    assert.equal(err.grpcCode, 3, err.message);
+    assert.equal(err.grpcCode, REFUSED_CONFIG_GRPC_CODE, err.message);
     assertLimitError(err.message, 'simple', CASES[0]!);
     await assertServing();
   });
@@ -229,7 +238,7 @@ describe('hostile config values', () => {
   it('stays within bounded memory over every case, five times over', async () => {
     const rssBefore = process.memoryUsage().rss;
     for (let round = 0; round < 5; round++) {
-      for (const c of CASES) assert.equal((await load('simple', simpleConfig(c.patch))).status, 400);
+      for (const c of CASES) assert.equal((await load('simple', simpleConfig(c.patch))).status, REFUSED_CONFIG_STATUS);
     }
     await assertServing();
     const grownMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
@@ -281,7 +290,7 @@ describe('the server-wide instance limit and --model-config-limit', () => {
       method: 'POST',
       body: JSON.stringify({ parameters: { config: JSON.stringify(simpleConfig({ instance_group: [{ kind: 'KIND_CPU', count: 5 }] }, 'b')) } }),
     });
-    assert.equal(reply.status, 400, reply.text);
+    assert.equal(reply.status, REFUSED_CONFIG_STATUS, reply.text);
     assert.match((jsonBody(reply) as { error: string }).error, /the instance count \(over all instance_group entries\) is 5, above this server's limit of 4 \(instances-per-model\)/);
   });
 
