@@ -21,7 +21,7 @@ import type { Logger } from '../observability/logger.js';
 import type { InstanceRunner } from './instance-runner.js';
 import { NEVER_ABORTED } from '../backends/spi.js';
 import { NO_OBSERVER, type ScheduledRequest, type Scheduler, type SchedulerObserver } from './scheduler.js';
-import { clearPreciseTimer, PRECISE_BELOW_NS, PreciseTimer, setPreciseTimer, warmPreciseTimers } from './precise-timer.js';
+import { clearPreciseTimer, PRECISE_BELOW_NS, PreciseTimer, setPreciseTimer, holdPreciseTimers } from './precise-timer.js';
 
 /** Time source and timers, injectable for tests (a controllable clock). */
 export interface BatcherClock {
@@ -164,6 +164,8 @@ export class DynamicBatcher implements Scheduler {
   readonly #observer: SchedulerObserver;
   readonly #logger: Logger | undefined;
   readonly #clock: BatcherClock;
+  /** Releases this batcher's hold on the precise timer's thread (a queue delay on the real clock). */
+  #releaseTimers: (() => void) | undefined;
   /** Whether batches may be prepared ahead for busy instances (§4.4). */
   readonly #prefetch: boolean;
 
@@ -217,7 +219,8 @@ export class DynamicBatcher implements Scheduler {
     this.#observer = options.observer ?? NO_OBSERVER;
     this.#logger = options.logger;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
-    if (this.#clock === SYSTEM_CLOCK && this.#delayNs > 0n && this.#delayNs < PRECISE_BELOW_NS) warmPreciseTimers();
+    // Any queue delay may end in a wait under 2 ms (its remainder), served by the precise timer.
+    if (this.#clock === SYSTEM_CLOCK && this.#delayNs > 0n) this.#releaseTimers = holdPreciseTimers();
   }
 
   get inflightCount(): number {
@@ -239,6 +242,7 @@ export class DynamicBatcher implements Scheduler {
 
   stop(): void {
     this.#stopped = true;
+    this.#releaseTimers?.();
   }
 
   drain(): Promise<void> {

@@ -1,7 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SYSTEM_CLOCK } from './dynamic-batcher.js';
-import { PreciseTimer, clearPreciseTimer, setPreciseTimer } from './precise-timer.js';
+import { readdirSync } from 'node:fs';
+import { PreciseTimer, clearPreciseTimer, holdPreciseTimers, setPreciseTimer } from './precise-timer.js';
+
+const threads = (): number => readdirSync('/proc/self/task').length;
+
+/** Waits (up to 10 s) until `count()` is `expected`, then asserts it. */
+async function settles(count: () => number, expected: number, what: string): Promise<void> {
+  for (let waited = 0; count() !== expected && waited < 10_000; waited += 10) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(count(), expected, what);
+}
 
 describe('precise timers', () => {
   it('the batcher clock serves a sub-millisecond wait with a precise timer, a long one with setTimeout', async () => {
@@ -35,5 +44,19 @@ describe('precise timers', () => {
     await new Promise((resolve) => setTimeout(resolve, 5));
     assert.deepEqual(order, [100, 300, 600]);
     for (const l of late) assert.ok(l >= -20_000n, `fired ${-l} ns early`);
+  });
+
+  it('its thread ends once nothing holds it and no timer is pending, and starts again when needed', async () => {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const before = threads();
+    const release = holdPreciseTimers();
+    await settles(threads, before + 1, 'a hold starts the thread');
+    const fired = new Promise<void>((resolve) => setPreciseTimer(resolve, 100_000n));
+    release();
+    release();
+    await fired;
+    await settles(threads, before, 'released, with its last timer fired, the thread ends');
+    await new Promise<void>((resolve) => setPreciseTimer(resolve, 100_000n));
+    await settles(threads, before, 'a timer of no holder ends the thread it started once it fired');
   });
 });

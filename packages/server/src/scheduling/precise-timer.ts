@@ -5,7 +5,10 @@
  * one worker thread that sleeps in `Atomics.wait` until the earliest deadline (a timed wait on a
  * condition variable: microsecond resolution, no spinning) and then posts a message; the
  * callbacks run on the main thread, from that message. The worker starts with the first such
- * timer and, like setTimeout, keeps the process alive only while a timer is pending.
+ * timer (or the first hold) and, like setTimeout, keeps the process alive only while a timer is
+ * pending. It ends when no timer is pending and nothing holds it: a dynamic batcher with a queue
+ * delay holds it from its creation until it stops, so a model's batches do not start a thread
+ * each, and an unloaded model or a stopped server leaves no thread behind.
  *
  * Contract: a callback runs once, on the main thread, no earlier than about 20 µs before its
  * deadline; `clearPreciseTimer` before it ran means it never does.
@@ -59,14 +62,20 @@ let generation: Int32Array;
 let deadline: BigInt64Array;
 /** The deadline the worker was last given (0n: none). */
 let armed = 0n;
+/** Holders that keep the worker while no timer is pending (holdPreciseTimers). */
+let holders = 0;
 
 function start(): void {
+  online = false;
+  armed = 0n;
   const shared = new SharedArrayBuffer(16);
   generation = new Int32Array(shared, 0, 1);
   deadline = new BigInt64Array(shared, 8, 1);
   worker = new Worker(WORKER_SOURCE, { eval: true, workerData: shared, name: 'nereid precise timer' });
   worker.on('message', fire);
+  const started = worker;
   worker.once('online', () => {
+    if (worker !== started) return;
     online = true;
     armed = -1n;
     arm();
@@ -74,15 +83,40 @@ function start(): void {
   worker.unref();
 }
 
-/** Starts the worker ahead of the first timer (a model with a sub-millisecond delay loads). */
-export function warmPreciseTimers(): void {
+/**
+ * Starts the worker ahead of the first timer and keeps it while no timer is pending (a model with
+ * a queue delay loads), until the returned release is called (once; later calls do nothing).
+ */
+export function holdPreciseTimers(): () => void {
+  holders++;
   if (worker === undefined) start();
+  let held = true;
+  return () => {
+    if (!held) return;
+    held = false;
+    holders--;
+    if (pending.size === 0) stopIfIdle();
+  };
+}
+
+/** Ends the worker when no timer is pending and nothing holds it. */
+function stopIfIdle(): void {
+  if (worker === undefined || holders > 0 || pending.size > 0) return;
+  const ending = worker;
+  worker = undefined;
+  online = false;
+  armed = 0n;
+  void ending.terminate();
 }
 
 /** Gives the worker the earliest pending deadline (if it changed) and wakes it. */
 function arm(): void {
   let earliest = 0n;
   for (const t of pending) if (earliest === 0n || t.at < earliest) earliest = t.at;
+  if (earliest === 0n && holders === 0) {
+    stopIfIdle();
+    return;
+  }
   // Like a pending setTimeout, a pending timer keeps the process alive.
   if (earliest === 0n) worker!.unref();
   else worker!.ref();
