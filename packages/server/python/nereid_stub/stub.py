@@ -65,9 +65,28 @@ def _die_with_parent():
 
 
 def _error_text(err):
+    if isinstance(err, LoadError):
+        return str(err)
     if _BOOT_ERROR is None and isinstance(err, (pb_utils.TritonModelException, pb_utils.TritonError)):
         return err.message()
     return "%s: %s" % (type(err).__name__, err)
+
+
+_STUB_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _model_frames(err):
+    """Where ``err`` was raised in the model's own code, innermost first, as Triton's python
+    backend shows it (``At:`` then ``file(line): function``); the stub's frames are left out."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if not os.path.abspath(f.filename).startswith(_STUB_DIR + os.sep)]
+    if not frames:
+        return ""
+    return "\n\nAt:\n" + "\n".join("  %s(%s): %s" % (f.filename, f.lineno, f.name) for f in reversed(frames))
+
+
+class LoadError(Exception):
+    """A model file that cannot be used; the message says why, without a traceback of ours."""
 
 
 def _load_module(path):
@@ -83,17 +102,13 @@ def _load_module(path):
     return module
 
 
-class LoadError(Exception):
-    """A model file that cannot be used; the message says why, without a traceback of ours."""
-
-
 def _model_class(path):
     try:
         module = _load_module(path)
     except SyntaxError as err:
         raise LoadError("'%s' has a syntax error at line %s: %s" % (path, err.lineno, err.msg)) from err
     except Exception as err:
-        raise LoadError("importing '%s' failed: %s\n%s" % (path, _error_text(err), traceback.format_exc())) from err
+        raise LoadError("importing '%s' failed: %s%s" % (path, _error_text(err), _model_frames(err))) from err
     cls = getattr(module, "TritonPythonModel", None)
     if cls is None or not inspect.isclass(cls):
         raise LoadError("'%s' does not define class TritonPythonModel" % path)
@@ -624,7 +639,7 @@ class Stub:
             except BaseException as err:  # noqa: BLE001 (SystemExit from a model is an error too)
                 detail = _error_text(err)
                 if kind in ("init", "auto_complete") and not isinstance(err, LoadError):
-                    detail = "%s\n%s" % (detail, traceback.format_exc())
+                    detail += _model_frames(err)
                 self.channel.send({"t": "ok", "call": message["call"], "error": detail})
                 if kind == "finalize":
                     return

@@ -4,16 +4,24 @@
  * `model.pt`), both run by the Python stub: one long-lived process per instance
  * (`stub-process.ts`). docs/backends.md describes configuration and the differences from Triton.
  *
- * Fault isolation: a stub that exits or is killed fails the requests it held (`PYTHON_STUB_FAILED`,
- * naming the model and instance) and is started again at once (its `initialize` runs again); an
- * execute that has not returned after the execute timeout gets its stub killed the same way.
- * Nothing else is affected: every instance is its own process.
+ * Fault isolation: a stub that exits or is killed after its model loaded fails the requests it
+ * held (`PYTHON_STUB_FAILED`, naming the model and instance) and is started again (its
+ * `initialize` runs again): at once the first time, then, while it keeps dying within
+ * STABLE_MS of its start, after a delay that doubles up to MAX_RESTART_DELAY_MS; requests that
+ * arrive meanwhile wait for the restart. An execute that has not returned after the execute
+ * timeout gets its stub killed the same way. A stub whose first `initialize` fails (or does not
+ * answer within the initialize timeout) is killed and not restarted: the load fails. Unloading
+ * ends every restart. Nothing else is affected: every instance is its own process.
  *
  * Settings (`--backend-config=python,<key>=<value>`, or `pytorch,<key>=<value>` for the pytorch
  * backend; global `--backend-config=<key>=<value>` settings apply to both):
  *   python-executable      interpreter (default /usr/bin/python3)
  *   execute-timeout-secs   execute time limit, 0 = none (default 0); the model parameter
  *                          EXECUTE_TIMEOUT_SECS overrides it
+ *   initialize-timeout-secs  time limit of `initialize` (and `auto_complete_config`), 0 = none
+ *                          (default 600); the model parameter INITIALIZE_TIMEOUT_SECS overrides it
+ *   stub-timeout-seconds   time limit of a stub's start-up before `initialize` (default 30, as
+ *                          Triton's python backend)
  *   shm-region-byte-size   bytes of each shared-memory ring (default 64 MiB)
  * Model parameter EXECUTION_ENV_PATH: a directory holding `bin/python3`, or a conda-pack style
  * `.tar.gz` of one (unpacked once), whose interpreter runs this model.
@@ -74,6 +82,21 @@ function correlationJson(id: bigint | string | undefined): { correlation_id: num
 
 /** How long `finalize` may take at unload before the stub is killed. */
 const FINALIZE_TIMEOUT_MS = 30_000;
+
+/** A stub that ran this long before it died is restarted at once. */
+const STABLE_MS = 10_000;
+/** The first delay before restarting a stub that died sooner than STABLE_MS; doubled each time. */
+const FIRST_RESTART_DELAY_MS = 250;
+/** The longest delay between restarts of a stub that keeps dying. */
+const MAX_RESTART_DELAY_MS = 10_000;
+
+/** The delay before the restart that follows `quick` quick deaths in a row: 0, 0, 0.25 s, 0.5 s, … 10 s. */
+function restartDelay(quick: number): number {
+  return quick <= 1 ? 0 : Math.min(MAX_RESTART_DELAY_MS, FIRST_RESTART_DELAY_MS * 2 ** (quick - 2));
+}
+
+const DEFAULT_INITIALIZE_TIMEOUT_SECS = 600;
+const DEFAULT_STUB_TIMEOUT_SECS = 30;
 
 /** How long a model's `is_ready()` may take before the instance counts as not ready (§8.5). */
 const IS_READY_TIMEOUT_MS = 5_000;
@@ -176,7 +199,12 @@ async function interpreterFor(config: Readonly<ModelConfig>, modelDirectory: str
 interface StubSettings {
   python: string;
   ringBytes: number;
+  /** execute time limit, 0 = none */
   timeoutMs: number;
+  /** initialize / auto_complete_config time limit, 0 = none */
+  initializeTimeoutMs: number;
+  /** start-up time limit of a stub, 0 = none */
+  startTimeoutMs: number;
 }
 
 async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' | 'backendConfig' | 'name'>): Promise<StubSettings> {
@@ -184,10 +212,15 @@ async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' 
   const timeoutParam = ctx.config.parameters['EXECUTE_TIMEOUT_SECS']?.string_value;
   const timeoutSecs = settingNumber(timeoutParam || s['execute-timeout-secs'], 'execute-timeout-secs', ctx.name, 0);
   const ringBytes = Math.floor(settingNumber(s['shm-region-byte-size'], 'shm-region-byte-size', ctx.name, DEFAULT_RING_BYTES));
+  const initParam = ctx.config.parameters['INITIALIZE_TIMEOUT_SECS']?.string_value;
+  const initSecs = settingNumber(initParam || s['initialize-timeout-secs'], 'initialize-timeout-secs', ctx.name, DEFAULT_INITIALIZE_TIMEOUT_SECS);
+  const startSecs = settingNumber(s['stub-timeout-seconds'], 'stub-timeout-seconds', ctx.name, DEFAULT_STUB_TIMEOUT_SECS);
   return {
     python: await interpreterFor(ctx.config, ctx.modelDirectory, s),
     ringBytes: Math.max(4096, ringBytes),
     timeoutMs: timeoutSecs * 1000,
+    initializeTimeoutMs: initSecs * 1000,
+    startTimeoutMs: startSecs * 1000,
   };
 }
 
@@ -257,9 +290,9 @@ interface HeldExecute {
 }
 
 /**
- * One model instance: one stub process, restarted when it dies. One execute at a time
- * (`pipelineDepth` 1); a decoupled model's requests stay held after execute returns, until their
- * final responses.
+ * One model instance: one stub process, restarted when it dies after a successful start (see the
+ * file's comment for the delays). One execute at a time (`pipelineDepth` 1); a decoupled model's
+ * requests stay held after execute returns, until their final responses.
  */
 class PythonInstance implements BackendInstance {
   readonly pipelineDepth = 1;
@@ -270,8 +303,17 @@ class PythonInstance implements BackendInstance {
   readonly #settings: StubSettings;
   readonly #what: string;
   readonly #held = new Map<number, HeldExecute>();
+  /** The stub serving the instance: started, and its `initialize` succeeded. */
   #stub: StubProcess | undefined;
   #starting: Promise<StubProcess> | undefined;
+  /** The stub of a start in progress, so that unloading can stop it. */
+  #startingStub: StubProcess | undefined;
+  /** When the serving stub's `initialize` finished (Date.now()). */
+  #servingSince = 0;
+  /** Restarts in a row of stubs that died sooner than STABLE_MS after their start. */
+  #quickRestarts = 0;
+  /** A restart waiting for its delay, and the promise requests wait on meanwhile. */
+  #restart: { timer: NodeJS.Timeout; due: Promise<void>; fire(): void } | undefined;
   #nextExec = 1;
   #closing = false;
   /** Whether the model's class defines `is_ready` (reported by the stub's initialize). */
@@ -286,16 +328,23 @@ class PythonInstance implements BackendInstance {
     this.#what = `model '${ctx.name}' instance '${spec.name}'`;
   }
 
-  /** Starts the stub and runs the model's `initialize`; rejects with the load error. */
+  /**
+   * Starts the stub and runs the model's `initialize`; rejects with the load error. A stub whose
+   * start or `initialize` fails is killed and not started again by this call's failure: the
+   * caller has the error (at load, the load fails).
+   */
   start(): Promise<StubProcess> {
     this.#starting ??= (async () => {
+      if (this.#closing) throw this.#unloadingError();
       const stub = await StubProcess.start({
         python: this.#settings.python,
         ringBytes: this.#settings.ringBytes,
         what: this.#what,
         logger: this.#ctx.logger,
         cwd: this.#ctx.versionDirectory,
+        startTimeoutMs: this.#settings.startTimeoutMs,
       });
+      this.#startingStub = stub;
       stub.listen(
         (m, tensors) => this.#onMessage(stub, m, tensors),
         (why) => this.#onExit(stub, why),
@@ -313,13 +362,24 @@ class PythonInstance implements BackendInstance {
         nereid_default_intra_op_threads: String(defaultIntraOpThreads(availableParallelism(), this.#spec.instanceCount)),
       };
       try {
-        const init = await stub.call({ t: 'init', runner: this.#runner, path: this.#modelFile, args }, `${this.#what}: initialize failed`, 'MODEL_LOAD_FAILED');
+        if (this.#closing) throw this.#unloadingError();
+        const init = await stub.call(
+          { t: 'init', runner: this.#runner, path: this.#modelFile, args },
+          `${this.#what}: initialize failed`,
+          'MODEL_LOAD_FAILED',
+          this.#settings.initializeTimeoutMs,
+          'initialize-timeout-secs',
+        );
         this.#hasIsReady = (init as { is_ready?: unknown } | undefined)?.is_ready === true;
+        if (this.#closing) throw this.#unloadingError();
       } catch (err) {
         stub.kill('was stopped after a failed initialize');
         throw err;
+      } finally {
+        this.#startingStub = undefined;
       }
       this.#stub = stub;
+      this.#servingSince = Date.now();
       return stub;
     })();
     const starting = this.#starting;
@@ -329,7 +389,14 @@ class PythonInstance implements BackendInstance {
     return starting;
   }
 
+  #unloadingError(): NereidError {
+    return new NereidError('PYTHON_STUB_FAILED', `${this.#what}: the instance is unloading; its Python stub is not started again`);
+  }
+
+  /** The serving stub; while a restart waits for its delay, after that restart. */
   async #running(): Promise<StubProcess> {
+    if (this.#stub?.alive) return this.#stub;
+    if (this.#restart !== undefined) await this.#restart.due;
     if (this.#stub?.alive) return this.#stub;
     return this.start();
   }
@@ -603,7 +670,9 @@ class PythonInstance implements BackendInstance {
   }
 
   #onExit(stub: StubProcess, why: string): void {
-    if (this.#stub === stub) this.#stub = undefined;
+    // A stub that never finished starting is not restarted: its start() rejects with the reason.
+    if (this.#stub !== stub) return;
+    this.#stub = undefined;
     this.#starting = undefined;
     const error = new NereidError(
       'PYTHON_STUB_FAILED',
@@ -616,10 +685,37 @@ class PythonInstance implements BackendInstance {
     }
     if (this.#closing) return;
     this.#ctx.logger.error(error.message);
-    this.start().then(
-      () => this.#ctx.logger.info(`${this.#what}: the Python stub restarted`),
-      (err: unknown) => this.#ctx.logger.error(`${this.#what}: restarting the Python stub failed (retried on the next request): ${(err as Error).message}`),
-    );
+    const lived = Date.now() - this.#servingSince;
+    this.#quickRestarts = lived >= STABLE_MS ? 0 : this.#quickRestarts + 1;
+    const delay = restartDelay(this.#quickRestarts);
+    if (delay > 0) {
+      this.#ctx.logger.warning(
+        `${this.#what}: the Python stub died ${this.#quickRestarts} times in a row within ${STABLE_MS / 1000} s of its start; restarting it in ${delay / 1000} s`,
+      );
+    }
+    this.#scheduleRestart(delay);
+  }
+
+  /** Starts the stub again after `delay` ms; a failed start tries again after a longer delay. */
+  #scheduleRestart(delay: number): void {
+    let fire!: () => void;
+    const due = new Promise<void>((resolve) => (fire = resolve));
+    const timer = setTimeout(() => {
+      this.#restart = undefined;
+      fire();
+      if (this.#closing) return;
+      this.start().then(
+        () => this.#ctx.logger.info(`${this.#what}: the Python stub restarted`),
+        (err: unknown) => {
+          if (this.#closing) return;
+          this.#quickRestarts++;
+          const next = restartDelay(this.#quickRestarts);
+          this.#ctx.logger.error(`${this.#what}: restarting the Python stub failed (next try in ${next / 1000} s): ${(err as Error).message}`);
+          this.#scheduleRestart(next);
+        },
+      );
+    }, delay);
+    this.#restart = { timer, due, fire };
   }
 
   /**
@@ -639,6 +735,12 @@ class PythonInstance implements BackendInstance {
   /** Runs `finalize`, then the stub exits; killed if either takes longer than FINALIZE_TIMEOUT_MS. */
   async unload(): Promise<void> {
     this.#closing = true;
+    if (this.#restart !== undefined) {
+      clearTimeout(this.#restart.timer);
+      this.#restart.fire();
+      this.#restart = undefined;
+    }
+    this.#startingStub?.kill('was stopped: the instance is unloading');
     const stub = this.#stub ?? (await this.#starting?.catch(() => undefined));
     if (stub === undefined || !stub.alive) return;
     try {
@@ -705,10 +807,23 @@ export const pythonBackend: Backend = {
     if (!(await readFile(modelFile, 'utf8')).includes('auto_complete_config')) return ctx.config as ModelConfig;
     const settings = await stubSettings(ctx);
     const what = `model '${ctx.name}' (auto_complete_config)`;
-    const stub = await StubProcess.start({ python: settings.python, ringBytes: 4096, what, logger: ctx.logger, cwd: ctx.versionDirectory });
+    const stub = await StubProcess.start({
+      python: settings.python,
+      ringBytes: 4096,
+      what,
+      logger: ctx.logger,
+      cwd: ctx.versionDirectory,
+      startTimeoutMs: settings.startTimeoutMs,
+    });
     try {
       const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });
-      const completed = await stub.call({ t: 'auto_complete', path: modelFile, config }, `${what} failed`, 'MODEL_LOAD_FAILED');
+      const completed = await stub.call(
+        { t: 'auto_complete', path: modelFile, config },
+        `${what} failed`,
+        'MODEL_LOAD_FAILED',
+        settings.initializeTimeoutMs,
+        'initialize-timeout-secs',
+      );
       if (completed === null || completed === undefined) return ctx.config as ModelConfig;
       try {
         return completeModelConfig(modelConfigFromJson(completed));

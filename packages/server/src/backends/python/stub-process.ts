@@ -6,7 +6,8 @@
  *
  * Contracts:
  * - `start` resolves once the stub has mapped its rings and imported numpy, or rejects with a
- *   load error naming the model (missing interpreter, missing numpy, stub that dies at once).
+ *   load error naming the model (missing interpreter, missing numpy, stub that dies at once, or
+ *   one that has not started within `startTimeoutMs`: it is killed then).
  * - `call` sends a request that the stub answers with `{t: 'ok', call, value?, error?}`;
  *   pending calls reject when the process exits.
  * - Every other message from the stub goes to `onMessage`, in order, after its tensors were read
@@ -48,6 +49,8 @@ export interface StubOptions {
   /** Extra environment variables. */
   readonly env?: Readonly<Record<string, string>>;
   readonly cwd?: string;
+  /** How long the stub may take to start (interpreter, numpy, channel); 0 = no limit. */
+  readonly startTimeoutMs?: number;
 }
 
 interface PendingCall {
@@ -76,6 +79,30 @@ export function frameJson(message: Record<string, unknown>): string {
   }
 }
 
+/**
+ * Ring files not yet unlinked (a stub unlinks nothing before it started): removed when the
+ * server process exits, so a server that exits while a stub starts leaves nothing in /dev/shm.
+ */
+const unlinkAtExit = new Set<string>();
+let exitHookInstalled = false;
+
+function removeAtExit(paths: readonly string[]): void {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const p of unlinkAtExit) unlinkQuietly(p);
+    });
+  }
+  for (const p of paths) unlinkAtExit.add(p);
+}
+
+function unlinkRings(paths: readonly string[]): void {
+  for (const p of paths) {
+    unlinkQuietly(p);
+    unlinkAtExit.delete(p);
+  }
+}
+
 /** /dev/shm where it exists (memory-backed), else the temporary directory. */
 function shmDirectory(): string {
   return existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
@@ -101,6 +128,7 @@ export class StubProcess {
   #onMessage: (m: StubMessage, tensors: Uint8Array[]) => void = () => undefined;
   #onExit: (why: string) => void = () => undefined;
   #booted: { resolve(): void; reject(e: NereidError): void } | undefined;
+  #startTimer: NodeJS.Timeout | undefined;
   readonly exited: Promise<void>;
 
   private constructor(options: StubOptions) {
@@ -109,6 +137,7 @@ export class StubProcess {
     const base = join(dir, `nereid-${process.pid}-${randomBytes(6).toString('hex')}`);
     this.#spillBase = `${base}-spill`;
     this.#paths = [`${base}-in`, `${base}-out`];
+    removeAtExit(this.#paths);
     const inFd = createRingFile(this.#paths[0]!, options.ringBytes);
     const outFd = createRingFile(this.#paths[1]!, options.ringBytes);
     this.#fds = [inFd, outFd];
@@ -147,6 +176,10 @@ export class StubProcess {
   #boot(): Promise<void> {
     const { what, python } = this.#options;
     const booted = new Promise<void>((resolve, reject) => (this.#booted = { resolve, reject }));
+    const limit = this.#options.startTimeoutMs ?? 0;
+    if (limit > 0) {
+      this.#startTimer = setTimeout(() => this.kill(`did not start within ${limit / 1000} s (stub-timeout-seconds)`), limit);
+    }
     for (const [stream, level] of [
       [this.#child.stdout!, 'out'],
       [this.#child.stderr!, 'err'],
@@ -213,7 +246,8 @@ export class StubProcess {
         this.#booted?.reject(new NereidError('MODEL_LOAD_FAILED', `${this.#options.what}: ${message['error']}`));
       } else {
         // Both sides hold the rings open now; their names are no longer needed.
-        for (const p of this.#paths) unlinkQuietly(p);
+        unlinkRings(this.#paths);
+        clearTimeout(this.#startTimer);
         this.#booted?.resolve();
       }
       this.#booted = undefined;
@@ -270,9 +304,16 @@ export class StubProcess {
 
   /**
    * A request the stub answers with `ok`; resolves with its `value`, rejects with its `error`
-   * (as `code`, message prefixed by `context`) or when the process ends or `timeoutMs` passes.
+   * (as `code`, message prefixed by `context`) or when the process ends or `timeoutMs` passes
+   * (the error then names `timeoutSetting`, the option that sets the limit).
    */
-  call(message: Record<string, unknown>, context: string, code: 'MODEL_LOAD_FAILED' | 'BACKEND_ERROR' | 'PYTHON_STUB_FAILED', timeoutMs = 0): Promise<unknown> {
+  call(
+    message: Record<string, unknown>,
+    context: string,
+    code: 'MODEL_LOAD_FAILED' | 'BACKEND_ERROR' | 'PYTHON_STUB_FAILED',
+    timeoutMs = 0,
+    timeoutSetting?: string,
+  ): Promise<unknown> {
     if (this.#exited) return Promise.reject(new NereidError('PYTHON_STUB_FAILED', `${context}: the Python stub ${this.#exitReason ?? 'is not running'}`));
     const id = this.#nextCall++;
     return new Promise<unknown>((resolve, reject) => {
@@ -280,7 +321,8 @@ export class StubProcess {
       if (timeoutMs > 0) {
         timer = setTimeout(() => {
           this.#calls.delete(id);
-          reject(new NereidError('PYTHON_STUB_FAILED', `${context}: the Python stub did not answer within ${timeoutMs / 1000} s`));
+          const setting = timeoutSetting ? ` (${timeoutSetting})` : '';
+          reject(new NereidError('PYTHON_STUB_FAILED', `${context}: the Python stub did not answer within ${timeoutMs / 1000} s${setting}`));
         }, timeoutMs);
       }
       this.#calls.set(id, {
@@ -316,16 +358,16 @@ export class StubProcess {
     this.#exitReason = why;
     const error = new NereidError('PYTHON_STUB_FAILED', `${this.#options.what}: the Python stub ${why}`);
     const stderr = this.#lastErr.length > 0 ? `; its last output: ${this.#lastErr.join(' | ')}` : '';
-    this.#booted?.reject(
-      new NereidError('MODEL_LOAD_FAILED', why.includes('interpreter') ? why : `${this.#options.what}: the Python stub ${why} while starting${stderr}`),
-    );
+    const starting = why.includes('interpreter') ? why : `${this.#options.what}: the Python stub ${why}${this.#killedFor === undefined ? ' while starting' : ''}${stderr}`;
+    this.#booted?.reject(new NereidError('MODEL_LOAD_FAILED', starting));
     this.#booted = undefined;
     for (const c of this.#calls.values()) c.reject(error);
     this.#calls.clear();
     this.#writer.close();
     this.#reader.close();
     for (const fd of this.#fds) closeQuietly(fd);
-    for (const p of this.#paths) unlinkQuietly(p);
+    unlinkRings(this.#paths);
+    clearTimeout(this.#startTimer);
     this.#removeSpills();
     this.#socket.destroy();
     this.#onExit(why);
