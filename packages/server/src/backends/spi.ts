@@ -140,6 +140,13 @@ export interface BackendInstance {
    * it must settle in bounded time (the backend chooses the bound).
    */
   isReady?(): Promise<boolean>;
+  /**
+   * Optional: called once when the version begins to unload, before the server waits for the
+   * executes in flight to settle (it waits for them before `unload`). Those executes may still
+   * finish; a backend may bound how long they run by failing them (an execute that never returns
+   * would otherwise hold the unload, and a server's shutdown, for good). Must not throw.
+   */
+  unloading?(): void;
   /** Releases the instance. Called once, after its last execute has settled. */
   unload(): Promise<void>;
 }

@@ -343,10 +343,19 @@ export class ModelVersion implements Servable, MeteredVersion {
    * (their worker threads, sessions and buffers) and the backend model. Idempotent. Logs one line
    * with the duration of each phase.
    */
+  /**
+   * Tells the backend instances that this version is going away (`BackendInstance.unloading`):
+   * at `unload`, and earlier when the server begins to shut down. Requests are still served.
+   */
+  unloading(): void {
+    for (const { runner } of this.#runners) runner.unloading();
+  }
+
   unload(): Promise<void> {
     this.#unloading ??= (async () => {
       const start = process.hrtime.bigint();
       this.scheduler.stop();
+      this.unloading();
       await this.scheduler.drain();
       const drain = secondsSince(start);
       const released = process.hrtime.bigint();

@@ -335,9 +335,13 @@ export class Server {
    * Turns readiness false for good while everything else keeps serving: the grace period of a
    * graceful shutdown (`--exit-grace-secs`, docs/operations.md), during which load balancers see
    * the server unready and stop sending it work before anything is refused. `stop()` follows.
+   * Backend instances are told the shutdown began (`BackendInstance.unloading`): the Python
+   * backend bounds each execute by its unload timeout from now on, so that a hung execute cannot
+   * hold the shutdown past `--exit-timeout-secs` without an answer.
    */
   withdrawReadiness(): void {
     this.#readinessWithdrawn = true;
+    for (const { servable } of this.#models.readyServables()) servable.unloading();
   }
 
   /**

@@ -221,6 +221,11 @@ export class InstanceRunner {
     }
   }
 
+  /** Tells the backend instance that its version unloads (`BackendInstance.unloading`). */
+  unloading(): void {
+    this.#instance.unloading?.();
+  }
+
   /**
    * Releases the instance once no request it executed is still open (a decoupled model's
    * responses after `execute` returned; each bounded by its response timeout).

@@ -22,6 +22,8 @@
  *                          (default 600); the model parameter INITIALIZE_TIMEOUT_SECS overrides it
  *   stub-timeout-seconds   time limit of a stub's start-up before `initialize` (default 30, as
  *                          Triton's python backend)
+ *   unload-timeout-secs    how long executes in flight may still run once the model unloads
+ *                          before their stub is killed and their requests fail (default 20)
  *   shm-region-byte-size   bytes of each shared-memory ring (default 64 MiB)
  * Model parameter EXECUTION_ENV_PATH: a directory holding `bin/python3`, or a conda-pack style
  * `.tar.gz` of one (unpacked once), whose interpreter runs this model.
@@ -97,6 +99,8 @@ function restartDelay(quick: number): number {
 
 const DEFAULT_INITIALIZE_TIMEOUT_SECS = 600;
 const DEFAULT_STUB_TIMEOUT_SECS = 30;
+/** Below --exit-timeout-secs' default (30 s), so that a hung execute is answered before a shutdown gives up. */
+const DEFAULT_UNLOAD_TIMEOUT_SECS = 20;
 
 /** How long a model's `is_ready()` may take before the instance counts as not ready (§8.5). */
 const IS_READY_TIMEOUT_MS = 5_000;
@@ -205,6 +209,8 @@ interface StubSettings {
   initializeTimeoutMs: number;
   /** start-up time limit of a stub, 0 = none */
   startTimeoutMs: number;
+  /** how long executes in flight may run once the instance unloads, 0 = no limit */
+  unloadTimeoutMs: number;
 }
 
 async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' | 'backendConfig' | 'name'>): Promise<StubSettings> {
@@ -215,12 +221,14 @@ async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' 
   const initParam = ctx.config.parameters['INITIALIZE_TIMEOUT_SECS']?.string_value;
   const initSecs = settingNumber(initParam || s['initialize-timeout-secs'], 'initialize-timeout-secs', ctx.name, DEFAULT_INITIALIZE_TIMEOUT_SECS);
   const startSecs = settingNumber(s['stub-timeout-seconds'], 'stub-timeout-seconds', ctx.name, DEFAULT_STUB_TIMEOUT_SECS);
+  const unloadSecs = settingNumber(s['unload-timeout-secs'], 'unload-timeout-secs', ctx.name, DEFAULT_UNLOAD_TIMEOUT_SECS);
   return {
     python: await interpreterFor(ctx.config, ctx.modelDirectory, s),
     ringBytes: Math.max(4096, ringBytes),
     timeoutMs: timeoutSecs * 1000,
     initializeTimeoutMs: initSecs * 1000,
     startTimeoutMs: startSecs * 1000,
+    unloadTimeoutMs: unloadSecs * 1000,
   };
 }
 
@@ -287,6 +295,8 @@ interface HeldExecute {
   timer?: NodeJS.Timeout;
   /** When `execute` started and ended in the stub, also for one that raised (for the statistics). */
   ts?: [bigint, bigint];
+  /** The unload timeout's timer, armed once the instance unloads. */
+  unloadTimer?: NodeJS.Timeout;
 }
 
 /**
@@ -315,6 +325,7 @@ class PythonInstance implements BackendInstance {
   /** A restart waiting for its delay, and the promise requests wait on meanwhile. */
   #restart: { timer: NodeJS.Timeout; due: Promise<void>; fire(): void } | undefined;
   #nextExec = 1;
+  /** Set once the instance unloads: nothing is started again. */
   #closing = false;
   /** Whether the model's class defines `is_ready` (reported by the stub's initialize). */
   #hasIsReady = false;
@@ -434,6 +445,7 @@ class PythonInstance implements BackendInstance {
         this.#settings.timeoutMs,
       );
     }
+    if (this.#closing) this.#boundByUnload(stub, held);
     timing.markComputeStart();
     stub.send({ t: 'exec', x, model: this.#ctx.name, requests: wireRequests }, parts, descriptors as unknown as Record<string, unknown>[]);
     requests.forEach((r, i) => r.signal.aborted && stub.send({ t: 'cancel', x, r: i }));
@@ -454,6 +466,7 @@ class PythonInstance implements BackendInstance {
 
   #release(x: number, held: HeldExecute): void {
     clearTimeout(held.timer);
+    clearTimeout(held.unloadTimer);
     for (const a of held.aborts) a();
     this.#held.delete(x);
   }
@@ -523,6 +536,7 @@ class PythonInstance implements BackendInstance {
     if (held === undefined) return;
     held.done = true;
     clearTimeout(held.timer);
+    clearTimeout(held.unloadTimer);
     const ts = m['ts'] as [string, string] | undefined;
     if (typeof m['error'] === 'string') {
       const raisedTs = m['ts'] as [string, string] | undefined;
@@ -733,7 +747,14 @@ class PythonInstance implements BackendInstance {
   }
 
   /** Runs `finalize`, then the stub exits; killed if either takes longer than FINALIZE_TIMEOUT_MS. */
-  async unload(): Promise<void> {
+  /**
+   * The version unloads, or the server begins to shut down: no more restarts, a start in
+   * progress is stopped, and from now on every execute (those in flight, from now) that runs
+   * longer than the unload timeout gets the stub killed (its requests fail), so that a hung
+   * execute cannot hold the unload or the server's shutdown.
+   */
+  unloading(): void {
+    if (this.#closing) return;
     this.#closing = true;
     if (this.#restart !== undefined) {
       clearTimeout(this.#restart.timer);
@@ -741,6 +762,22 @@ class PythonInstance implements BackendInstance {
       this.#restart = undefined;
     }
     this.#startingStub?.kill('was stopped: the instance is unloading');
+    const stub = this.#stub;
+    if (stub !== undefined) for (const held of this.#held.values()) if (!held.done) this.#boundByUnload(stub, held);
+  }
+
+  /** An execute in flight once the instance unloads may run for unload-timeout-secs more. */
+  #boundByUnload(stub: StubProcess, held: HeldExecute): void {
+    const limit = this.#settings.unloadTimeoutMs;
+    if (limit <= 0 || held.unloadTimer !== undefined) return;
+    held.unloadTimer = setTimeout(
+      () => stub.kill(`was killed because execute did not return within ${limit / 1000} s once the model began to unload (unload-timeout-secs)`),
+      limit,
+    );
+  }
+
+  async unload(): Promise<void> {
+    this.unloading();
     const stub = this.#stub ?? (await this.#starting?.catch(() => undefined));
     if (stub === undefined || !stub.alive) return;
     try {
