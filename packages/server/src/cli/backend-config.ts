@@ -13,11 +13,13 @@ type KeySpec = { readonly effect: string; readonly ignored?: never } | { readonl
 const PYTHON_KEYS: Readonly<Record<string, KeySpec>> = {
   'python-executable': { effect: 'the interpreter of the stubs' },
   'execute-timeout-secs': { effect: 'the execute time limit' },
+  'initialize-timeout-secs': { effect: 'the time limit of initialize and auto_complete_config' },
+  'unload-timeout-secs': { effect: 'how long an execute may still run once its model unloads or the server stops' },
   'shm-region-byte-size': { effect: "the size of each of a stub's two shared-memory rings" },
   'shm-default-byte-size': { ignored: "Nereid's stubs use two fixed rings; size them with shm-region-byte-size" },
   'shm-growth-byte-size': { ignored: "Nereid's rings do not grow; size them with shm-region-byte-size" },
   'shm-message-queue-size': { ignored: 'the rings are the message queue; there is no separate queue to size' },
-  'stub-timeout-seconds': { ignored: 'a stub that does not start fails the load when its process exits or its channel breaks; there is no start-up timer' },
+  'stub-timeout-seconds': { effect: "the time limit of a stub's start-up" },
   'default-max-batch-size': { ignored: 'the Python backend does not auto-complete max_batch_size' },
 };
 

@@ -90,7 +90,7 @@ describe('optionTableRows', () => {
       '--cache-config=local,size=1048576',
       '--model-config-limit=instances-per-model=256',
       '--http-thread-count=16',
-      '--backend-config=python,stub-timeout-seconds=60',
+      '--backend-config=python,shm-growth-byte-size=1048576',
     ]);
     const rows = optionTableRows(options, METADATA);
     assert.deepEqual(rows.slice(3), [
@@ -109,7 +109,7 @@ describe('optionTableRows', () => {
       // --cache-config is accepted and ignored: there is no response cache.
       ['cache_enabled', '0'],
       ['model_config_limit[instances-per-model]', '256'],
-      ['options_without_effect', '--cache-config --http-thread-count --backend-config=python,stub-timeout-seconds=…'],
+      ['options_without_effect', '--cache-config --http-thread-count --backend-config=python,shm-growth-byte-size=…'],
     ]);
   });
 });
