@@ -3,6 +3,8 @@
  * datatype string, its element size, and its model-config `TYPE_*` twin.
  */
 
+import { NereidError } from './errors.js';
+
 /** Protocol datatype strings, exactly as they appear on the wire (case-sensitive). */
 export type DataType =
   | 'BOOL'
@@ -108,8 +110,28 @@ export function elementSize(datatype: DataType): number {
  */
 export function elementCount(shape: readonly number[]): number {
   let n = 1;
-  for (const d of shape) n *= d;
+  for (const d of shape) {
+    // A zero dimension makes the tensor empty however large the others (and keeps an overflowed
+    // product, Infinity, from turning into NaN).
+    if (d === 0) return 0;
+    n *= d;
+  }
   return n;
+}
+
+/**
+ * Checks a request shape's element count: it must be exact as a JavaScript number (at most
+ * 2^53 - 1 elements); a product beyond that is inexact or Infinity and can describe no tensor.
+ * Throws NereidError('INPUT_SHAPE') (INVALID_ARG) naming the tensor (`what`, e.g. "input
+ * 'INPUT0' for model 'simple'") and the shape.
+ */
+export function checkShapeElementCount(shape: readonly number[], what: string): void {
+  if (Number.isSafeInteger(elementCount(shape))) return;
+  const shown = shape.length <= 8 ? shape.join(',') : `${shape.slice(0, 8).join(',')},… (${shape.length} dimensions)`;
+  throw new NereidError(
+    'INPUT_SHAPE',
+    `${what} has shape [${shown}], whose element count exceeds ${Number.MAX_SAFE_INTEGER} (2^53 - 1)`,
+  );
 }
 
 /**

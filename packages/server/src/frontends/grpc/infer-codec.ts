@@ -6,6 +6,7 @@
  */
 import {
   NereidError,
+  checkShapeElementCount,
   encodeBytesElements,
   isDataType,
   type DataType,
@@ -184,6 +185,7 @@ function shapeOf(shape: readonly bigint[], input: string, model: string): number
     }
     out[i] = Number(d);
   }
+  checkShapeElementCount(out, `input '${input}' for model '${model}'`);
   return out;
 }
 

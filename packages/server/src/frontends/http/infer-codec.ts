@@ -7,6 +7,7 @@
 import {
   BinaryDataReader,
   NereidError,
+  checkShapeElementCount,
   elementCount,
   elementSize,
   fromConfigDataType,
@@ -48,12 +49,14 @@ function shapeOf(value: unknown, input: string, model: string): number[] {
   if (!Array.isArray(value)) {
     throw new NereidError('REQUEST_MALFORMED', `input '${input}' of the request for model '${model}': 'shape' must be an array of non-negative integers, got ${describe(value)}`);
   }
-  return value.map((d) => {
+  const shape = value.map((d) => {
     if (!isUint(d) || (typeof d === 'bigint' && d > BigInt(Number.MAX_SAFE_INTEGER))) {
       throw new NereidError('REQUEST_MALFORMED', `input '${input}' of the request for model '${model}': shape dimension ${String(d)} is not a non-negative integer`);
     }
     return Number(d);
   });
+  checkShapeElementCount(shape, `input '${input}' for model '${model}'`);
+  return shape;
 }
 
 /** The `shared_memory_*` parameters of a tensor (protocol.md §3.17.3). */
