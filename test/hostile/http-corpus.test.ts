@@ -140,6 +140,8 @@ const CASES: Case[] = [
   ['2^30 × 2^30 dimensions', () => withInput0(in0({ shape: [2 ** 30, 2 ** 30] })), 400, /whose element count exceeds/],
   ['2^40 elements as binary', () => binary({ inputs: [binIn('INPUT0', [1, TWO_40], 64), in1()] }, [int32Blob(16)]), 400, /shape|byte size/],
   ['huge FP32 shape for a variable-dims model', () => ({ ...infer({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, TWO_40], data: [1] }] }, 'identity_fp32') }), 400, /shape|elements/],
+  ['1e21 dimension beside a zero', () => infer({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [0, 1e21], data: [] }] }, 'identity_fp32'), 400, /shape dimension 1e\+21/],
+  ['2^53 dimension beside a zero, as binary', () => binary({ inputs: [binIn('INPUT0', [0, TWO_53], 0, 'FP32')] }, [], undefined, 'identity_fp32'), 400, /shape dimension 9007199254740992/],
   ['huge BYTES shape', () => infer({ inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, TWO_40], data: ['a'] }, { name: 'INPUT1', datatype: 'BYTES', shape: [1, 16], data: Array(16).fill('1') as string[] }] }, 'simple_string'), 400, /shape|elements/],
 
   // Binary-data framing

@@ -50,7 +50,8 @@ function shapeOf(value: unknown, input: string, model: string): number[] {
     throw new NereidError('REQUEST_MALFORMED', `input '${input}' of the request for model '${model}': 'shape' must be an array of non-negative integers, got ${describe(value)}`);
   }
   const shape = value.map((d) => {
-    if (!isUint(d) || (typeof d === 'bigint' && d > BigInt(Number.MAX_SAFE_INTEGER))) {
+    // A dimension written as a float literal (1e21) is an integer but not an exact one.
+    if (!isUint(d) || (typeof d === 'bigint' ? d > BigInt(Number.MAX_SAFE_INTEGER) : !Number.isSafeInteger(d))) {
       throw new NereidError('REQUEST_MALFORMED', `input '${input}' of the request for model '${model}': shape dimension ${String(d)} is not a non-negative integer`);
     }
     return Number(d);
