@@ -1,0 +1,11 @@
+/**
+ * Test support, not part of the server's surface: every fuzz property, for `fuzz.test.ts` and
+ * `scripts/fuzz.mjs`.
+ */
+import { CONFIG_PROPERTIES } from './config-properties.js';
+import { DECODER_PROPERTIES } from './decoder-properties.js';
+import type { FuzzProperty } from './check.js';
+
+export type { FuzzOutcome, FuzzProperty, FuzzSettings } from './check.js';
+
+export const FUZZ_PROPERTIES: readonly FuzzProperty[] = [...DECODER_PROPERTIES, ...CONFIG_PROPERTIES];
