@@ -40,11 +40,17 @@ export function property<T>(name: string, claim: string, arbitrary: fc.Arbitrary
     name,
     claim,
     run(settings) {
-      const details = fc.check(fc.property(arbitrary, predicate), {
-        seed: settings.seed,
-        numRuns: settings.numRuns,
-        ...(settings.path === undefined ? {} : { path: settings.path }),
-      });
+      let details: fc.RunDetails<[T]>;
+      try {
+        details = fc.check(fc.property(arbitrary, predicate), {
+          seed: settings.seed,
+          numRuns: settings.numRuns,
+          ...(settings.path === undefined ? {} : { path: settings.path }),
+        });
+      } catch (err) {
+        // The arbitrary itself threw while generating a case: a fault of the property, reported.
+        return { name, failed: true, numRuns: 0, seed: settings.seed, counterexample: '(generation failed)', error: err instanceof Error ? (err.stack ?? err.message) : String(err) };
+      }
       if (!details.failed) return { name, failed: false, numRuns: details.numRuns, seed: settings.seed };
       return {
         name,
