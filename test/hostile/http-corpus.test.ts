@@ -234,6 +234,30 @@ const CASES: Case[] = [
   ['output region too small', () => infer({ inputs: [in0(), in1()], outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: REGION, shared_memory_byte_size: 8 } }] }), 500, /\(8 bytes\) should be at least 64 bytes/],
   ['output offset + size past the region', () => infer({ inputs: [in0(), in1()], outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: REGION, shared_memory_byte_size: 64, shared_memory_offset: SHM_BYTES - 8 } }] }), 400, /Invalid offset/],
 
+  // The generate extension
+  ['generate body not JSON', () => ({ path: '/v2/models/identity_fp32/generate', body: '{"INPUT0":' }), 400, /parse/],
+  ['generate input of the wrong type', () => ({ path: '/v2/models/identity_fp32/generate', body: JSON.stringify({ INPUT0: { a: 1 } }) }), 400, /INPUT0/],
+  ['generate input nested 200 deep', () => ({ path: '/v2/models/identity_fp32/generate', body: JSON.stringify({ INPUT0: JSON.parse('['.repeat(200) + '1' + ']'.repeat(200)) as JsonValue }) }), 400, /INPUT0/],
+  ['generate ragged input', () => ({ path: '/v2/models/identity_fp32/generate', body: JSON.stringify({ INPUT0: [[1, 2], [3]] }) }), 400, /INPUT0/],
+  ['generate reserved triton_ key', () => ({ path: '/v2/models/identity_fp32/generate', body: JSON.stringify({ INPUT0: [1], triton_x: 1 }) }), 400, /triton_/],
+  ['generate parameters not an object', () => ({ path: '/v2/models/identity_fp32/generate', body: JSON.stringify({ INPUT0: [1], parameters: 5 }) }), 400, /parameters/],
+  ['generate_stream body not JSON', () => ({ path: '/v2/models/identity_fp32/generate_stream', body: '{' }), 400, /parse/],
+
+  // Other endpoints
+  ['logging: set the log file', () => ({ path: '/v2/logging', body: JSON.stringify({ log_file: '/etc/passwd' }) }), 501, /log file location can not be updated/],
+  ['logging: negative verbose level', () => ({ path: '/v2/logging', body: JSON.stringify({ log_verbose_level: -1 }) }), 400, /log_verbose_level/],
+  ['logging: verbose level 2^40', () => ({ path: '/v2/logging', body: JSON.stringify({ log_verbose_level: TWO_40 }) }), 400, /log_verbose_level/],
+  ['logging: unknown format', () => ({ path: '/v2/logging', body: JSON.stringify({ log_format: '%n%n%n' }) }), 400, /log_format/],
+  ['logging: body not JSON', () => ({ path: '/v2/logging', body: '[' }), 400, /parse|JSON/],
+  // A version that is not digits matches no route, as in Triton's URL patterns.
+  ['config of version abc', () => ({ method: 'GET', path: '/v2/models/simple/versions/abc/config' }), 404, /Not Found/],
+  ['config of version 2^70', () => ({ method: 'GET', path: '/v2/models/simple/versions/1180591620717411303424/config' }), 400, /1180591620717411303424/],
+  ['infer on version -1', () => ({ ...infer({ inputs: [in0(), in1()] }), path: '/v2/models/simple/versions/-1/infer' }), 404, /Not Found/],
+  ['stats of version abc', () => ({ method: 'GET', path: '/v2/models/simple/versions/abc/stats' }), 404, /Not Found/],
+  ['percent-encoded garbage in the model name', () => ({ method: 'GET', path: '/v2/models/%ZZ/config' }), 404, /unknown model: '%ZZ'/],
+  ['DELETE on infer', () => ({ method: 'DELETE', path: INFER }), 405, /.+/],
+  ['unknown path', () => ({ method: 'GET', path: '/v2/models/simple/secrets' }), 404, /Not Found/],
+
   // Repository API: path-escaping names and overrides
   ['load ..', () => load('..'), 400, /.+/],
   ['load %2e%2e', () => load('%2e%2e'), 400, /.+/],
