@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { deflateSync, gzipSync } from 'node:zlib';
-import { request } from 'node:http';
+import { Agent, request } from 'node:http';
 import { bytesElements, rawExchange, type HttpResult } from '../helpers/http.js';
 import { MemoryWatch, SHM_BYTES, SIMPLE_A, SIMPLE_B, SIMPLE_SUM, startHostileServer, type HostileServer } from './support.js';
 
@@ -283,13 +283,16 @@ const CASES: Case[] = [
 
 // ---------------------------------------------------------------------------------------------
 
-/** Sends the path exactly as written (no URL normalisation folds `..` or `%2e%2e` away). */
-function send(s: Send): Promise<HttpResult> {
+/**
+ * Sends the path exactly as written (no URL normalisation folds `..` or `%2e%2e` away), on a
+ * fresh connection or on `agent`'s.
+ */
+function send(s: Send, agent: Agent | false = false): Promise<HttpResult> {
   const body = s.body;
   const headers: Record<string, string | number> = { ...s.headers };
   if (body !== undefined) headers['Content-Length'] = Buffer.byteLength(body);
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: srv.srv.port, path: s.path, method: s.method ?? 'POST', headers, agent: false }, (res) => {
+    const req = request({ host: '127.0.0.1', port: srv.srv.port, path: s.path, method: s.method ?? 'POST', headers, agent }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
@@ -300,8 +303,8 @@ function send(s: Send): Promise<HttpResult> {
   });
 }
 
-async function assertGood(after: string): Promise<void> {
-  const res = await send(infer({ inputs: [in0(), in1()] }));
+async function assertGood(after: string, agent: Agent | false = false): Promise<void> {
+  const res = await send(infer({ inputs: [in0(), in1()] }), agent);
   assert.equal(res.status, 200, `after '${after}': a good request got ${res.status}: ${res.body.toString()}`);
   const out = JSON.parse(res.body.toString()) as { outputs: { name: string; data: number[] }[] };
   assert.deepEqual(out.outputs.find((o) => o.name === 'OUTPUT0')?.data, SIMPLE_SUM, `after '${after}'`);
@@ -350,6 +353,35 @@ test(`HTTP corpus: ${CASES.length} bad requests × ${PASSES} passes each get the
   // The models and the region are as they were: the repository calls changed nothing.
   const index = JSON.parse((await send({ path: '/v2/repository/index', body: '' })).body.toString()) as { name: string; state: string }[];
   assert.deepEqual(index.map((m) => [m.name, m.state]).sort(), [['identity_fp32', 'READY'], ['simple', 'READY'], ['simple_string', 'READY']]);
+});
+
+test(`HTTP corpus on one keep-alive connection: after each of the ${CASES.length} bad requests the same connection answers a good one, unless the refusal announced its close`, async () => {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const sockets = new Set<unknown>();
+  const failures: string[] = [];
+  let closes = 0;
+  try {
+    for (const [what, make, status] of CASES) {
+      try {
+        const res = await send(make(), agent);
+        assert.equal(res.status, status, `${what}: expected ${status}, got ${res.status}: ${res.body.toString().slice(0, 300)}`);
+        // A body over the input limit ends its connection, and the response says so.
+        const announced = res.headers.connection === 'close';
+        if (announced) closes++;
+        await assertGood(what, agent);
+        const before = sockets.size;
+        for (const list of Object.values(agent.sockets)) for (const socket of list ?? []) sockets.add(socket);
+        for (const list of Object.values(agent.freeSockets)) for (const socket of list ?? []) sockets.add(socket);
+        if (sockets.size !== before && before > 0 && !announced) failures.push(`${what}: the connection was closed without 'Connection: close'`);
+      } catch (err) {
+        failures.push((err as Error).message);
+      }
+    }
+  } finally {
+    agent.destroy();
+  }
+  assert.deepEqual(failures, []);
+  assert.equal(sockets.size, 1 + closes, `${sockets.size} connections were used, ${closes} closes announced`);
 });
 
 /** Transfers a well-formed request could never be: each must be refused or dropped, never crash. */
