@@ -326,3 +326,44 @@ test('gRPC stream: a garbage message ends the stream with a status; a new stream
   assert.equal(response.error_message, '');
   assertSimpleResponse(response.infer_response, GOOD);
 });
+
+test('gRPC stream corpus: every bad ModelInfer message that decodes gets its error in-band, in order, and the stream then answers a good request', async () => {
+  const method = GRPC_INFERENCE_SERVICE.ModelStreamInfer;
+  // Only messages protobuf decodes reach the stream's handler; the others end a stream (above).
+  const cases = CASES.filter(([, rpc, message]) => {
+    if (rpc !== 'ModelInfer') return false;
+    try {
+      pb.ModelInferRequest.decode(message());
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  const stream = client.makeBidiStreamRequest(method.path, identity, method.responseDeserialize);
+  const responses: pb.ModelStreamInferResponse[] = [];
+  const all = new Promise<void>((resolve, reject) => {
+    stream.on('data', (r: pb.ModelStreamInferResponse) => {
+      responses.push(r);
+      if (responses.length === cases.length + 1) resolve();
+    });
+    stream.on('error', reject);
+    stream.on('end', () => reject(new Error(`the stream ended after ${responses.length} of ${cases.length + 1} responses`)));
+  });
+  for (const [, , message] of cases) stream.write(message());
+  stream.write(GOOD_BYTES);
+  await all;
+  stream.end();
+  const failures: string[] = [];
+  cases.forEach(([what, , , code, details], i) => {
+    const r = responses[i]!;
+    if (code === Status.OK) {
+      if (r.error_message !== '') failures.push(`${what}: expected success, got '${r.error_message}'`);
+    } else if (!details.test(r.error_message)) {
+      failures.push(`${what}: the in-band error '${r.error_message.slice(0, 300)}' does not match ${String(details)}`);
+    }
+  });
+  assert.deepEqual(failures, []);
+  const last = responses[cases.length]!;
+  assert.equal(last.error_message, '');
+  assertSimpleResponse(last.infer_response, GOOD);
+});
