@@ -82,6 +82,17 @@ const shmRegister = (region: string, body: JsonValue, kind = 'system'): Send => 
 const shmIn = (region: string, byteSize: JsonValue, offset?: JsonValue) =>
   in0({ data: undefined, parameters: { shared_memory_region: region, shared_memory_byte_size: byteSize, ...(offset === undefined ? {} : { shared_memory_offset: offset }) } });
 
+/** A JSON text fragment sent as written (integers beyond 2^53). */
+class Raw {
+  constructor(readonly text: string) {}
+}
+/** A request to `seq` (INPUT INT32 [batch, 1]) with these parameters; Raw values are sent as written. */
+function seq(parameters: Record<string, unknown>, batch = 1): Send {
+  const params = Object.entries(parameters).map(([k, v]) => `${JSON.stringify(k)}:${v instanceof Raw ? v.text : JSON.stringify(v)}`);
+  const inputs = JSON.stringify([{ name: 'INPUT', datatype: 'INT32', shape: [batch, 1], data: Array(batch).fill(1) as number[] }]);
+  return infer(`{"parameters":{${params.join(',')}},"inputs":${inputs}}`, 'seq');
+}
+
 const load = (model: string, parameters?: JsonValue): Send => ({
   path: `/v2/repository/models/${model}/load`,
   body: parameters === undefined ? '' : JSON.stringify({ parameters }),
@@ -197,6 +208,20 @@ const CASES: Case[] = [
   // More classes than the output has: all of them, as Triton answers.
   ['classification 2^53', () => infer({ inputs: [in0(), in1()], outputs: [{ name: 'OUTPUT0', parameters: { classification: TWO_53 } }] }), 200, /^$/],
   ['binary_data a number', () => infer({ inputs: [in0(), in1()], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: 1 } }] }), 400, /binary_data/],
+
+  // Sequence parameters on a sequence model (each case that starts a sequence also ends it)
+  ['sequence: no sequence_id', () => seq({}), 400, /sequence/i],
+  ['sequence: id 0', () => seq({ sequence_id: 0, sequence_start: true }), 400, /sequence/i],
+  ['sequence: id -1', () => seq({ sequence_id: -1, sequence_start: true, sequence_end: true }), 400, /sequence_id/],
+  ['sequence: id 2^64', () => seq({ sequence_id: new Raw('18446744073709551616'), sequence_start: true, sequence_end: true }), 400, /sequence_id|18446744073709551616/],
+  ['sequence: id 2^64-1', () => seq({ sequence_id: new Raw('18446744073709551615'), sequence_start: true, sequence_end: true }), 200, /^$/],
+  ['sequence: string id on a UINT64 model', () => seq({ sequence_id: 'abc', sequence_start: true, sequence_end: true }), 400, /sequence/i],
+  ['sequence: 100 KB string id', () => seq({ sequence_id: 'x'.repeat(100_000), sequence_start: true, sequence_end: true }), 400, /sequence/i],
+  ['sequence: no START for an unknown id', () => seq({ sequence_id: 987654321 }), 400, /987654321/],
+  ['sequence: END only for an unknown id', () => seq({ sequence_id: 987654322, sequence_end: true }), 400, /987654322/],
+  ['sequence: batch of 2', () => seq({ sequence_id: 5, sequence_start: true, sequence_end: true }, 2), 400, /batch/i],
+  ['sequence: timeout 2^64', () => seq({ sequence_id: 6, sequence_start: true, sequence_end: true, timeout: new Raw('18446744073709551616') }), 400, /timeout/],
+  ['sequence: priority 2^64-1', () => seq({ sequence_id: 7, sequence_start: true, sequence_end: true, priority: new Raw('18446744073709551615') }), 200, /^$/],
 
   // Shared memory: registration
   ['register key with ..', () => shmRegister('r1', { key: '/../../etc/passwd', byte_size: 16 }), 400, /key/],
@@ -353,7 +378,7 @@ test(`HTTP corpus: ${CASES.length} bad requests × ${PASSES} passes each get the
   watch.check(256, 1024);
   // The models and the region are as they were: the repository calls changed nothing.
   const index = JSON.parse((await send({ path: '/v2/repository/index', body: '' })).body.toString()) as { name: string; state: string }[];
-  assert.deepEqual(index.map((m) => [m.name, m.state]).sort(), [['identity_fp32', 'READY'], ['simple', 'READY'], ['simple_string', 'READY']]);
+  assert.deepEqual(index.map((m) => [m.name, m.state]).sort(), [['identity_fp32', 'READY'], ['seq', 'READY'], ['simple', 'READY'], ['simple_string', 'READY']]);
 });
 
 test(`HTTP corpus on one keep-alive connection: after each of the ${CASES.length} bad requests the same connection answers a good one, unless the refusal announced its close`, async () => {

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
-import { identityModel, simpleModel, simpleStringModel } from '@nereid/testkit';
+import { identityModel, sequenceAccumulatorModel, simpleModel, simpleStringModel } from '@nereid/testkit';
 import { serveRepository, type ServedRepository } from '../helpers/harness.js';
 import { modelFiles } from '../helpers/models.js';
 
@@ -89,8 +89,9 @@ export interface HostileServer extends ServedRepository {
 let counter = 0;
 
 /**
- * Serves `simple` (INT32 [-1,16] × 2), `simple_string` (BYTES) and `identity_fp32` (FP32
- * [-1,-1]) over HTTP and gRPC with explicit model control and client shared memory allowed (the
+ * Serves `simple` (INT32 [-1,16] × 2), `simple_string` (BYTES), `identity_fp32` (FP32
+ * [-1,-1]) and `seq` (a sequence model with a UINT64 correlation id, INPUT INT32 [-1,1]) over
+ * HTTP and gRPC with explicit model control and client shared memory allowed (the
  * widest surface), and makes a shared-memory object for register cases.
  */
 export async function startHostileServer(): Promise<HostileServer> {
@@ -102,6 +103,7 @@ export async function startHostileServer(): Promise<HostileServer> {
         simple: modelFiles(simpleModel()),
         simple_string: modelFiles(simpleStringModel()),
         identity_fp32: modelFiles(identityModel('FLOAT', [-1, -1])),
+        seq: modelFiles(sequenceAccumulatorModel({ name: 'seq', maxBatchSize: 1, idleMicroseconds: 500_000 })),
       },
       { modelControlMode: 'explicit', loadModels: ['*'], allowClientShm: true },
     );

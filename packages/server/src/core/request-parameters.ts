@@ -18,10 +18,13 @@ export interface RequestParameters {
   custom: Record<string, ParameterValue>;
 }
 
+const UINT64_MAX = (1n << 64n) - 1n;
+
 const EMPTY: Readonly<Record<string, ParameterValue>> = Object.freeze({});
 
 function unsigned(model: string, key: string, value: ParameterValue): bigint {
-  if ((typeof value === 'number' && Number.isInteger(value) && value >= 0) || (typeof value === 'bigint' && value >= 0n)) {
+  // The protocol's unsigned parameters are uint64: a larger integer is refused, not wrapped.
+  if ((typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < 2 ** 64) || (typeof value === 'bigint' && value >= 0n && value <= UINT64_MAX)) {
     return BigInt(value);
   }
   throw new NereidError(
