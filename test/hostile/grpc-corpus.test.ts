@@ -101,9 +101,9 @@ const CASES: Case[] = [
   // Model names and versions
   ['unknown model', 'ModelInfer', () => encode('ModelInfer', { ...GOOD.request, model_name: 'no_such_model' }), Status.NOT_FOUND, /no_such_model/],
   ['1 KB model name', 'ModelInfer', () => encode('ModelInfer', { ...GOOD.request, model_name: 'm'.repeat(1000) }), Status.NOT_FOUND, /unknown model/],
-  ['version -1', 'ModelInfer', () => encode('ModelInfer', { ...GOOD.request, model_version: '-1' }), Status.INVALID_ARGUMENT, /version '-1'/],
+  ['version -1', 'ModelInfer', () => encode('ModelInfer', { ...GOOD.request, model_version: '-1' }), Status.INVALID_ARGUMENT, /version specified '-1'/],
   ['version not a number', 'ModelInfer', () => encode('ModelInfer', { ...GOOD.request, model_version: 'abc' }), Status.INVALID_ARGUMENT, /abc/],
-  ['version 2^70', 'ModelInfer', () => encode('ModelInfer', { ...GOOD.request, model_version: '1180591620717411303424' }), Status.INVALID_ARGUMENT, /failed to parse version '1180591620717411303424'/],
+  ['version 2^70', 'ModelInfer', () => encode('ModelInfer', { ...GOOD.request, model_version: '1180591620717411303424' }), Status.INVALID_ARGUMENT, /version string '1180591620717411303424'/],
 
   // Shapes
   ['negative dimension', 'ModelInfer', () => simpleWith(inputTensor('INPUT0', 'INT32', [1, -16])), Status.INVALID_ARGUMENT, /invalid dimension -16/],
@@ -163,7 +163,7 @@ const CASES: Case[] = [
   ['register empty key', 'SystemSharedMemoryRegister', () => register('', 0n, 16n), Status.INVALID_ARGUMENT, /key|''/],
   ['register byte size 2^64-1', 'SystemSharedMemoryRegister', () => register(srv.shmKey, 0n, U64_MAX), Status.INVALID_ARGUMENT, /byte_size/],
   ['register offset 2^64-1', 'SystemSharedMemoryRegister', () => register(srv.shmKey, U64_MAX, 16n), Status.INVALID_ARGUMENT, /offset/],
-  ['register past the object', 'SystemSharedMemoryRegister', () => register(srv.shmKey, BigInt(SHM_BYTES), 16n), Status.INVALID_ARGUMENT, /exceeds the 4096 bytes/],
+  ['register past the object', 'SystemSharedMemoryRegister', () => register(srv.shmKey, BigInt(SHM_BYTES), 16n), Status.INTERNAL, /^Invalid shared memory region: .*exceeds the 4096 bytes/],
   ['register a taken name', 'SystemSharedMemoryRegister', () => register(srv.shmKey, 0n, 16n, REGION), Status.ALREADY_EXISTS, /already/],
   ['CUDA register with a garbage handle', 'CudaSharedMemoryRegister', () => encode('CudaSharedMemoryRegister', { name: 'c1', raw_handle: Buffer.alloc(3), device_id: 0n, byte_size: 16n }), Status.INVALID_ARGUMENT, /raw_handle|CUDA/],
   ['CUDA register device 2^63-1', 'CudaSharedMemoryRegister', () => encode('CudaSharedMemoryRegister', { name: 'c1', raw_handle: Buffer.alloc(64), device_id: TWO_63_1, byte_size: 16n }), Status.INVALID_ARGUMENT, /device|CUDA/],
@@ -175,12 +175,12 @@ const CASES: Case[] = [
   ['load /etc', 'RepositoryModelLoad', () => load('/etc'), Status.INVALID_ARGUMENT, /invalid model name '\/etc'/],
   ['load empty name', 'RepositoryModelLoad', () => load(''), Status.INVALID_ARGUMENT, /invalid model name ''/],
   ['unload ..', 'RepositoryModelUnload', () => encode('RepositoryModelUnload', { repository_name: '', model_name: '..', parameters: {} }), Status.INVALID_ARGUMENT, /invalid model name '..'/],
-  ['override file:../escape', 'RepositoryModelLoad', () => override('../escape.onnx'), Status.INVALID_ARGUMENT, /file:..\/escape.onnx/],
-  ['override file:/etc/passwd', 'RepositoryModelLoad', () => override('/etc/passwd'), Status.INVALID_ARGUMENT, /file:\/etc\/passwd/],
-  ['override file:1/../../x', 'RepositoryModelLoad', () => override('1/../../x'), Status.INVALID_ARGUMENT, /file:1\/..\/..\/x/],
+  ['override file:../escape', 'RepositoryModelLoad', () => override('../escape.onnx'), Status.INTERNAL, /file:..\/escape.onnx/],
+  ['override file:/etc/passwd', 'RepositoryModelLoad', () => override('/etc/passwd'), Status.INTERNAL, /file:\/etc\/passwd/],
+  ['override file:1/../../x', 'RepositoryModelLoad', () => override('1/../../x'), Status.INTERNAL, /file:1\/..\/..\/x/],
   ['override file as a string', 'RepositoryModelLoad', () => load('simple', { config: { string_param: SIMPLE_CONFIG }, 'file:1/model.onnx': { string_param: 'x' } }), Status.INVALID_ARGUMENT, /file:1\/model.onnx/],
   ['override config as bytes', 'RepositoryModelLoad', () => load('simple', { config: { bytes_param: Buffer.from('{') } }), Status.INVALID_ARGUMENT, /config/],
-  ['override config not JSON', 'RepositoryModelLoad', () => load('simple', { config: { string_param: '{name:' } }), Status.INVALID_ARGUMENT, /config/],
+  ['override config not JSON', 'RepositoryModelLoad', () => load('simple', { config: { string_param: '{name:' } }), Status.INTERNAL, /failed to poll from model repository: model configuration JSON/],
   ['named repository', 'RepositoryModelLoad', () => encode('RepositoryModelLoad', { repository_name: 'other', model_name: 'simple', parameters: {} }), Status.UNIMPLEMENTED, /repository_name/],
 ];
 

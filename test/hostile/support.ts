@@ -38,7 +38,10 @@ export class MemoryWatch {
   readonly #baseline = settledRss();
   #settled = this.#baseline;
   #settledCase = '(none)';
-  /** The highest RSS seen by a 2 ms timer, which also catches memory a case held only briefly. */
+  /**
+   * The highest RSS seen by a 2 ms timer, which also catches memory a case held only briefly. The
+   * timer does not hold the process open: a test that fails before `check` still ends.
+   */
   #transient = this.#baseline;
   #transientCase = '(none)';
   #current = '(start)';
@@ -48,7 +51,7 @@ export class MemoryWatch {
       this.#transient = rss;
       this.#transientCase = this.#current;
     }
-  }, 2);
+  }, 2).unref();
 
   /** Marks the start of case `what` (for the transient peak's report). */
   begin(what: string): void {
