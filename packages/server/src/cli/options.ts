@@ -11,6 +11,7 @@ import { checkBackendConfigKey } from './backend-config.js';
 import { CONFIG_LIMIT_NAMES, parseConfigLimit, type ConfigLimitName } from '../config/index.js';
 import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
 import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS } from '../frontends/grpc/grpc-frontend.js';
+import { MAX_MESSAGE_SIZE } from '../frontends/grpc/infer-codec.js';
 import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
@@ -65,6 +66,8 @@ export interface ServeOptions {
   grpcMaxConnectionAgeGraceMs: number | undefined;
   /** `--grpc-max-concurrent-streams` (0: no limit). */
   grpcMaxConcurrentStreams: number;
+  /** `--grpc-max-input-size`: the largest request message, bytes, as received and after decompression. */
+  grpcMaxInputSize: number;
   allowMetrics: boolean;
   allowCpuMetrics: boolean;
   /** `--allow-client-shm` (protocol.md §6.4): clients may register and use shared memory; default false. */
@@ -104,10 +107,10 @@ export function parseBool(name: string, text: string): boolean {
   throw new NereidError('REQUEST_PARAMETER', `--${name} expects a boolean (true/false, on/off, 1/0), got '${text}'`);
 }
 
-function parseInt(name: string, text: string, min = 0): number {
+function parseInt(name: string, text: string, min = 0, max = Infinity): number {
   const n = Number(text);
-  if (text.trim() === '' || !Number.isInteger(n) || n < min) {
-    const what = min === -Infinity ? 'an integer' : `an integer >= ${min}`;
+  if (text.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
+    const what = min === -Infinity ? 'an integer' : max === Infinity ? `an integer >= ${min}` : `an integer from ${min} to ${max}`;
     throw new NereidError('REQUEST_PARAMETER', `--${name} expects ${what}, got '${text}'`);
   }
   return n;
@@ -687,6 +690,17 @@ const OPTIONS = {
       'waits for one to end before it starts another. 0 means no limit.',
     apply: (o, v, n) => (o.grpcMaxConcurrentStreams = parseInt(n, v, 0)),
   },
+  'grpc-max-input-size': {
+    group: 'GRPC',
+    kind: 'int',
+    default: String(MAX_MESSAGE_SIZE),
+    nereidOnly: true,
+    description:
+      'The largest gRPC request message, in bytes, as received and after decompression (a larger one is refused with ' +
+      'RESOURCE_EXHAUSTED). The default is the gRPC maximum, as in Triton; a compressed message is inflated up to it ' +
+      'before it is refused, so lower it where clients are not trusted.',
+    apply: (o, v, n) => (o.grpcMaxInputSize = parseInt(n, v, 1, MAX_MESSAGE_SIZE)),
+  },
   'grpc-restricted-protocol': {
     group: 'GRPC',
     kind: 'string',
@@ -998,6 +1012,7 @@ export function defaultServeOptions(): ServeOptions {
     grpcMaxConnectionAgeMs: undefined,
     grpcMaxConnectionAgeGraceMs: undefined,
     grpcMaxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+    grpcMaxInputSize: MAX_MESSAGE_SIZE,
     allowMetrics: true,
     allowCpuMetrics: true,
     allowClientShm: false,

@@ -168,6 +168,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       keepaliveTimeMs: options.grpcKeepaliveTimeMs,
       keepaliveTimeoutMs: options.grpcKeepaliveTimeoutMs,
       maxConcurrentStreams: options.grpcMaxConcurrentStreams,
+      maxInputSize: options.grpcMaxInputSize,
       ...(options.grpcMaxConnectionAgeMs !== undefined ? { maxConnectionAgeMs: options.grpcMaxConnectionAgeMs } : {}),
       ...(options.grpcMaxConnectionAgeGraceMs !== undefined ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs } : {}),
     });

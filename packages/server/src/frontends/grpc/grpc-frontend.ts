@@ -44,6 +44,11 @@ export interface GrpcFrontendOptions {
   maxConnectionAgeGraceMs?: number;
   /** `--grpc-max-concurrent-streams`: calls open at once on one connection (0: no limit). */
   maxConcurrentStreams?: number;
+  /**
+   * `--grpc-max-input-size`: the largest request message, bytes, as received and after
+   * decompression (default and most: MAX_MESSAGE_SIZE).
+   */
+  maxInputSize?: number;
 }
 
 export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1024;
@@ -144,7 +149,8 @@ export class GrpcFrontend {
     this.#server = server;
     this.#options = { address: options.address ?? '0.0.0.0', port: options.port ?? 8001 };
     const channelOptions: Record<string, number> = {
-      'grpc.max_receive_message_length': MAX_MESSAGE_SIZE,
+      // grpc-js inflates a compressed message only up to this length, then refuses it.
+      'grpc.max_receive_message_length': Math.min(options.maxInputSize ?? MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE),
       'grpc.max_send_message_length': MAX_MESSAGE_SIZE,
       'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 7_200_000,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
