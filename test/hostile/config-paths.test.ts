@@ -14,32 +14,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient } from '@nereid/client';
-import { simpleModel } from '@nereid/testkit';
 import { httpRequest, inferJson, jsonBody, makeRepository, refusal, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../helpers/harness.js';
+import { INT32_16, ONNX, REFUSED_CONFIG_GRPC_CODE, REFUSED_CONFIG_STATUS, simpleConfig, toText } from './config-support.js';
 import { requirePython } from '../helpers/python.js';
 
-/**
- * A configuration refused before any version is tried gets Triton's answer to a repository poll
- * that fails: 500 / gRPC INTERNAL, 'failed to load '<m>', failed to poll from model repository: '
- * and then Nereid's reason.
- */
-const REFUSED_CONFIG_STATUS = 500;
-const REFUSED_CONFIG_GRPC_CODE = 13;
-
-const ONNX = simpleModel().onnx.bytes;
-const INT32_16 = (name: string) => ({ name, data_type: 'TYPE_INT32', dims: [16] });
-
-function simpleConfig(patch: Record<string, unknown> = {}, name = 'simple'): Record<string, unknown> {
-  return {
-    name,
-    backend: 'onnxruntime',
-    max_batch_size: 8,
-    input: [INT32_16('INPUT0'), INT32_16('INPUT1')],
-    output: [INT32_16('OUTPUT0'), INT32_16('OUTPUT1')],
-    instance_group: [{ kind: 'KIND_CPU', count: 1 }],
-    ...patch,
-  };
-}
 
 /** A Python model that leaves a marker file behind when the server runs it. */
 function markerModel(marker: string): string {
@@ -164,7 +142,7 @@ describe('hostile config paths', () => {
       victim: { 'config.pbtxt': 'name: "victim"\nbackend: "onnxruntime"\nmax_batch_size: 8\n', '1/model.onnx': ONNX },
     };
     // The same configurations on disk, in text format.
-    cases.forEach((c, i) => (disk[`p_${i}`] = { 'config.pbtxt': textConfig(c.config(`p_${i}`)), '1/model.onnx': ONNX, '1/model.py': markerModel(join(outside, 'marker')) }));
+    cases.forEach((c, i) => (disk[`p_${i}`] = { 'config.pbtxt': toText(c.config(`p_${i}`)), '1/model.onnx': ONNX, '1/model.py': markerModel(join(outside, 'marker')) }));
     // A model whose file is a link, placed by the repository's owner, to a file outside it.
     disk.linked = { 'config.pbtxt': 'name: "linked"\nbackend: "onnxruntime"\nmax_batch_size: 8\ninstance_group [ { kind: KIND_CPU, count: 1 } ]\n' };
     repo = await makeRepository(disk);
@@ -245,24 +223,3 @@ describe('hostile config paths', () => {
     assert.ok(grownMiB < 256, `the process grew by ${grownMiB.toFixed(0)} MiB over ${5 * cases.length} refused loads`);
   });
 });
-
-/** ModelConfig JSON as protobuf text format (enough for the configurations above). */
-function textConfig(value: Record<string, unknown>, indent = ''): string {
-  const lines: string[] = [];
-  const quote = (v: string): string => JSON.stringify(v).replace(/\\u0000/g, '\\000');
-  const scalar = (v: unknown): string => (typeof v === 'string' ? (/^(KIND_|TYPE_)/.test(v) ? v : quote(v)) : String(v));
-  for (const [key, v] of Object.entries(value)) {
-    if (Array.isArray(v)) {
-      if (typeof v[0] === 'object') for (const item of v) lines.push(`${indent}${key} {\n${textConfig(item as Record<string, unknown>, indent + '  ')}${indent}}`);
-      else lines.push(`${indent}${key}: [ ${v.map(scalar).join(', ')} ]`);
-    } else if (v !== null && typeof v === 'object') {
-      if (key === 'inputs' || key === 'parameters' || key === 'cc_model_filenames') {
-        for (const [k, item] of Object.entries(v)) {
-          const inner = typeof item === 'object' ? `{\n${textConfig(item as Record<string, unknown>, indent + '    ')}${indent}  }` : scalar(item);
-          lines.push(`${indent}${key} {\n${indent}  key: ${JSON.stringify(k)}\n${indent}  value: ${inner}\n${indent}}`);
-        }
-      } else lines.push(`${indent}${key} {\n${textConfig(v as Record<string, unknown>, indent + '  ')}${indent}}`);
-    } else lines.push(`${indent}${key}: ${scalar(v)}`);
-  }
-  return lines.join('\n') + '\n';
-}

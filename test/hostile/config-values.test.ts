@@ -10,33 +10,10 @@ import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient } from '@nereid/client';
-import { simpleModel } from '@nereid/testkit';
 import { httpRequest, inferJson, jsonBody, makeRepository, refusal, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../helpers/harness.js';
+import { INT32_16, ONNX, REFUSED_CONFIG_GRPC_CODE, REFUSED_CONFIG_STATUS, simpleConfig, toText } from './config-support.js';
 import { recordingLogger } from '../helpers/python.js';
 
-/**
- * A configuration refused before any version is tried gets Triton's answer to a repository poll
- * that fails: 500 / gRPC INTERNAL, 'failed to load '<m>', failed to poll from model repository: '
- * and then Nereid's reason.
- */
-const REFUSED_CONFIG_STATUS = 500;
-const REFUSED_CONFIG_GRPC_CODE = 13;
-
-const ONNX = simpleModel().onnx.bytes;
-const INT32_16 = (name: string) => ({ name, data_type: 'TYPE_INT32', dims: [16] });
-
-/** The `simple` model's configuration as ModelConfig JSON, with `patch` merged in. */
-function simpleConfig(patch: Record<string, unknown> = {}, name = 'simple'): Record<string, unknown> {
-  return {
-    name,
-    backend: 'onnxruntime',
-    max_batch_size: 8,
-    input: [INT32_16('INPUT0'), INT32_16('INPUT1')],
-    output: [INT32_16('OUTPUT0'), INT32_16('OUTPUT1')],
-    instance_group: [{ kind: 'KIND_CPU', count: 1 }],
-    ...patch,
-  };
-}
 
 interface Case {
   readonly what: string;
@@ -335,24 +312,3 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     assert.equal(logger.lines.filter((l) => /optimization\.execution_accelerators \('openvino'\) has no effect/.test(l)).length, 1, logger.lines.join('\n'));
   });
 });
-
-/** ModelConfig JSON as protobuf text format (enough for the configs above). */
-function toText(value: Record<string, unknown>, indent = ''): string {
-  const lines: string[] = [];
-  const scalar = (v: unknown): string => (typeof v === 'string' ? (/^(KIND_|TYPE_)/.test(v) ? v : JSON.stringify(v)) : String(v));
-  for (const [key, v] of Object.entries(value)) {
-    if (Array.isArray(v)) {
-      if (v.length === 0) continue;
-      if (typeof v[0] === 'object') for (const item of v) lines.push(`${indent}${key} {\n${toText(item as Record<string, unknown>, indent + '  ')}${indent}}`);
-      else lines.push(`${indent}${key}: [ ${v.map(scalar).join(', ')} ]`);
-    } else if (v !== null && typeof v === 'object') {
-      if (key === 'inputs' || key === 'parameters' || key === 'input_map' || key === 'output_map') {
-        for (const [k, item] of Object.entries(v)) {
-          const inner = typeof item === 'object' ? `{\n${toText(item as Record<string, unknown>, indent + '    ')}${indent}  }` : scalar(item);
-          lines.push(`${indent}${key} {\n${indent}  key: ${JSON.stringify(k)}\n${indent}  value: ${inner}\n${indent}}`);
-        }
-      } else lines.push(`${indent}${key} {\n${toText(v as Record<string, unknown>, indent + '  ')}${indent}}`);
-    } else lines.push(`${indent}${key}: ${scalar(v)}`);
-  }
-  return lines.join('\n') + '\n';
-}
