@@ -14,27 +14,8 @@ import { after, before, describe, it } from 'node:test';
 import type { NereidError } from '@nereid/protocol';
 import { addModels, httpRequest, makeRepository, removeDir, startServer, type RunningServer } from '../helpers/harness.js';
 import { startNereidServe, stopAllNereid } from '../helpers/cli.js';
-import { processAlive, requirePython, waitUntil } from '../helpers/python.js';
+import { processAlive, requirePython, SLEEPY_PY, waitUntil } from '../helpers/python.js';
 import { shmEntries, stubs } from './census.js';
-
-/** Sleeps `sleep` seconds (request parameter) and answers its pid. */
-const SLEEPS_PY = String.raw`
-import json, os, time
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        print("initialize pid", os.getpid(), flush=True)
-
-    def execute(self, requests):
-        out = []
-        for request in requests:
-            time.sleep(float(json.loads(request.parameters()).get("sleep", 0)))
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
-        return out
-`;
 
 const CONFIG = `
 name: "hangs"
@@ -53,7 +34,7 @@ describe('faults: a stub that hangs in execute', () => {
 
   before(async () => {
     repo = await makeRepository({});
-    await addModels(repo, { hangs: { 'config.pbtxt': CONFIG, '1/model.py': SLEEPS_PY } });
+    await addModels(repo, { hangs: { 'config.pbtxt': CONFIG, '1/model.py': SLEEPY_PY } });
   });
 
   after(async () => {

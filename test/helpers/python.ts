@@ -253,3 +253,25 @@ input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
 model_transaction_policy { decoupled: true }
 `;
+
+/**
+ * A Python model that sleeps `sleep` seconds (a request parameter) in `execute`, then answers its
+ * pid as `PID` (INT64 [1]); `initialize` prints its pid.
+ */
+export const SLEEPY_PY = String.raw`
+import json, os, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        print("initialize pid", os.getpid(), flush=True)
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            time.sleep(float(json.loads(request.parameters()).get("sleep", 0)))
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
+        return out
+`;

@@ -14,8 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient } from '@nereid/client';
-import { httpRequest, inferJson, jsonBody, makeRepository, refusal, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../helpers/harness.js';
-import { INT32_16, ONNX, REFUSED_CONFIG_GRPC_CODE, REFUSED_CONFIG_STATUS, simpleConfig, toText } from './config-support.js';
+import { httpRequest, makeRepository, refusal, removeDir, startServer, type RunningGrpcServer } from '../helpers/harness.js';
+import { INT32_16, ONNX, REFUSED_CONFIG_GRPC_CODE, REFUSED_CONFIG_STATUS, assertSimpleServing, loadModel, simpleConfig, toText } from './config-support.js';
 import { requirePython } from '../helpers/python.js';
 
 
@@ -46,19 +46,8 @@ describe('hostile config paths', () => {
   let grpc: GrpcClient;
   let cases: Case[];
 
-  async function load(model: string, body: Record<string, unknown> = {}): Promise<{ status: number; error: string }> {
-    const reply = await httpRequest(`${srv.url}/v2/repository/models/${model}/load`, { method: 'POST', body: JSON.stringify(body) });
-    const parsed = reply.text === '' ? {} : (jsonBody(reply) as { error?: string });
-    return { status: reply.status, error: parsed.error ?? '' };
-  }
-
-  async function assertServing(): Promise<void> {
-    const { inputs, sum } = simpleCase(1, 5);
-    const reply = await inferJson(srv.url, 'simple', inputs);
-    assert.equal(reply.status, 200, reply.text);
-    const out = (jsonBody(reply) as { outputs: { name: string; data: number[] }[] }).outputs.find((o) => o.name === 'OUTPUT0');
-    assert.deepEqual(out?.data, sum);
-  }
+  const load = (model: string, body: Record<string, unknown> = {}) => loadModel(srv.url, model, body);
+  const assertServing = () => assertSimpleServing(srv.url, 5);
 
   function assertRefused(result: { status: number; error: string }, model: string, field: string): void {
     assert.equal(result.status, REFUSED_CONFIG_STATUS, result.error);

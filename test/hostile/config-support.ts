@@ -2,7 +2,9 @@
  * What the configuration cases of the hostile tier share: the `simple` model's configuration as
  * ModelConfig JSON, its protobuf text form, and the answer a refused configuration gets.
  */
+import assert from 'node:assert/strict';
 import { simpleModel } from '@nereid/testkit';
+import { httpRequest, inferJson, jsonBody, simpleCase } from '../helpers/harness.js';
 
 /**
  * A configuration refused before any version is tried gets Triton's answer to a repository poll
@@ -51,4 +53,20 @@ export function toText(value: Record<string, unknown>, indent = ''): string {
     } else lines.push(`${indent}${key}: ${scalar(v)}`);
   }
   return lines.join('\n') + '\n';
+}
+
+/** POSTs a repository load of `model` with `body`; its status and error message. */
+export async function loadModel(url: string, model: string, body: Record<string, unknown> = {}): Promise<{ status: number; error: string }> {
+  const reply = await httpRequest(`${url}/v2/repository/models/${model}/load`, { method: 'POST', body: JSON.stringify(body) });
+  const parsed = reply.text === '' ? {} : (jsonBody(reply) as { error?: string });
+  return { status: reply.status, error: parsed.error ?? '' };
+}
+
+/** The server at `url` still answers the `simple` model, with the right sums. */
+export async function assertSimpleServing(url: string, seed: number): Promise<void> {
+  const { inputs, sum } = simpleCase(1, seed);
+  const reply = await inferJson(url, 'simple', inputs);
+  assert.equal(reply.status, 200, reply.text);
+  const out = (jsonBody(reply) as { outputs: { name: string; data: number[] }[] }).outputs.find((o) => o.name === 'OUTPUT0');
+  assert.deepEqual(out?.data, sum);
 }

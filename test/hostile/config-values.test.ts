@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient } from '@nereid/client';
-import { httpRequest, inferJson, jsonBody, makeRepository, refusal, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../helpers/harness.js';
-import { INT32_16, ONNX, REFUSED_CONFIG_GRPC_CODE, REFUSED_CONFIG_STATUS, simpleConfig, toText } from './config-support.js';
+import { httpRequest, jsonBody, makeRepository, refusal, removeDir, startServer, type RunningGrpcServer } from '../helpers/harness.js';
+import { INT32_16, ONNX, REFUSED_CONFIG_GRPC_CODE, REFUSED_CONFIG_STATUS, assertSimpleServing, loadModel, simpleConfig, toText } from './config-support.js';
 import { recordingLogger } from '../helpers/python.js';
 
 
@@ -156,20 +156,9 @@ describe('hostile config values', () => {
   let srv: RunningGrpcServer;
   let grpc: GrpcClient;
 
-  async function load(model: string, config?: Record<string, unknown>): Promise<{ status: number; error: string }> {
-    const body = config === undefined ? {} : { parameters: { config: JSON.stringify(config) } };
-    const reply = await httpRequest(`${srv.url}/v2/repository/models/${model}/load`, { method: 'POST', body: JSON.stringify(body) });
-    const parsed = reply.text === '' ? {} : (jsonBody(reply) as { error?: string });
-    return { status: reply.status, error: parsed.error ?? '' };
-  }
-
-  async function assertServing(): Promise<void> {
-    const { inputs, sum } = simpleCase(1, 3);
-    const reply = await inferJson(srv.url, 'simple', inputs);
-    assert.equal(reply.status, 200, reply.text);
-    const out = (jsonBody(reply) as { outputs: { name: string; data: number[] }[] }).outputs.find((o) => o.name === 'OUTPUT0');
-    assert.deepEqual(out?.data, sum);
-  }
+  const load = (model: string, config?: Record<string, unknown>) =>
+    loadModel(srv.url, model, config === undefined ? {} : { parameters: { config: JSON.stringify(config) } });
+  const assertServing = () => assertSimpleServing(srv.url, 3);
 
   before(async () => {
     // The same values as the overrides (JSON), written as text format.

@@ -16,26 +16,8 @@ import { after, before, describe, it } from 'node:test';
 import type { NereidError } from '@nereid/protocol';
 import { mappingUnavailableReason } from '@nereid/server';
 import { addModels, makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
-import { IDENTITY_PY, identityConfig, processAlive, requirePython, recordingLogger, waitUntil } from '../../helpers/python.js';
+import { IDENTITY_PY, identityConfig, processAlive, requirePython, recordingLogger, SLEEPY_PY, waitUntil } from '../../helpers/python.js';
 
-/** Sleeps `sleep` seconds (request parameter), then answers its pid and how often initialize ran. */
-const SLEEPY_PY = String.raw`
-import json, os, time
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        print("initialize pid", os.getpid(), flush=True)
-
-    def execute(self, requests):
-        out = []
-        for request in requests:
-            time.sleep(float(json.loads(request.parameters()).get("sleep", 0)))
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
-        return out
-`;
 
 // Empties the stub's inbound ring file (server → stub) when asked: the server's next
 // write into it lands past the end of the file.
