@@ -140,6 +140,25 @@ const SPECS: readonly ModelIOSpec[] = [
 
 const isShared = (input: InferInput | SharedMemoryInput): input is SharedMemoryInput => 'sharedMemory' in input;
 
+/**
+ * A decoded input is the tensor that was sent: name, datatype, shape and bytes. With `viewOf`,
+ * its bytes must be a view of that buffer (the request's), not a copy.
+ */
+function assertDecodedAs(
+  input: InferInput | SharedMemoryInput,
+  sent: { name: string; datatype: string; shape: readonly number[]; bytes: Buffer },
+  what: string,
+  viewOf: ArrayBufferLike | undefined,
+): void {
+  assert.ok(!isShared(input));
+  assert.equal(input.name, sent.name);
+  assert.equal(input.datatype, sent.datatype);
+  assert.deepEqual(input.shape, sent.shape);
+  const data = input.data as Uint8Array;
+  assert.ok(Buffer.from(data.buffer, data.byteOffset, data.byteLength).equals(sent.bytes), `${what} bytes differ`);
+  if (viewOf !== undefined && sent.bytes.byteLength > 0) assert.equal(data.buffer, viewOf, `${what} was copied`);
+}
+
 function byteLengthOf(input: InferInput): number {
   const data = input.data;
   if (ArrayBuffer.isView(data)) return data.byteLength;
@@ -379,13 +398,7 @@ const httpRoundTrip = property(
     assert.equal(request.inputs.length, named.length);
     request.inputs.forEach((input, i) => {
       const t = named[i]!;
-      assert.ok(!isShared(input));
-      assert.equal(input.name, t.name);
-      assert.equal(input.datatype, t.datatype);
-      assert.deepEqual(input.shape, t.shape);
-      const data = input.data as Uint8Array;
-      assert.ok(Buffer.from(data.buffer, data.byteOffset, data.byteLength).equals(t.bytes), `input ${t.name} (${t.datatype}) bytes differ`);
-      if (t.binary && t.bytes.byteLength > 0) assert.equal(data.buffer, body.buffer, `binary input ${t.name} was copied`);
+      assertDecodedAs(input, t, `input ${t.name} (${t.datatype})`, t.binary ? body.buffer : undefined);
     });
   },
 );
@@ -663,14 +676,7 @@ const grpcRoundTrip = property(
     const request = decodeInferRequest(pb.ModelInferRequest.decode(wire));
     request.inputs.forEach((input, i) => {
       const t = named[i]!;
-      assert.ok(!isShared(input));
-      assert.equal(input.name, t.name);
-      assert.equal(input.datatype, t.datatype);
-      assert.deepEqual(input.shape, t.shape);
-      const data = input.data as Uint8Array;
-      const got = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-      assert.ok(got.equals(t.bytes), `input ${t.name} (${t.datatype}, ${t.raw ? 'raw' : 'typed'}) bytes differ`);
-      if (t.raw && t.bytes.byteLength > 0) assert.equal(data.buffer, (wire as Uint8Array).buffer, `raw input ${t.name} was copied`);
+      assertDecodedAs(input, t, `input ${t.name} (${t.datatype}, ${t.raw ? 'raw' : 'typed'})`, t.raw ? (wire as Uint8Array).buffer : undefined);
     });
     // Element sizes agree with the shapes for the fixed-size types.
     for (const t of named) if (t.datatype !== 'BYTES') assert.equal(t.bytes.byteLength, elementSize(t.datatype) * t.shape.reduce((a, b) => a * b, 1));
