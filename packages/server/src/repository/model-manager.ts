@@ -149,7 +149,9 @@ interface LoadContext {
 
 /** Refuses names a load or unload may not use (models-and-scheduling.md §1.1). */
 export function checkModelName(name: string, maxLength = 1024): void {
-  const shown = name.length > 200 ? `${JSON.stringify(name.slice(0, 200)).slice(1, -1)}… (${name.length} characters)` : JSON.stringify(name).slice(1, -1);
+  // Escaped (a NUL or control character stays visible); a long name is shortened where the
+  // message reaches a client (clientErrorMessage), as every echoed name is.
+  const shown = JSON.stringify(name).slice(1, -1);
   const refuse = (why: string) =>
     new NereidError(
       'MODEL_NAME_INVALID',
