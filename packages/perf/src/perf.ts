@@ -54,11 +54,6 @@ async function readIntervals(path: string): Promise<number[]> {
   return values;
 }
 
-/** One load level measured: its summary, or undefined when nothing stable was obtained. */
-interface LevelOutcome {
-  summary: LevelSummary;
-  stable: boolean;
-}
 
 class Run {
   readonly #o: PerfOptions;
@@ -154,7 +149,7 @@ class Run {
   }
 
   /** Measures one level. Throws NereidError when every request of a window failed. */
-  async level(value: number): Promise<LevelOutcome> {
+  async level(value: number): Promise<MeasuredLevel> {
     const o = this.#o;
     const stats = () => this.#transport.statistics();
     let windows: Window[];
@@ -347,6 +342,100 @@ function jsonResult(o: PerfOptions, model: ModelInfo, transport: Transport, resu
   );
 }
 
+/** What a prepared run holds: released by `closeOpened`. */
+interface Opened {
+  transport: Transport;
+  model: ModelInfo;
+  run: Run;
+  shm?: SharedMemoryRun;
+}
+
+/**
+ * Connects, reads the model's metadata, checks the options against it, prepares the requests (and
+ * shared-memory regions, metrics scraping) and warms up: everything before the first level.
+ * Whatever was set up is released when it throws.
+ */
+async function openRun(options: PerfOptions, argv: readonly string[], io: PerfIO, beforeWarmUp?: (run: Run, model: ModelInfo, transport: Transport) => void): Promise<Opened> {
+  const opened: Partial<Opened> = {};
+  try {
+    const transport = (opened.transport = createTransport(options));
+    const intervals = options.requestIntervals ? await readIntervals(options.requestIntervals) : [];
+    const model = (opened.model = await transport.modelInfo());
+    if (model.decoupled && options.serviceKind === 'triton' && !options.streaming) {
+      throw new NereidError('PERF_OPTION', `model '${options.model}' is decoupled (many responses per request); measure it with -i grpc --streaming`);
+    }
+    if (model.sequence && options.workers > 1) {
+      throw new NereidError('PERF_OPTION', `model '${options.model}' is a sequence model; --workers would deal the same correlation ids from every process: drop --workers`);
+    }
+    checkSequenceOptions(options, model);
+    const prepared = await prepareRequests(model, dataOptionsOf(options));
+    let data: { requests: PerfInput[][]; streams?: PerfInput[][][] } = prepared;
+    if (options.sharedMemory === 'system') {
+      opened.shm = await setUpSharedMemory(transport, model, prepared, options);
+      data = opened.shm.data;
+    }
+    let metrics: MetricsCollector | undefined;
+    if (options.collectMetrics) {
+      metrics = new MetricsCollector(options.metricsUrl, options.metricsIntervalMs, options.model, (line) => io.stderr(line));
+      await metrics.check();
+    }
+    const run = (opened.run = new Run(options, argv, io, transport, model, data, intervals, metrics));
+    beforeWarmUp?.(run, model, transport);
+    await run.warmUp();
+    return opened as Opened;
+  } catch (err) {
+    await closeOpened(opened);
+    throw err;
+  }
+}
+
+async function closeOpened(opened: Partial<Opened>): Promise<void> {
+  await opened.run?.close();
+  await opened.shm?.release();
+  await opened.transport?.close();
+}
+
+/** One load level measured by a `PerfSession`. */
+export interface MeasuredLevel {
+  summary: LevelSummary;
+  /** The windows stabilized (perf_analyzer's rule); an unstable level is still summarized. */
+  stable: boolean;
+}
+
+/**
+ * The measurement engine for another tool (`nereid analyze`): perf_analyzer's arguments name the
+ * model, server and measurement settings (the load range is ignored); `measure(value)` then
+ * measures one concurrency or request rate at a time on the same connections.
+ */
+export class PerfSession {
+  readonly #opened: Opened;
+  readonly options: PerfOptions;
+
+  private constructor(options: PerfOptions, opened: Opened) {
+    this.options = options;
+    this.#opened = opened;
+  }
+
+  /** Throws NereidError (code PERF_OPTION for bad arguments) when the run cannot be prepared. */
+  static async open(argv: readonly string[], io: PerfIO = { stdout: () => {}, stderr: () => {} }): Promise<PerfSession> {
+    const options = parsePerfArgs(argv, false);
+    return new PerfSession(options, await openRun(options, argv, io));
+  }
+
+  get loadMode(): LoadMode {
+    return this.#opened.run.loadMode;
+  }
+
+  /** Measures one level; throws NereidError when every request of a window failed. */
+  measure(value: number): Promise<MeasuredLevel> {
+    return this.#opened.run.level(value);
+  }
+
+  close(): Promise<void> {
+    return closeOpened(this.#opened);
+  }
+}
+
 /** Runs `nereid perf ARGS`; resolves with the exit code. */
 export async function runPerf(argv: readonly string[], io: PerfIO = processIO): Promise<number> {
   let options: PerfOptions;
@@ -360,33 +449,10 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
     io.stderr(`error: ${errorMessage(err)}\n`);
     return err instanceof NereidError && err.code === 'PERF_OPTION' ? EXIT_OPTION_ERROR : EXIT_GENERIC_ERROR;
   }
-  let transport: Transport | undefined;
-  let run: Run | undefined;
-  let shm: SharedMemoryRun | undefined;
+  let opened: Opened | undefined;
   try {
-    transport = createTransport(options);
-    const intervals = options.requestIntervals ? await readIntervals(options.requestIntervals) : [];
-    const model = await transport.modelInfo();
-    if (model.decoupled && options.serviceKind === 'triton' && !options.streaming) {
-      throw new NereidError('PERF_OPTION', `model '${options.model}' is decoupled (many responses per request); measure it with -i grpc --streaming`);
-    }
-    if (model.sequence && options.workers > 1) {
-      throw new NereidError('PERF_OPTION', `model '${options.model}' is a sequence model; --workers would deal the same correlation ids from every process: drop --workers`);
-    }
-    checkSequenceOptions(options, model);
-    const prepared = await prepareRequests(model, dataOptionsOf(options));
-    let data: { requests: PerfInput[][]; streams?: PerfInput[][][] } = prepared;
-    if (options.sharedMemory === 'system') {
-      shm = await setUpSharedMemory(transport, model, prepared, options);
-      data = shm.data;
-    }
-    let metrics: MetricsCollector | undefined;
-    if (options.collectMetrics) {
-      metrics = new MetricsCollector(options.metricsUrl, options.metricsIntervalMs, options.model, (line) => io.stderr(line));
-      await metrics.check();
-    }
-    run = new Run(options, argv, io, transport, model, data, intervals, metrics);
-    if (!options.json) {
+    opened = await openRun(options, argv, io, (run, model) => {
+      if (options.json) return;
       io.stdout(
         headerText({
           batchSize: options.batchSize,
@@ -405,8 +471,8 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
           decoupled: model.decoupled,
         }) + '\n',
       );
-    }
-    await run.warmUp();
+    });
+    const { run, model, transport } = opened;
     const code = await sweep(run, options, io);
     if (run.results.length > 0) {
       if (options.json) io.stdout(jsonResult(options, model, transport, run.results, code));
@@ -421,8 +487,6 @@ export async function runPerf(argv: readonly string[], io: PerfIO = processIO): 
     io.stderr(`error: ${errorMessage(err)}\n`);
     return err instanceof NereidError && err.code === 'PERF_OPTION' ? EXIT_OPTION_ERROR : EXIT_GENERIC_ERROR;
   } finally {
-    await run?.close();
-    await shm?.release();
-    await transport?.close();
+    if (opened !== undefined) await closeOpened(opened);
   }
 }

@@ -98,3 +98,7 @@ export {
 } from './cli/options.js';
 /** Byte access to /dev/shm files through the native addon's mappings, or positioned I/O. */
 export { fileBytes, mappingUnavailableReason, type FileBytes } from './core/mapped-file.js';
+// The model configuration's text and JSON forms, for tools that write config.pbtxt files (`nereid analyze`).
+export { parseModelConfigText } from './config/pbtxt-parser.js';
+export { printModelConfigText } from './config/pbtxt-printer.js';
+export { modelConfigFromJson, modelConfigToJson } from './config/config-json.js';
