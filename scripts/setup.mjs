@@ -160,6 +160,13 @@ const NEEDS = [
     service: true,
   },
   {
+    name: 'chromium',
+    what: 'chromium (headless)',
+    debian: ['chromium'],
+    why: "the analyze report test draws the HTML report in a headless browser and checks its charts' pixels",
+    present: () => onPath('chromium'),
+  },
+  {
     name: 'cc',
     what: 'a C compiler (cc) and the C library headers',
     debian: ['gcc', 'libc6-dev'],
@@ -185,7 +192,7 @@ const NEEDS = [
 /** Each profile's needs; a name with a `?` is optional (installed when possible, else reported). */
 const PROFILES = {
   serve: ['cc?'],
-  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'cc'],
+  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'chromium', 'cc'],
   corpus: ['grpc', 'protobuf'],
   conformance: ['numpy', 'venv', 'libb64', 'cc'],
   bench: ['numpy', 'cc'],
