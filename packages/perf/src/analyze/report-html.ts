@@ -420,7 +420,8 @@ function diffBlock(before: string | undefined, after: string | undefined, varian
       const cls = l.op === '+' ? 'add' : l.op === '-' ? 'del' : 'same';
       return `<span class="${cls}">${escapeHtml(`${l.op} ${l.line}`)}</span>`;
     })
-    .join('\n');
+    // Block spans, one per line: no newline between them (it would show as an empty line).
+    .join('');
   const caption = changed === 0 ? 'Identical to the default config.pbtxt.' : `config.pbtxt against the default (${changed} line${changed === 1 ? '' : 's'} changed):`;
   return `<p class="note">${escapeHtml(caption)}</p>\n<pre class="diff">${body}</pre>`;
 }
@@ -442,6 +443,7 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f0f0f0; }
 td:first-child, th:first-child { text-align: left; }
 table.ranking td:nth-child(2), table.ranking th:nth-child(2) { text-align: left; }
+table.notes td:last-child, table.notes th:last-child { text-align: left; }
 tr.default td { background: #eef4fb; }
 .badge { display: inline-block; font-size: 11px; padding: 0 5px; border: 1px solid #4a78b0; border-radius: 3px; color: #2a568f; margin-left: 4px; }
 .yes { color: #1a7f37; font-weight: 600; }
@@ -628,13 +630,13 @@ async function modelSection(result: AnalysisResult, model: ModelResult, options:
       i.change === undefined ? '–' : `${i.change > 0 ? '+' : ''}${num(i.change * 100, 1)} %`,
       escapeHtml(i.note),
     ]);
-    parts.push(table(['Model', 'Throughput alone (infer/sec)', 'Throughput together (infer/sec)', 'Change', 'Note'], rows));
+    parts.push(table(['Model', 'Throughput alone (infer/sec)', 'Throughput together (infer/sec)', 'Change', 'Note'], rows).replace('<table>', '<table class="notes">'));
   }
 
   // 8. Skipped.
   if (skipped.length > 0) {
     parts.push('<h2>Skipped configurations</h2>');
-    parts.push(table(['Model Config Name', 'Reason'], skipped.map((s) => [escapeHtml(s.variant), escapeHtml(s.reason)])));
+    parts.push(table(['Model Config Name', 'Reason'], skipped.map((s) => [escapeHtml(s.variant), escapeHtml(s.reason)])).replace('<table>', '<table class="notes">'));
   }
   return `<section class="model">\n${parts.join('\n')}\n</section>`;
 }
