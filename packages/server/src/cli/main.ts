@@ -1,7 +1,8 @@
 /**
  * The `nereid` command line. `nereid serve` starts the server with `tritonserver`'s option names;
  * `nereid config MODEL_DIR` prints a model's effective configuration; `nereid perf` runs the load
- * generator of `@nereid/perf` (perf_analyzer's flags), loaded only when asked for.
+ * generator of `@nereid/perf` (perf_analyzer's flags) and `nereid analyze` its configuration search
+ * (Model Analyzer's keys), both loaded only when asked for.
  *
  * Every command explains itself with `--help` (`-h`), and `nereid help <command>` is the same.
  * `serve` and `perf` parse their own options (tritonserver's and perf_analyzer's syntaxes), so
@@ -14,7 +15,7 @@ import { runConfigCommand, type ConfigCommandOptions } from './config-command.js
 import { formatServeHelp } from './serve-help.js';
 import { runServe } from './serve.js';
 
-const COMMANDS = ['serve', 'config', 'perf'];
+const COMMANDS = ['serve', 'config', 'perf', 'analyze'];
 
 const wantsHelp = (args: readonly string[]): boolean => args.includes('--help') || args.includes('-h');
 
@@ -32,6 +33,7 @@ export async function main(argv: readonly string[]): Promise<void> {
         "  nereid serve --help     tritonserver's options, their defaults and effect\n" +
         "  nereid config --help    the config command's options\n" +
         "  nereid perf --help      perf_analyzer's options\n" +
+        "  nereid analyze --help   the configuration search's options (Model Analyzer's keys)\n" +
         "'nereid help <command>' does the same.\n",
     );
 
@@ -79,6 +81,17 @@ export async function main(argv: readonly string[]): Promise<void> {
       process.exitCode = await runPerfCommand(args);
     });
 
+  program
+    .command('analyze')
+    .description('search model configurations for the best throughput and latency (Model Analyzer)')
+    .helpOption(false)
+    .allowUnknownOption(true)
+    .allowExcessArguments(true)
+    .argument('[options...]')
+    .action(async (args: string[]) => {
+      process.exitCode = await runPerfCommand(args, 'analyze');
+    });
+
   try {
     await program.parseAsync(argv as string[], { from: 'user' });
   } catch (err) {
@@ -89,16 +102,16 @@ export async function main(argv: readonly string[]): Promise<void> {
 
 /**
  * `@nereid/perf` is an optional companion package: the server does not depend on it, and it is
- * imported only here, by name, when `nereid perf` runs.
+ * imported only here, by name, when `nereid perf` or `nereid analyze` runs.
  */
-async function runPerfCommand(args: readonly string[]): Promise<number> {
+async function runPerfCommand(args: readonly string[], command: 'perf' | 'analyze' = 'perf'): Promise<number> {
   const specifier = '@nereid/perf';
-  let perf: { runPerf(argv: readonly string[]): Promise<number> };
+  let perf: { runPerf(argv: readonly string[]): Promise<number>; runAnalyze(argv: readonly string[]): Promise<number> };
   try {
     perf = (await import(specifier)) as typeof perf;
   } catch {
-    process.stderr.write('nereid perf needs the @nereid/perf package (npm install @nereid/perf)\n');
+    process.stderr.write(`nereid ${command} needs the @nereid/perf package (npm install @nereid/perf)\n`);
     return 99;
   }
-  return perf.runPerf(args);
+  return command === 'perf' ? perf.runPerf(args) : perf.runAnalyze(args);
 }
