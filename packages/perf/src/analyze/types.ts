@@ -128,6 +128,8 @@ export interface AnalyzeConfig {
   /** Beyond Model Analyzer: stop searching after this many seconds (0: no limit) and report what was measured. */
   timeBudgetSeconds: number;
   skipSummaryReports: boolean;
+  /** `skip_detailed_reports`: no per-config detailed reports (config.ts always sets it). */
+  skipDetailedReports?: boolean;
   /** Where the progress goes: a bar on a TTY, plain lines otherwise. */
   progress: 'auto' | 'bar' | 'lines' | 'none';
 }
