@@ -202,7 +202,7 @@ function distance(a: string, b: string): number {
 }
 
 /** The known name nearest to `name`, when it is near enough to be a misspelling. */
-export function closest(name: string, known: Iterable<string>): string | undefined {
+export function closest(name: string, known: readonly string[]): string | undefined {
   let best: string | undefined;
   let bestD = Infinity;
   for (const k of known) {
@@ -212,13 +212,16 @@ export function closest(name: string, known: Iterable<string>): string | undefin
       bestD = d;
     }
   }
-  return best !== undefined && bestD <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+  if (best !== undefined && bestD <= Math.max(2, Math.floor(name.length / 3))) return best;
+  // A shortened name: `max_batch` for `max_batch_size`.
+  const lower = name.toLowerCase();
+  return lower.length >= 4 ? [...known].find((k) => k.toLowerCase().startsWith(lower)) : undefined;
 }
 
-function unknownKey(path: string, key: string, known: Iterable<string>, what = 'key'): never {
+function unknownKey(path: string, key: string, known: readonly string[], what = 'key', listed = `docs/analyze.md lists the ${what}s`): never {
   const near = closest(key, known);
   const where = path === '' ? '' : ` in ${path}`;
-  const fix = near !== undefined ? `did you mean '${near}'?` : `remove it (docs/analyze.md lists the ${what}s)`;
+  const fix = near !== undefined ? `did you mean '${near}'?` : `remove it (${listed})`;
   fail(`unknown ${what} '${key}'${where}: ${fix}`);
 }
 
@@ -448,7 +451,7 @@ function modelConfigParameters(path: string, v: unknown): Record<string, unknown
   const out: Record<string, unknown[]> = {};
   for (const [field, x] of Object.entries(map)) {
     if (field === 'name') fail(`${path}.name: cannot be swept (nereid analyze names the variants); remove it`);
-    if (!MODEL_CONFIG_FIELDS.includes(field)) unknownKey(path, field, MODEL_CONFIG_FIELDS, 'model configuration field');
+    if (!MODEL_CONFIG_FIELDS.includes(field)) unknownKey(path, field, MODEL_CONFIG_FIELDS, 'model configuration field', "model_config.proto's ModelConfig lists them");
     out[field] = candidates(`${path}.${field}`, field, x);
   }
   return out;
@@ -621,7 +624,10 @@ export function loadAnalyzeConfig(argv: readonly string[], env?: AnalyzeEnv): Lo
     ['request_rate', search.minRequestRate, search.maxRequestRate],
   ];
   for (const [what, min, max] of pairs) {
-    if (min > max) fail(`${label(`run_config_search_min_${what}`)} (${min}) is above ${label(`run_config_search_max_${what}`)} (${max}); lower the min or raise the max`);
+    const lo = `run_config_search_min_${what}`;
+    const hi = `run_config_search_max_${what}`;
+    const side = (key: string, v: number) => (has(key) ? `${label(key)} (${v})` : `the default ${key} (${v})`);
+    if (min > max) fail(`${side(lo, min)} is above ${side(hi, max)}; lower the min or raise the max`);
   }
 
   // Objectives and constraints
