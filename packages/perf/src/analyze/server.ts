@@ -30,15 +30,18 @@ export interface ServerHandle {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
+/** `n` distinct free ports (all held open until every one is chosen, so none repeats). */
+async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+      const s = createServer();
+      s.once('error', reject);
+      s.listen(0, '127.0.0.1', () => resolve(s));
+    })),
+  );
+  const ports = servers.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return ports;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -113,7 +116,7 @@ export async function connectRemote(config: AnalyzeConfig): Promise<ServerHandle
  * to `logFile`; a server that exits while starting is an error quoting the log's end.
  */
 export async function launchLocal(config: AnalyzeConfig, repositories: readonly string[], logFile: string): Promise<ServerHandle> {
-  const [http, grpc, metrics] = [await freePort(), await freePort(), await freePort()];
+  const [http, grpc, metrics] = await freePorts(3);
   const flags = [
     ...repositories.map((r) => `--model-repository=${r}`),
     '--model-control-mode=explicit',
