@@ -4,3 +4,4 @@
  */
 export * from './onnx/index.js';
 export * from './models/index.js';
+export { CHROMIUM, colorRegion, rgb, screenshot, type Png } from './chromium.js';

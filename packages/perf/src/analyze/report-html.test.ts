@@ -5,12 +5,10 @@
  * screenshot whose pixels are checked).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { colorRegion, screenshot } from '@nereid/testkit';
 import { escapeHtml, FRONTIER_COLOR, lineDiff, renderReport, VARIANT_COLORS } from './report-html.js';
 import type { AnalysisResult, Measurement, ModelResult, RankedVariant, Variant } from './types.js';
 
@@ -263,66 +261,6 @@ describe('lineDiff', () => {
   });
 });
 
-/** The screenshot as RGBA pixels (pngjs has no types of its own). */
-interface Png {
-  width: number;
-  height: number;
-  data: Buffer;
-}
-const { PNG } = createRequire(import.meta.url)('pngjs') as { PNG: { sync: { read(buffer: Buffer): Png } } };
-
-const CHROMIUM = '/usr/bin/chromium';
-
-/** Screenshots `html` with headless Chromium at 1280×2000; fails (never skips) when it is missing. */
-async function screenshot(html: string, timeoutMs = 60_000): Promise<{ png: Png; ms: number; file: string; shot: string }> {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (node scripts/setup.mjs test installs it)`);
-  const dir = mkdtempSync(join(tmpdir(), 'nereid-report-'));
-  const file = join(dir, 'report.html');
-  const shot = join(dir, 'report.png');
-  writeFileSync(file, html);
-  const args = [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-dev-shm-usage',
-    '--hide-scrollbars',
-    '--force-color-profile=srgb',
-    '--no-first-run',
-    `--user-data-dir=${join(dir, 'profile')}`,
-    '--window-size=1280,2000',
-    `--screenshot=${shot}`,
-    `file://${file}`,
-  ];
-  const started = Date.now();
-  const output = await new Promise<string>((resolve, reject) => {
-    const child = spawn(CHROMIUM, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let text = '';
-    child.stdout.on('data', (d: Buffer) => void (text += d));
-    child.stderr.on('data', (d: Buffer) => void (text += d));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`chromium took over ${timeoutMs} ms:\n${text}`));
-    }, timeoutMs);
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve(text);
-      else reject(new Error(`chromium exited ${code}:\n${text}`));
-    });
-  });
-  const ms = Date.now() - started;
-  assert.ok(existsSync(shot), `chromium wrote no screenshot:\n${output}`);
-  const png = PNG.sync.read(readFileSync(shot));
-  return { png, ms, file, shot };
-}
-
-function rgb(hex: string): [number, number, number] {
-  return [parseInt(hex.slice(1, 3), 16), parseInt(hex.slice(3, 5), 16), parseInt(hex.slice(5, 7), 16)];
-}
-
 describe('renderReport in a browser', () => {
   it('draws the frontier plot: the frontier line, the variant points and the axes', { timeout: 120_000 }, async (t) => {
     const html = await renderReport(fixture(), OPTIONS);
@@ -333,24 +271,7 @@ describe('renderReport in a browser', () => {
         const i = (y * png.width + x) * 4;
         return [png.data[i], png.data[i + 1], png.data[i + 2]];
       };
-      const [fr, fg, fb] = rgb(FRONTIER_COLOR);
-      let count = 0;
-      let minX = Infinity;
-      let maxX = -Infinity;
-      let minY = Infinity;
-      let maxY = -Infinity;
-      for (let y = 0; y < png.height; y++) {
-        for (let x = 0; x < png.width; x++) {
-          const [r, g, b] = at(x, y);
-          if (r === fr && g === fg && b === fb) {
-            count++;
-            minX = Math.min(minX, x);
-            maxX = Math.max(maxX, x);
-            minY = Math.min(minY, y);
-            maxY = Math.max(maxY, y);
-          }
-        }
-      }
+      const { count, minX, maxX, minY, maxY } = colorRegion(png, FRONTIER_COLOR);
       assert.ok(count > 200, `only ${count} pixels of the frontier's color (${file}, ${shot})`);
       // The frontier rises over several levels: its pixels span a region, not a dot or a legend swatch.
       assert.ok(maxX - minX > 150 && maxY - minY > 100, `frontier spans ${maxX - minX}×${maxY - minY} px`);
