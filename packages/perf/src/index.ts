@@ -6,4 +6,5 @@ export { runPerf, PerfSession, type MeasuredLevel, EXIT_SUCCESS, EXIT_UNSTABLE, 
 export { parsePerfArgs, type PerfOptions } from './options.js';
 export type { LevelSummary, ServerBreakdown } from './report.js';
 export { runAnalyze, type AnalyzeIO } from './analyze/analyze.js';
+export { FRONTIER_COLOR } from './analyze/report-html.js';
 export type { AnalysisResult, AnalyzeConfig, Measurement, ModelResult, Variant } from './analyze/types.js';

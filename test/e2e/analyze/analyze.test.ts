@@ -1,0 +1,234 @@
+/**
+ * `nereid analyze` end to end on the example MLP (ONNX Runtime): each run starts its own Nereid
+ * server in local mode and applies every variant through the repository API. Brute force and the
+ * quick search on the same space; every config written loads and serves; the report draws its
+ * frontier plot in headless Chromium; an interrupted run resumes from its checkpoint; a latency
+ * budget nothing meets; configuration errors before anything is measured.
+ *
+ * Measurement noise: levels are measured over three 200 ms windows on a machine shared by the
+ * server and the load, where repeated measurements of one configuration vary by up to about 15 %;
+ * "at least as good" is therefore asserted within 20 %.
+ */
+import assert from 'node:assert/strict';
+import { cp, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { FRONTIER_COLOR, runAnalyze, type AnalysisResult } from '@nereid/perf';
+import { colorRegion, screenshot } from '@nereid/testkit';
+import { HttpClient } from '@nereid/client';
+import { removeDir, startServer } from '../../helpers/harness.js';
+
+const EXAMPLE_MLP = fileURLToPath(new URL('../../../../examples/model_repository/mlp', import.meta.url));
+
+/** Fast, fixed-length measurements: three 200 ms windows, no stability gate. */
+const FAST = ['perf_analyzer_flags:', '  measurement-interval: 200', '  stability-percentage: 100', '  max-trials: 3'];
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function analyze(cwd: string, yaml: string[], extra: string[] = []): Promise<Outcome> {
+  await writeFile(join(cwd, 'config.yaml'), yaml.join('\n') + '\n');
+  let stdout = '';
+  let stderr = '';
+  const code = await runAnalyze(['-f', join(cwd, 'config.yaml'), '--progress', 'none', ...extra], {
+    stdout: (t) => void (stdout += t),
+    stderr: (t) => void (stderr += t),
+    stderrIsTty: false,
+    cwd,
+  });
+  return { code, stdout, stderr };
+}
+
+const shown = (o: Outcome) => `exit ${o.code}\n--- stdout ---\n${o.stdout}\n--- stderr ---\n${o.stderr}`;
+
+async function result(dir: string): Promise<AnalysisResult> {
+  return JSON.parse(await readFile(join(dir, 'results', 'analysis.json'), 'utf8')) as AnalysisResult;
+}
+
+/** A work directory with a repository holding a copy of the example MLP. */
+async function workspace(): Promise<{ work: string; repo: string }> {
+  const work = await mkdtemp(join(tmpdir(), 'nereid-analyze-'));
+  const repo = join(work, 'models');
+  await cp(EXAMPLE_MLP, join(repo, 'mlp'), { recursive: true });
+  return { work, repo };
+}
+
+function space(repo: string, mode: 'brute' | 'quick', maxInstances = 2): string[] {
+  return [
+    `model_repository: ${repo}`,
+    'profile_models: mlp',
+    `run_config_search_mode: ${mode}`,
+    `run_config_search_max_instance_count: ${maxInstances}`,
+    'run_config_search_max_model_batch_size: 8',
+    'run_config_search_max_concurrency: 16',
+    ...FAST,
+  ];
+}
+
+describe('nereid analyze: brute force and quick search on the example MLP', () => {
+  let work = '';
+  let repo = '';
+  let brute: Outcome;
+  let quick: Outcome;
+
+  before(async () => {
+    ({ work, repo } = await workspace());
+    brute = await analyze(work, [...space(repo, 'brute'), 'export_path: brute', 'output_model_repository_path: brute/output', 'checkpoint_directory: brute/ckpt']);
+    quick = await analyze(work, [...space(repo, 'quick'), 'export_path: quick', 'output_model_repository_path: quick/output', 'checkpoint_directory: quick/ckpt']);
+  });
+
+  after(async () => {
+    if (work !== '') await removeDir(work);
+  });
+
+  it('both finish, print the ranking and the two recommendations, and write Model Analyzer\'s CSV', async () => {
+    for (const o of [brute, quick]) {
+      assert.equal(o.code, 0, shown(o));
+      assert.match(o.stdout, /In \d+ measurements across \d+ configurations, mlp_config_\w+ /);
+      assert.match(o.stdout, /Throughput-optimized: mlp_config_\w+ \(/);
+      assert.match(o.stdout, /Latency-optimized: mlp_config_\w+ \(/);
+    }
+    const csv = (await readFile(join(work, 'brute', 'results', 'metrics-model-inference.csv'), 'utf8')).trim().split('\n');
+    assert.equal(csv[0], 'Model,Batch,Concurrency,Model Config Path,Instance Group,Max Batch Size,Satisfies Constraints,Throughput (infer/sec),p99 Latency (ms)');
+    assert.ok(csv.length > 20, csv.join('\n'));
+  });
+
+  it('brute force covers the default and every instance count × max batch size; quick measures far fewer levels', async () => {
+    const b = await result(join(work, 'brute'));
+    const q = await result(join(work, 'quick'));
+    const configs = new Set(b.measurements.map((m) => m.variant));
+    assert.ok(configs.has('mlp_config_default'));
+    const shapes = new Set(b.variants.filter((v) => !v.isDefault).map((v) => `${v.summary.instanceCount}x${v.summary.maxBatchSize}`));
+    assert.deepEqual([...shapes].sort(), ['1x1', '1x2', '1x4', '1x8', '2x1', '2x2', '2x4', '2x8']);
+    assert.ok(q.measurements.length < b.measurements.length, `quick ${q.measurements.length} vs brute ${b.measurements.length} measurements`);
+  });
+
+  it('quick search finds a configuration at least as good as brute force (within 20 %)', async () => {
+    const b = await result(join(work, 'brute'));
+    const q = await result(join(work, 'quick'));
+    const bt = b.models[0].throughputOptimized!;
+    const qt = q.models[0].throughputOptimized!;
+    assert.ok(qt.perf_throughput >= bt.perf_throughput * 0.8, `quick ${qt.variant} ${qt.perf_throughput.toFixed(0)} infer/sec vs brute ${bt.variant} ${bt.perf_throughput.toFixed(0)}`);
+  });
+
+  it('every generated config loads and serves', { timeout: 120_000 }, async () => {
+    const output = join(work, 'brute', 'output');
+    const names = (await readdir(output)).sort();
+    assert.ok(names.length >= 9, names.join(' '));
+    const srv = await startServer({ modelRepositories: [output], modelControlMode: 'explicit' });
+    try {
+      const client = new HttpClient(srv.url);
+      for (const name of names) {
+        await client.loadModel(name);
+        const r = await client.infer({ model: name, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 256], data: new Float32Array(256).fill(0.5) }] });
+        assert.deepEqual(r.shape('OUTPUT0'), [1, 16], name);
+        await client.unloadModel(name);
+      }
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('writes one self-contained report whose frontier plot Chromium draws', { timeout: 120_000 }, async () => {
+    const html = await readFile(join(work, 'brute', 'reports', 'analysis.html'), 'utf8');
+    assert.doesNotMatch(html, /<script|https?:\/\/(?!www\.w3\.org)/);
+    const { png, file } = await screenshot(html);
+    const frontier = colorRegion(png, FRONTIER_COLOR);
+    assert.ok(frontier.count > 100, `only ${frontier.count} pixels of the frontier's color (${file})`);
+    assert.ok(frontier.maxY - frontier.minY > 20, `the frontier spans ${frontier.maxX - frontier.minX}×${frontier.maxY - frontier.minY} px`);
+    await removeDir(join(file, '..'));
+  });
+});
+
+describe('nereid analyze: checkpoints', () => {
+  let work = '';
+  let repo = '';
+
+  before(async () => {
+    ({ work, repo } = await workspace());
+  });
+
+  after(async () => {
+    if (work !== '') await removeDir(work);
+  });
+
+  it('an interrupted run resumes from its checkpoint without measuring finished levels again', { timeout: 240_000 }, async () => {
+    const yaml = space(repo, 'brute', 1);
+    const first = await analyze(work, yaml, ['--time-budget', '3']);
+    assert.equal(first.code, 0, shown(first));
+    assert.match(first.stdout, /Partial results: the time budget \(3 s\) ran out/);
+    const cut = await result(work);
+    assert.ok(cut.measurements.length >= 1, shown(first));
+    const second = await analyze(work, yaml, ['--override-output-model-repository']);
+    assert.equal(second.code, 0, shown(second));
+    const full = await result(work);
+    const reused = /Measured (\d+) levels in this run, (\d+) reused from the checkpoint/.exec(second.stdout);
+    assert.ok(reused, shown(second));
+    assert.equal(Number(reused[2]), cut.measurements.length);
+    assert.equal(Number(reused[1]) + Number(reused[2]), full.measurements.length);
+    // The first run's measurements are in the result as they were taken, not measured again.
+    for (const m of cut.measurements) {
+      assert.ok(full.measurements.some((n) => n.variant === m.variant && n.concurrency === m.concurrency && n.at === m.at), `${m.variant}@${m.concurrency} was measured again`);
+    }
+    assert.ok(full.measurements.length > cut.measurements.length);
+    assert.equal(full.partial, undefined);
+    assert.deepEqual((await readdir(join(work, 'checkpoints'))).sort(), ['0.ckpt', '1.ckpt']);
+  });
+});
+
+describe('nereid analyze: constraints and configuration errors', () => {
+  let work = '';
+  let repo = '';
+
+  before(async () => {
+    ({ work, repo } = await workspace());
+  });
+
+  after(async () => {
+    if (work !== '') await removeDir(work);
+  });
+
+  it('a latency budget nothing meets: a clear message, and still the best-effort frontier and recommendations', { timeout: 120_000 }, async () => {
+    const o = await analyze(work, [
+      `model_repository: ${repo}`,
+      'profile_models:',
+      '  mlp:',
+      '    parameters:',
+      '      concurrency: [1, 2]',
+      'latency_budget: 0.001',
+      'run_config_search_max_instance_count: 1',
+      'run_config_search_max_model_batch_size: 1',
+      ...FAST,
+    ]);
+    assert.equal(o.code, 0, shown(o));
+    assert.match(o.stdout, /No measurement of 'mlp' meets the constraints \(p99 latency ≤ 0\.001 ms\)\. The closest is mlp_config_\w+ at concurrency \d: p99 latency [\d.]+ ms/);
+    const r = await result(work);
+    assert.ok(r.models[0].frontier.length >= 1);
+    assert.ok(r.models[0].throughputOptimized && r.models[0].latencyOptimized);
+    assert.ok(r.models[0].ranking.every((x) => !x.passes));
+    const html = await readFile(join(work, 'reports', 'analysis.html'), 'utf8');
+    assert.match(html, /No measurement of &#39;mlp&#39; meets the constraints|No measurement of 'mlp' meets the constraints/);
+  });
+
+  it('a bad key or value is an error before anything is measured', async () => {
+    const dir = await mkdtemp(join(work, 'bad-'));
+    const unknown = await analyze(dir, [`model_repository: ${repo}`, 'profile_models: mlp', 'run_config_search_max_concurency: 8']);
+    assert.equal(unknown.code, 3, shown(unknown));
+    assert.match(unknown.stderr, /run_config_search_max_concurency/);
+    assert.match(unknown.stderr, /run_config_search_max_concurrency/, 'names the key it probably meant');
+    const value = await analyze(dir, [`model_repository: ${repo}`, 'profile_models: mlp', 'run_config_search_max_concurrency: many']);
+    assert.equal(value.code, 3, shown(value));
+    assert.match(value.stderr, /run_config_search_max_concurrency/);
+    const model = await analyze(dir, [`model_repository: ${repo}`, 'profile_models: nosuchmodel']);
+    assert.equal(model.code, 3, shown(model));
+    assert.match(model.stderr, /nosuchmodel/);
+    for (const o of [unknown, value, model]) assert.equal(o.stdout, '');
+    assert.ok(!existsSync(join(dir, 'checkpoints')) && !existsSync(join(dir, 'nereid-server.log')), 'nothing ran');
+  });
+});
