@@ -8,6 +8,8 @@ import { fileURLToPath } from 'node:url';
 /** The repository root (this file compiles to dist/test/helpers/cli.js). */
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const NEREID_BIN = fileURLToPath(new URL('../../../packages/server/bin/nereid.js', import.meta.url));
+/** Nereid's `tritonserver` launcher (docs/tritonserver-launcher.md). */
+export const TRITONSERVER_BIN = fileURLToPath(new URL('../../../packages/server/bin/tritonserver', import.meta.url));
 export const EXAMPLE_REPOSITORY = fileURLToPath(new URL('../../../examples/model_repository', import.meta.url));
 
 export interface Exit {
@@ -38,9 +40,12 @@ export class NereidProcess {
   #exit: Exit | undefined;
   #listeners = new Set<() => void>();
 
-  /** @param env variables added to this process's environment for the child */
-  constructor(args: readonly string[], env: Record<string, string> = {}) {
-    this.child = spawn(process.execPath, [NEREID_BIN, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  /**
+   * @param env variables added to this process's environment for the child
+   * @param bin the script run with `args`: `nereid` unless told (`TRITONSERVER_BIN`)
+   */
+  constructor(args: readonly string[], env: Record<string, string> = {}, bin: string = NEREID_BIN) {
+    this.child = spawn(process.execPath, [bin, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       this.#stdout += s;
       this.#notify();
