@@ -207,6 +207,10 @@ describe('HTTP', () => {
     assert.equal((await overrideDirs()).length, before.length + 1);
     assert.equal(existsSync(join(repo, 'sent')), false, 'nothing is written into the repository');
 
+    // Megabytes of override files in one JSON body (base64): a model's weights, say.
+    await http.loadModel('sent', { config: taggedConfigJson('sent', ONE), files: { '1/model.onnx': taggedOnnx(66), '1/weights.bin': new Uint8Array(8 << 20).fill(7) } });
+    assert.deepEqual(await infer('sent'), { version: '1', out: [66, 67, 68, 69] });
+
     // Replacing the files of a model that is in the repository.
     await http.loadModel('a', { config: taggedConfigJson('a', ONE), files: { '1/model.onnx': taggedOnnx(55) } });
     assert.deepEqual(await infer('a'), { version: '1', out: [55, 56, 57, 58] });
