@@ -45,6 +45,8 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'sequence', figure: 'sequence batcher throughput', label: 'sequence batcher vs dynamic batcher with client-held state' },
   { bench: 'ensemble', figure: 'ensemble added per step', label: 'ensemble added per step (µs)', target: { on: 'value', op: '<', bound: 25 } },
   { bench: 'ocr-pipeline', figure: 'ocr ensemble (5 steps), latency per image', label: 'OCR pipeline: one ensemble request vs 5 client calls (latency)', target: { on: 'ratio', op: '<', bound: 1 } },
+  { bench: 'analyze', figure: 'analyze quick speed-up over Model Analyzer brute (wall time)', label: 'nereid analyze quick vs Model Analyzer brute (wall-time speed-up)', target: { on: 'value', op: '>=', bound: 5 } },
+  { bench: 'analyze', figure: 'analyze quick recommendation throughput', label: 'nereid analyze quick recommendation vs best found (throughput)', target: { on: 'ratio', op: '>=', bound: 0.95 } },
 ];
 
 const NUMBER = String.raw`-?(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?|NaN|Infinity)`;

@@ -195,7 +195,7 @@ const PROFILES = {
   test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'chromium', 'cc'],
   corpus: ['grpc', 'protobuf'],
   conformance: ['numpy', 'venv', 'libb64', 'cc'],
-  bench: ['numpy', 'cc'],
+  bench: ['numpy', 'venv', 'libb64', 'cc'],
 };
 
 function fail(message) {

@@ -148,8 +148,11 @@ class Run {
     await load.stop();
   }
 
-  /** Measures one level. Throws NereidError when every request of a window failed. */
-  async level(value: number): Promise<MeasuredLevel> {
+  /**
+   * Measures one level. Throws NereidError when every request of a window failed. `lastWindowOnly`
+   * summarizes the last window alone (the earlier ones were the load's warm-up).
+   */
+  async level(value: number, lastWindowOnly = false): Promise<MeasuredLevel> {
     const o = this.#o;
     const stats = () => this.#transport.statistics();
     let windows: Window[];
@@ -169,6 +172,7 @@ class Run {
       } else {
         const result = await measureLevel(load, this.#settings, stats, (w, i) => this.#onWindow(value, w, i));
         ({ windows, merged, stable, latencyUnstable } = result);
+        if (lastWindowOnly) merged = windows[windows.length - 1];
       }
     } finally {
       await load.stop();
@@ -426,9 +430,13 @@ export class PerfSession {
     return this.#opened.run.loadMode;
   }
 
-  /** Measures one level; throws NereidError when every request of a window failed. */
-  measure(value: number): Promise<MeasuredLevel> {
-    return this.#opened.run.level(value);
+  /**
+   * Measures one level; throws NereidError when every request of a window failed. With
+   * `lastWindowOnly` the result is the last window's alone (a quick screening whose first windows
+   * warm the load up).
+   */
+  measure(value: number, options: { lastWindowOnly?: boolean } = {}): Promise<MeasuredLevel> {
+    return this.#opened.run.level(value, options.lastWindowOnly === true);
   }
 
   close(): Promise<void> {

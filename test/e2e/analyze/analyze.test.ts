@@ -2,8 +2,9 @@
  * `nereid analyze` end to end on the example MLP (ONNX Runtime): each run starts its own Nereid
  * server in local mode and applies every variant through the repository API. Brute force and the
  * quick search on the same space; every config written loads and serves; the report draws its
- * frontier plot in headless Chromium; an interrupted run resumes from its checkpoint; a latency
- * budget nothing meets; configuration errors before anything is measured.
+ * frontier plot in headless Chromium; a run cut short (time budget, Ctrl-C) resumes from its
+ * checkpoint; two models profiled together; a latency budget nothing meets; configuration errors
+ * before anything is measured.
  *
  * Measurement noise: levels are measured over three 200 ms windows on a machine shared by the
  * server and the load, where repeated measurements of one configuration vary by up to about 15 %;
@@ -11,6 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { cp, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { FRONTIER_COLOR, runAnalyze, type AnalysisResult } from '@nereid/perf';
 import { colorRegion, screenshot } from '@nereid/testkit';
 import { HttpClient } from '@nereid/client';
+import { NEREID_BIN } from '../../helpers/cli.js';
 import { removeDir, startServer } from '../../helpers/harness.js';
 
 const EXAMPLE_MLP = fileURLToPath(new URL('../../../../examples/model_repository/mlp', import.meta.url));
@@ -158,27 +161,131 @@ describe('nereid analyze: checkpoints', () => {
     if (work !== '') await removeDir(work);
   });
 
-  it('an interrupted run resumes from its checkpoint without measuring finished levels again', { timeout: 240_000 }, async () => {
+  it('a run cut short by its time budget, then by Ctrl-C, resumes from its checkpoints without measuring finished levels again', { timeout: 300_000 }, async () => {
     const yaml = space(repo, 'brute', 1);
     const first = await analyze(work, yaml, ['--time-budget', '3']);
     assert.equal(first.code, 0, shown(first));
     assert.match(first.stdout, /Partial results: the time budget \(3 s\) ran out/);
     const cut = await result(work);
     assert.ok(cut.measurements.length >= 1, shown(first));
-    const second = await analyze(work, yaml, ['--override-output-model-repository']);
-    assert.equal(second.code, 0, shown(second));
+
+    // The command itself, interrupted once it has checkpointed a new measurement.
+    const child = spawn(process.execPath, [NEREID_BIN, 'analyze', '-f', join(work, 'config.yaml'), '--override-output-model-repository', '--progress', 'lines'], { cwd: work, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => void (out += d));
+    child.stderr.on('data', (d: Buffer) => void (out += d));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const checkpoint = join(work, 'checkpoints', '1.ckpt');
+    for (let waited = 0; ; waited += 100) {
+      const saved = existsSync(checkpoint) ? (JSON.parse(await readFile(checkpoint, 'utf8')) as { measurements: unknown[] }).measurements.length : 0;
+      if (saved > cut.measurements.length) break;
+      assert.ok(waited < 120_000, `no new measurement checkpointed:\n${out}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    child.kill('SIGINT');
+    assert.equal(await exited, 0, out);
+    assert.match(out, /Partial results: interrupted/);
+    const interrupted = await result(work);
+    assert.ok(interrupted.measurements.length > cut.measurements.length);
+    assert.match(await readFile(join(work, 'nereid-server.log'), 'utf8'), /./, 'the server it started wrote its log');
+
+    const last = await analyze(work, yaml, ['--override-output-model-repository']);
+    assert.equal(last.code, 0, shown(last));
     const full = await result(work);
-    const reused = /Measured (\d+) levels in this run, (\d+) reused from the checkpoint/.exec(second.stdout);
-    assert.ok(reused, shown(second));
-    assert.equal(Number(reused[2]), cut.measurements.length);
+    const reused = /Measured (\d+) levels in this run, (\d+) reused from the checkpoint/.exec(last.stdout);
+    assert.ok(reused, shown(last));
+    assert.equal(Number(reused[2]), interrupted.measurements.length);
     assert.equal(Number(reused[1]) + Number(reused[2]), full.measurements.length);
-    // The first run's measurements are in the result as they were taken, not measured again.
-    for (const m of cut.measurements) {
+    // Earlier measurements are in the result as they were taken, not measured again.
+    for (const m of interrupted.measurements) {
       assert.ok(full.measurements.some((n) => n.variant === m.variant && n.concurrency === m.concurrency && n.at === m.at), `${m.variant}@${m.concurrency} was measured again`);
     }
-    assert.ok(full.measurements.length > cut.measurements.length);
+    assert.ok(full.measurements.length > interrupted.measurements.length);
     assert.equal(full.partial, undefined);
-    assert.deepEqual((await readdir(join(work, 'checkpoints'))).sort(), ['0.ckpt', '1.ckpt']);
+    assert.deepEqual((await readdir(join(work, 'checkpoints'))).sort(), ['0.ckpt', '1.ckpt', '2.ckpt']);
+  });
+});
+
+describe('nereid analyze: several models on one server', () => {
+  let work = '';
+  let repo = '';
+
+  before(async () => {
+    ({ work, repo } = await workspace());
+    await cp(join(repo, 'mlp'), join(repo, 'mlp_b'), { recursive: true });
+    const config = join(repo, 'mlp_b', 'config.pbtxt');
+    await writeFile(config, (await readFile(config, 'utf8')).replace('name: "mlp"', 'name: "mlp_b"'));
+  });
+
+  after(async () => {
+    if (work !== '') await removeDir(work);
+  });
+
+  it('profiles each model, then their best configurations together, and reports the interference', { timeout: 180_000 }, async () => {
+    const o = await analyze(work, [
+      `model_repository: ${repo}`,
+      'profile_models: mlp, mlp_b',
+      'run_config_profile_models_concurrently_enable: true',
+      'concurrency: 4',
+      'run_config_search_max_instance_count: 1',
+      'run_config_search_max_model_batch_size: 2',
+      ...FAST,
+    ]);
+    assert.equal(o.code, 0, shown(o));
+    const r = await result(work);
+    assert.deepEqual(r.models.map((m) => m.model), ['mlp', 'mlp_b']);
+    assert.equal(r.interference?.length, 2, shown(o));
+    for (const i of r.interference!) {
+      assert.ok(i.alone! > 0 && i.together! > 0, JSON.stringify(i));
+      assert.match(i.note, /infer\/sec alone, [\d.]+ beside mlp(_b)?_config_\w+ \([+-][\d.]+%\)/);
+    }
+    assert.match(o.stdout, /Models profiled together:\n  mlp: /);
+  });
+});
+
+describe('nereid analyze: remote mode', () => {
+  let work = '';
+  let repo = '';
+
+  before(async () => {
+    ({ work, repo } = await workspace());
+  });
+
+  after(async () => {
+    if (work !== '') await removeDir(work);
+  });
+
+  it("profiles on a running server through load overrides while the model's own configuration keeps serving", { timeout: 180_000 }, async () => {
+    // The server's repository is elsewhere: variants reach it only as config and file overrides.
+    const served = await mkdtemp(join(work, 'served-'));
+    await cp(join(repo, 'mlp'), join(served, 'mlp'), { recursive: true });
+    const srv = await startServer({ modelRepositories: [served], modelControlMode: 'explicit', loadModels: ['mlp'] }, {});
+    try {
+      const o = await analyze(work, [
+        `model_repository: ${repo}`,
+        'profile_models: mlp',
+        'triton_launch_mode: remote',
+        `triton_http_endpoint: ${srv.url.replace('http://', '')}`,
+        'client_protocol: http',
+        'concurrency: [1, 4]',
+        'run_config_search_max_instance_count: 1',
+        'run_config_search_max_model_batch_size: 2',
+        ...FAST,
+      ]);
+      assert.equal(o.code, 0, shown(o));
+      const r = await result(work);
+      assert.equal(r.server.launchMode, 'remote');
+      assert.deepEqual([...new Set(r.measurements.map((m) => m.variant))].sort(), ['mlp_config_0', 'mlp_config_1', 'mlp_config_default']);
+      assert.ok(r.measurements.every((m) => m.cpu_used_ram === undefined), "a remote server's memory is not visible");
+      const client = new HttpClient(srv.url);
+      assert.equal(await client.isModelReady('mlp'), true, 'the original kept serving');
+      const index = await client.repositoryIndex();
+      const loaded = index.filter((e) => e.state === 'READY').map((e) => e.name);
+      assert.deepEqual(loaded, ['mlp'], 'every variant was unloaded afterwards');
+      assert.deepEqual(await readdir(served), ['mlp'], "nothing was written to the server's repository");
+    } finally {
+      await srv.stop();
+    }
   });
 });
 

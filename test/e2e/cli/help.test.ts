@@ -51,15 +51,15 @@ function parseHelp(help: string): { entries: Map<string, HelpEntry>; groups: str
 }
 
 describe('nereid --help', () => {
-  it('lists serve, config and perf, one line each, and says how to get each one\'s help', async () => {
+  it('lists serve, config, perf and analyze, one line each, and says how to get each one\'s help', async () => {
     const { exit, stdout } = await runNereid(['--help']);
     assert.deepEqual(exit, { code: 0, signal: null });
-    for (const command of ['serve', 'config', 'perf']) {
+    for (const command of ['serve', 'config', 'perf', 'analyze']) {
       assert.match(stdout, new RegExp(`^ {2}${command} +\\S.*$`, 'm'), stdout);
       assert.match(stdout, new RegExp(`^ {2}nereid ${command} --help +\\S`, 'm'), stdout);
     }
-    const commandLines = stdout.slice(stdout.indexOf('Commands:')).split('\n').slice(1, 4);
-    assert.deepEqual(commandLines.map((l) => l.trim().split(/\s+/)[0]), ['serve', 'config', 'perf'], stdout);
+    const commandLines = stdout.slice(stdout.indexOf('Commands:')).split('\n').slice(1, 5);
+    assert.deepEqual(commandLines.map((l) => l.trim().split(/\s+/)[0]), ['serve', 'config', 'perf', 'analyze'], stdout);
   });
 
   it('nereid help <command> is <command> --help', async () => {
@@ -67,6 +67,9 @@ describe('nereid --help', () => {
     const perf = await runNereid(['help', 'perf']);
     assert.equal(perf.exit.code, 0);
     assert.match(perf.stdout, /^Usage: nereid perf /);
+    const analyze = await runNereid(['help', 'analyze']);
+    assert.equal(analyze.exit.code, 0);
+    assert.match(analyze.stdout, /^Usage: nereid analyze /);
     const config = await runNereid(['help', 'config']);
     assert.equal(config.exit.code, 0);
     assert.match(config.stdout, /^Usage: nereid config \[options\] <model-directory>/);

@@ -172,6 +172,36 @@ async function profileTogether(engine: Engine, results: ModelResult[], variants:
   return { measured, interference };
 }
 
+/**
+ * Objectives and constraints on metrics this run cannot measure (GPU metrics: Nereid serves on
+ * CPU; CPU memory: not visible on a remote server) are dropped, each with a warning, rather than
+ * failing every configuration or deciding nothing.
+ */
+function unmeasurable(config: AnalyzeConfig, server: ServerHandle): string[] {
+  const warnings: string[] = [];
+  const missing = (tag: string): string | undefined =>
+    tag.startsWith('gpu_')
+      ? 'no GPU metrics: the server runs models on CPU'
+      : tag.startsWith('cpu_') && server.launchMode === 'remote'
+        ? "the memory of a remote server's processes is not visible; use local launch mode to measure it"
+        : undefined;
+  for (const model of config.models) {
+    for (const tag of Object.keys(model.constraints) as (keyof typeof model.constraints)[]) {
+      const why = missing(tag);
+      if (why === undefined) continue;
+      delete model.constraints[tag];
+      warnings.push(`profile_models.${model.name}.constraints.${tag} cannot be checked (${why}); it is ignored`);
+    }
+    const objectives = Object.keys(model.objectives) as (keyof typeof model.objectives)[];
+    const kept = objectives.filter((tag) => missing(tag) === undefined);
+    if (kept.length === objectives.length) continue;
+    for (const tag of objectives.filter((t) => !kept.includes(t))) warnings.push(`profile_models.${model.name}.objectives.${tag} cannot be measured (${missing(tag)}); it is ignored`);
+    const total = kept.reduce((a, t) => a + (model.objectives[t] ?? 0), 0);
+    model.objectives = total > 0 ? Object.fromEntries(kept.map((t) => [t, (model.objectives[t] ?? 0) / total])) : { perf_throughput: 1 };
+  }
+  return warnings;
+}
+
 /** Runs `nereid analyze ARGS`; resolves with the exit code. */
 export async function runAnalyze(argv: readonly string[], io: AnalyzeIO = processIO): Promise<number> {
   let config: AnalyzeConfig;
@@ -204,6 +234,7 @@ export async function runAnalyze(argv: readonly string[], io: AnalyzeIO = proces
         ? await launchLocal(config, [config.modelRepository, config.outputModelRepositoryPath], join(config.exportPath, 'nereid-server.log'))
         : await connectRemote(config);
     const meta = await server.client.serverMetadata();
+    for (const w of unmeasurable(config, server)) io.stderr(`warning: ${w}\n`);
 
     const books = new Map<string, VariantBook>();
     const restoredVariants = new Map<string, Variant>();
@@ -228,7 +259,6 @@ export async function runAnalyze(argv: readonly string[], io: AnalyzeIO = proces
       () => save(),
       {
         measurements: (checkpoints.restored?.measurements ?? []).filter((m) => restoredVariants.has(m.variant)),
-        skipped: (checkpoints.restored?.skipped ?? []).filter((s) => restoredVariants.has(s.variant)),
         variants: restoredVariants,
       },
     );

@@ -133,7 +133,7 @@ export const IGNORED_KEYS: Readonly<Record<string, { bool: boolean; why: string 
   perf_output_path: { bool: false, why: 'the load generator runs inside nereid analyze; its results are in the checkpoints and reports' },
   perf_analyzer_path: { bool: false, why: "Nereid's own load generator (nereid perf) is used, not a perf_analyzer binary" },
   perf_analyzer_cpu_util: { bool: false, why: 'the load generator runs in process, not as a perf_analyzer subprocess to watch' },
-  triton_output_path: { bool: false, why: 'the server output is not written to a separate file' },
+  triton_output_path: { bool: false, why: 'a local server writes its output to <export_path>/nereid-server.log' },
   triton_docker_image: { bool: false, why: DOCKER_ONLY },
   triton_docker_labels: { bool: false, why: DOCKER_ONLY },
   triton_docker_shm_size: { bool: false, why: DOCKER_ONLY },

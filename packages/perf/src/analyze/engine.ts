@@ -3,7 +3,8 @@
  * model repository API (local mode: the variant's directory in the output repository, loaded by
  * name; remote mode: its config and files sent as load overrides), measures it with `nereid
  * perf`'s engine (`PerfSession`), one load level at a time, and checkpoints every measurement.
- * A measurement already in the checkpoint is returned without measuring again.
+ * A measurement already in the checkpoint is returned without measuring again; a variant skipped
+ * in an earlier run is tried again (the failure may have been the server's or the machine's).
  *
  * Model Analyzer's guards: a level that does not stabilize is measured again with a window 1000 ms
  * longer (or 50 requests more), up to `perf_analyzer_max_auto_adjusts` times, then kept and marked
@@ -41,12 +42,12 @@ interface Session {
 }
 
 function levelKey(variant: Variant, level: Level): string {
-  return `${variant.name}|${JSON.stringify(variant.config)}|b${level.batchSize}|${level.concurrency !== undefined ? `c${level.concurrency}` : `r${level.requestRate}`}`;
+  return `${variant.name}|${JSON.stringify(variant.config)}|b${level.batchSize}|${level.concurrency !== undefined ? `c${level.concurrency}` : `r${level.requestRate}`}${level.screen ? '|screen' : ''}`;
 }
 
 function measurementKey(m: Measurement, variants: ReadonlyMap<string, Variant>): string | undefined {
   const v = variants.get(m.variant);
-  return v ? levelKey(v, { batchSize: m.batchSize, concurrency: m.concurrency, requestRate: m.requestRate }) : undefined;
+  return v ? levelKey(v, { batchSize: m.batchSize, concurrency: m.concurrency, requestRate: m.requestRate, screen: m.screening }) : undefined;
 }
 
 export class Engine implements Prober {
@@ -77,7 +78,7 @@ export class Engine implements Prober {
     text: ConfigText,
     events: EngineEvents,
     save: () => Promise<void>,
-    restored: { measurements: readonly Measurement[]; skipped: readonly Skipped[]; variants: ReadonlyMap<string, Variant> },
+    restored: { measurements: readonly Measurement[]; variants: ReadonlyMap<string, Variant> },
   ) {
     this.#config = config;
     this.#server = server;
@@ -89,10 +90,6 @@ export class Engine implements Prober {
     for (const m of restored.measurements) {
       const key = measurementKey(m, restored.variants);
       if (key !== undefined) this.#cache.set(key, m);
-    }
-    for (const s of restored.skipped) {
-      const v = restored.variants.get(s.variant);
-      if (v) this.#failed.set(`${v.name}|${JSON.stringify(v.config)}`, s.reason);
     }
   }
 
@@ -172,7 +169,12 @@ export class Engine implements Prober {
   #perfArgs(variant: Variant, level: Level, adjust: number): string[] {
     const model = this.#models.get(variant.model);
     const flags: Record<string, string | string[]> = { ...DEFAULT_FLAGS, ...this.#config.perfAnalyzerFlags, ...model?.perfAnalyzerFlags };
-    if (adjust > 0) {
+    if (level.screen) {
+      // Two windows of half the interval; the first warms the load up, the second is the result.
+      flags['measurement-mode'] = 'time_windows';
+      flags['measurement-interval'] = String(Math.max(250, Math.round(Number(flags['measurement-interval']) / 2)));
+      flags['max-trials'] = '2';
+    } else if (adjust > 0) {
       if (flags['measurement-mode'] === 'count_windows') flags['measurement-request-count'] = String(Number(flags['measurement-request-count'] ?? 50) + 50 * adjust);
       else flags['measurement-interval'] = String(Number(flags['measurement-interval']) + 1000 * adjust);
     }
@@ -190,7 +192,7 @@ export class Engine implements Prober {
   }
 
   async #sessionFor(variant: Variant, level: Level, adjust: number): Promise<PerfSession> {
-    const key = `${variant.name}|${level.batchSize}|${level.concurrency !== undefined ? 'c' : 'r'}|${adjust}`;
+    const key = `${variant.name}|${level.batchSize}|${level.concurrency !== undefined ? 'c' : 'r'}|${adjust}|${level.screen ? `screen${level.concurrency ?? level.requestRate}` : ''}`;
     if (this.#session?.key === key) return this.#session.perf;
     await this.#closeSession();
     const perf = await PerfSession.open(this.#perfArgs(variant, level, adjust));
@@ -225,7 +227,7 @@ export class Engine implements Prober {
           timer = setTimeout(() => resolve('timeout'), this.#config.perfAnalyzerTimeout * 1000);
         });
         const value = level.concurrency ?? level.requestRate ?? 1;
-        const outcome = await Promise.race([perf.measure(value), timeout]);
+        const outcome = await Promise.race([perf.measure(value, { lastWindowOnly: level.screen === true }), timeout]);
         if (outcome === 'timeout') {
           await this.#closeSession();
           this.#recordSkip(variant, `a measurement at ${level.concurrency !== undefined ? `concurrency ${level.concurrency}` : `request rate ${level.requestRate}`} took longer than perf_analyzer_timeout (${this.#config.perfAnalyzerTimeout} s)`);
@@ -241,11 +243,12 @@ export class Engine implements Prober {
         clearTimeout(timer);
         clearInterval(sampler);
       }
-      if (stable || adjust >= this.#config.perfAnalyzerMaxAutoAdjusts || this.stopped) break;
+      if (stable || level.screen || adjust >= this.#config.perfAnalyzerMaxAutoAdjusts || this.stopped) break;
       this.#events.notice?.(`${variant.name}: no stable measurement at ${level.concurrency !== undefined ? `concurrency ${level.concurrency}` : `request rate ${level.requestRate}`}; measuring again with a longer window`);
     }
     const rss = peakRss ?? (await this.#server.rssMb());
     const m = toMeasurement(variant, level, summary, stable, Date.now() - started, rss);
+    if (level.screen) m.screening = true;
     if (this.alongside.length > 0) m.alongside = this.alongside.map((v) => v.name);
     this.#cache.set(key, m);
     this.measurements.push(m);

@@ -87,6 +87,15 @@ describe('analyze ranking', () => {
     assert.equal(r.throughputOptimized?.variant, 'mlp_config_0');
   });
 
+  it('screening measurements speak for a variant only when it has no full one, and stay off the frontier', () => {
+    const screened = [...points, m('mlp_config_0', 64, 9000, 1.0, { screening: true }), m('mlp_config_3', 64, 800, 5, { screening: true })];
+    assert.deepEqual(paretoFrontier(screened).map((p) => `${p.variant}@${p.concurrency}`), ['mlp_config_1@1', 'mlp_config_0@4', 'mlp_config_0@8', 'mlp_config_0@16']);
+    const ranking = rankVariants(screened, { perf_throughput: 1 }, {});
+    assert.equal(ranking.find((r) => r.variant === 'mlp_config_0')?.best.perf_throughput, 5200);
+    assert.equal(ranking.find((r) => r.variant === 'mlp_config_3')?.best.screening, true);
+    assert.notEqual(recommend(screened, {}).throughputOptimized?.screening, true);
+  });
+
   it("Model Analyzer's gain: (new − old)/old for throughput, (old − new)/new for latency", () => {
     assert.equal(gainPercent(m('a', 1, 150, 1), m('b', 1, 100, 1), { perf_throughput: 1 }), 50);
     assert.equal(gainPercent(m('a', 1, 1, 1), m('b', 1, 1, 2), { perf_latency_p99: 1 }), 100);

@@ -51,16 +51,25 @@ export function compare(a: Measurement, b: Measurement, objectives: Objectives):
   return score;
 }
 
-/** The best of `ms` by the objectives (stable measurements before unstable ones). */
+/** A full, stable measurement (not a screening one). */
+const solid = (m: Measurement): boolean => m.stable && m.screening !== true;
+
+/** The best of `ms` by the objectives (full, stable measurements before the others). */
 function bestBy(ms: readonly Measurement[], objectives: Objectives): Measurement {
   return ms.reduce((best, m) => {
-    if (m.stable !== best.stable) return m.stable ? m : best;
+    if (solid(m) !== solid(best)) return solid(m) ? m : best;
     return compare(m, best, objectives) > 0 ? m : best;
   });
 }
 
-/** A variant's representative measurement: the best passing one, else the best of all. */
-export function representative(ms: readonly Measurement[], objectives: Objectives, constraints: Constraints): { best: Measurement; passes: boolean } {
+/**
+ * A variant's representative measurement: the best passing one, else the best of all; among its
+ * full measurements when it has any (a screening measurement speaks for a variant only when
+ * nothing else does).
+ */
+export function representative(all: readonly Measurement[], objectives: Objectives, constraints: Constraints): { best: Measurement; passes: boolean } {
+  const full = all.filter((m) => m.screening !== true);
+  const ms = full.length > 0 ? full : all;
   const passing = ms.filter((m) => satisfies(m, constraints));
   if (passing.length > 0) return { best: bestBy(passing, objectives), passes: true };
   const closest = Math.min(...ms.map((m) => miss(m, constraints)));
@@ -89,9 +98,12 @@ export function rankVariants(measurements: readonly Measurement[], objectives: O
 
 /**
  * The measurements no other measurement beats on both p99 latency (lower) and throughput
- * (higher), ordered by latency: the frontier of what this model can do on this server.
+ * (higher), ordered by latency: the frontier of what this model can do on this server. Screening
+ * measurements (one short window) are left out while full ones exist.
  */
-export function paretoFrontier(measurements: readonly Measurement[]): Measurement[] {
+export function paretoFrontier(all: readonly Measurement[]): Measurement[] {
+  const full = all.filter((m) => m.screening !== true);
+  const measurements = full.length > 0 ? full : all;
   const sorted = [...measurements].sort((a, b) => a.perf_latency_p99 - b.perf_latency_p99 || b.perf_throughput - a.perf_throughput);
   const frontier: Measurement[] = [];
   let best = -Infinity;
@@ -106,7 +118,7 @@ export function paretoFrontier(measurements: readonly Measurement[]): Measuremen
 
 /** The highest-throughput and the lowest-latency measurements within the constraints. */
 export function recommend(measurements: readonly Measurement[], constraints: Constraints): { throughputOptimized?: Measurement; latencyOptimized?: Measurement; met: boolean } {
-  const stable = measurements.filter((m) => m.stable && m.errors === 0);
+  const stable = measurements.filter((m) => solid(m) && m.errors === 0);
   const pool = stable.length > 0 ? stable : [...measurements];
   if (pool.length === 0) return { met: false };
   const passing = pool.filter((m) => satisfies(m, constraints));

@@ -402,7 +402,8 @@ function measuredItems(m: Measurement): [string, string][] {
   ];
   if (m.cpu_used_ram !== undefined) items.push(['CPU memory', `${num(m.cpu_used_ram, 0)} MB`]);
   if (m.gpu_used_memory !== undefined) items.push(['GPU memory', `${num(m.gpu_used_memory, 0)} MB`]);
-  if (!m.stable) items.push(['Stability', 'did not stabilize']);
+  if (m.screening) items.push(['Measurement', 'screening (one short window)']);
+  else if (!m.stable) items.push(['Stability', 'did not stabilize']);
   if (m.errors > 0) items.push(['Errors', escapeHtml(m.errors)]);
   return items;
 }
@@ -514,7 +515,11 @@ async function modelSection(result: AnalysisResult, model: ModelResult, options:
     parts.push(
       '<p class="note">Each point is one measurement, colored by configuration. The red step line is the Pareto frontier ' +
         '(no other measurement has both lower p99 latency and higher throughput); the diamonds mark the recommendations; ' +
-        'dashed lines are the constraint targets.</p>',
+        'dashed lines are the constraint targets.' +
+        (measurements.some((m) => m.screening)
+          ? ' Points of the quick search’s climb are screening measurements (one short window each): drawn, but left off the frontier and the recommendations.'
+          : '') +
+        '</p>',
     );
     parts.push(`<h2>Configurations</h2>`);
     parts.push(`<figure class="curves">${await curvesChart(model, measurements, order, label)}</figure>`);
@@ -591,7 +596,7 @@ async function modelSection(result: AnalysisResult, model: ModelResult, options:
     if (withCpu) headers.push('CPU Memory (MB)');
     const rows = sorted.map((m) => {
       const cells = [
-        escapeHtml(plain(load(m))) + (m.stable ? '' : ' (unstable)'),
+        escapeHtml(plain(load(m))) + (m.screening ? ' (screening)' : m.stable ? '' : ' (unstable)'),
         num(m.perf_latency_p99, 2),
         num(m.perf_client_response_wait, 2),
         num(m.perf_server_queue, 2),

@@ -161,6 +161,12 @@ describe('analyze search', () => {
     const quickTop = tp(quickProber, quickCtx.book);
     assert.ok(quickTop >= bruteTop * 0.95, `quick ${quickTop} vs brute ${bruteTop}`);
     assert.ok(quickProber.calls.length * 2 < bruteProber.calls.length, `quick ${quickProber.calls.length} measurements, brute ${bruteProber.calls.length}`);
+    // The climb screens; the finalists and the final sweep are full measurements.
+    const screened = quickProber.calls.filter((c) => c.level.screen === true);
+    const full = quickProber.calls.filter((c) => c.level.screen !== true);
+    assert.ok(screened.length >= 3 && full.length >= 3, `${screened.length} screened, ${full.length} full`);
+    assert.equal(quickProber.calls.findIndex((c) => c.level.screen !== true), screened.length, 'every screening comes before the full measurements');
+    assert.ok(full.some((c) => c.variant === 'm_config_default'), 'the default is measured in full');
   });
 
   it('quick search axes include the default value of each knob and start at the default', () => {

@@ -10,9 +10,10 @@
  *
  * Quick: hill climbing from the default configuration over instance count, max batch size,
  * dynamic batching on/off, max queue delay, preferred batch sizes and ONNX Runtime's thread
- * counts. Each point is measured once, at concurrency 2 × max batch size × instances; the search
- * moves to the best neighbour while it improves on the current point, and stops when none does.
- * The best configurations are then swept over the concurrency range like brute's.
+ * counts. Each point is screened once (a short window after a warm-up one), at concurrency 2 × max batch size ×
+ * instances; the search moves to the first neighbour that beats the current point by more than
+ * 2 %, and stops when none does. The best points and the default are then measured in full at that
+ * level, and the best of them is swept over the load range like brute's.
  */
 import { applyFields, applyKnobs, isOnnxRuntime, knobsOf, type Knobs, type VariantBook } from './space.js';
 import { compare, satisfies } from './rank.js';
@@ -23,6 +24,12 @@ export interface Level {
   batchSize: number;
   concurrency?: number;
   requestRate?: number;
+  /**
+   * A screening measurement (quick search's climb): two windows of half the measurement interval,
+   * the second one kept, no stability gate; enough to rank neighbouring configs, never a result on
+   * its own (marked `screening`; ranking, frontier and recommendations use full measurements).
+   */
+  screen?: boolean;
 }
 
 /** What the searches need from the engine. */
@@ -199,6 +206,11 @@ function withValue(values: number[], v: number): number[] {
   return [...new Set([...values, v])].sort((a, b) => a - b);
 }
 
+function parameterValue(config: Record<string, unknown>, key: string): string | undefined {
+  const p = (config.parameters as Record<string, { string_value?: unknown }> | undefined)?.[key];
+  return typeof p?.string_value === 'string' ? p.string_value : undefined;
+}
+
 /** The preferred-batch-size choices: none, the max batch size, half of it and it. */
 function preferredFor(choice: number, mbs: number): number[] {
   if (choice === 0 || mbs <= 1) return [];
@@ -219,7 +231,8 @@ export function quickAxes(base: Record<string, unknown>, limits: SearchLimits): 
   }
   if (isOnnxRuntime(base)) {
     axes.push({ key: 'intraOpThreads', values: withValue([0, 1, 2, 4], d.intraOpThreads) });
-    axes.push({ key: 'interOpThreads', values: withValue([0, 1, 2], d.interOpThreads) });
+    // ONNX Runtime uses inter-op threads only in its parallel execution mode.
+    if (parameterValue(base, 'execution_mode') === '1') axes.push({ key: 'interOpThreads', values: withValue([0, 1, 2], d.interOpThreads) });
   }
   const startValue = (a: Axis): number => {
     if (a.key === 'preferred') return d.preferredBatchSizes.length === 0 ? 0 : d.preferredBatchSizes.length === 1 ? 1 : 2;
@@ -256,23 +269,37 @@ function better(a: Measurement, b: Measurement, ctx: SearchContext, margin: numb
   return compare(a, b, ctx.model.objectives) > margin;
 }
 
-/** Hill climbing from the default configuration, then the concurrency sweep of the best configs. */
+/**
+ * Hill climbing from the default configuration on screening measurements (one short window each),
+ * then full measurements of the best points and the default at their climbing level, then the load
+ * sweep of the best of those.
+ */
 export async function quickSearch(ctx: SearchContext): Promise<void> {
   const { model, limits, book, prober } = ctx;
   const base = book.base;
   const { axes, start } = quickAxes(base, limits);
-  const seen = new Map<string, { variant: Variant; m?: Measurement }>();
-  const probe = async (point: number[]): Promise<{ variant: Variant; m?: Measurement }> => {
+  type Entry = { variant: Variant; level: Level; m?: Measurement };
+  const seen = new Map<string, Entry>();
+  const levelOf = (knobs: Knobs): Level => {
+    const batchSize = model.batchSizes.find((b) => b <= Math.max(1, knobs.maxBatchSize)) ?? 1;
+    return model.requestRate !== undefined ? { batchSize, requestRate: model.requestRate[0] } : { batchSize, concurrency: quickConcurrency(knobs, limits) };
+  };
+  const probe = async (point: number[]): Promise<Entry> => {
     const key = point.join(',');
     const known = seen.get(key);
     if (known) return known;
     const knobs = knobsAt(base, axes, point);
     const isStart = key === start.join(',');
     const variant = isStart ? book.defaultVariant : book.variantFor((name) => applyKnobs(base, knobs, name, model.cpuOnly));
-    const batchSize = model.batchSizes.find((b) => b <= Math.max(1, knobs.maxBatchSize)) ?? 1;
-    const level: Level = model.requestRate !== undefined ? { batchSize, requestRate: model.requestRate[0] } : { batchSize, concurrency: quickConcurrency(knobs, limits) };
+    const level = levelOf(knobs);
+    // Points that make the same config (queue delay with batching off, say) share one measurement.
+    const twin = [...seen.values()].find((e) => e.variant === variant);
+    if (twin) {
+      seen.set(key, twin);
+      return twin;
+    }
     prober.plan(model.name, 1);
-    const entry = { variant, m: await prober.measure(variant, level) };
+    const entry: Entry = { variant, level, m: await prober.measure(variant, { ...level, screen: true }) };
     prober.done(variant);
     seen.set(key, entry);
     return entry;
@@ -280,40 +307,47 @@ export async function quickSearch(ctx: SearchContext): Promise<void> {
   let current = start;
   let here = await probe(current);
   for (let round = 0; round < 50 && !prober.stopped; round++) {
-    let bestPoint: number[] | undefined;
-    let best = here;
-    for (let i = 0; i < axes.length; i++) {
-      for (const step of [-1, 1]) {
+    // First improvement: the climb moves as soon as a neighbour beats the current point.
+    let moved = false;
+    for (let i = 0; i < axes.length && !moved; i++) {
+      for (const step of [1, -1]) {
         const j = current[i] + step;
-        if (j < 0 || j >= axes[i].values.length) continue;
-        if (prober.stopped) break;
+        if (j < 0 || j >= axes[i].values.length || prober.stopped) continue;
         const point = current.slice();
         point[i] = j;
         const there = await probe(point);
-        if (there.m && (!best.m || better(there.m, best.m, ctx, 0.02))) {
-          best = there;
-          bestPoint = point;
+        if (there.m && (!here.m || better(there.m, here.m, ctx, 0.02))) {
+          current = point;
+          here = there;
+          moved = true;
+          break;
         }
       }
     }
-    if (bestPoint === undefined) break;
-    current = bestPoint;
-    here = best;
+    if (!moved) break;
   }
-  // The best configurations by their single measurement, swept over the load range.
-  const measured = [...seen.values()].filter((e): e is { variant: Variant; m: Measurement } => e.m !== undefined);
-  const unique = new Map<string, { variant: Variant; m: Measurement }>();
-  for (const e of measured) {
+  // Full measurements, at their climbing level, of the best points and the default.
+  const unique = new Map<string, Entry & { m: Measurement }>();
+  for (const e of seen.values()) {
+    if (e.m === undefined) continue;
     const known = unique.get(e.variant.name);
-    if (!known || better(e.m, known.m, ctx, 0)) unique.set(e.variant.name, e);
+    if (!known || better(e.m, known.m, ctx, 0)) unique.set(e.variant.name, e as Entry & { m: Measurement });
   }
-  const top = [...unique.values()].sort((a, b) => (better(a.m, b.m, ctx, 0) ? -1 : better(b.m, a.m, ctx, 0) ? 1 : 0)).slice(0, ctx.topN);
-  if (!top.some((e) => e.variant.isDefault)) top.push({ variant: book.defaultVariant, m: undefined as unknown as Measurement });
-  if (limits.concurrencySweepDisable) return;
-  prober.plan(model.name, top.length);
-  for (const e of top) {
+  const ranked = [...unique.values()].sort((a, b) => (better(a.m, b.m, ctx, 0) ? -1 : better(b.m, a.m, ctx, 0) ? 1 : 0));
+  const finalists = ranked.slice(0, Math.max(1, Math.min(ctx.topN, 2)));
+  const def = seen.get(start.join(','));
+  if (def && !finalists.includes(def as Entry & { m: Measurement })) finalists.push(def as Entry & { m: Measurement });
+  prober.plan(model.name, finalists.length);
+  const confirmed: { variant: Variant; m: Measurement }[] = [];
+  for (const f of finalists) {
     if (prober.stopped) return;
-    await sweepLoad(ctx, e.variant, knobsOf(e.variant.config).maxBatchSize);
-    prober.done(e.variant);
+    const m = await prober.measure(f.variant, f.level);
+    prober.done(f.variant);
+    if (m) confirmed.push({ variant: f.variant, m });
   }
+  if (limits.concurrencySweepDisable || confirmed.length === 0) return;
+  const best = confirmed.reduce((a, c) => (better(c.m, a.m, ctx, 0) ? c : a));
+  prober.plan(model.name, 1);
+  await sweepLoad(ctx, best.variant, knobsOf(best.variant.config).maxBatchSize);
+  prober.done(best.variant);
 }

@@ -135,7 +135,9 @@ export async function launchLocal(config: AnalyzeConfig, repositories: readonly 
     args = ['--max-semi-space-size=64', await nereidBin(), 'serve', ...flags];
   }
   const log = createWriteStream(logFile);
-  const child: ChildProcess = spawn(command, args, { env: { ...process.env, ...config.serverEnvironment }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: a Ctrl-C at the terminal interrupts the analysis (which then finishes
+  // the level it measures, with this server still up), not the server; the analysis stops it.
+  const child: ChildProcess = spawn(command, args, { env: { ...process.env, ...config.serverEnvironment }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   child.stdout?.pipe(log, { end: false });
   child.stderr?.pipe(log, { end: false });
   let exited: { code: number | null; signal: string | null } | undefined;

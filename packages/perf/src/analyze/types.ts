@@ -187,6 +187,8 @@ export interface Measurement {
   gpu_power_usage?: number;
   /** Whether the measurement stabilized (an unstable one is kept, marked, and not ranked first). */
   stable: boolean;
+  /** A screening measurement of quick search: one short window, no stability gate. */
+  screening?: boolean;
   /** Errors among the measured requests. */
   errors: number;
   /** Wall time the measurement took, ms. */
