@@ -17,9 +17,9 @@ import { Checkpoints, loadConfigText, prepareOutputRepository, writeCsvs, type C
 import { Progress } from './progress.js';
 import { constraintText, loadText, modelResult, satisfies } from './rank.js';
 import { renderReport } from './report-html.js';
-import { bruteSearch, quickSearch, type Level, type SearchContext } from './search.js';
+import { bruteSearch, quickConcurrency, quickSearch, type Level, type SearchContext } from './search.js';
 import { connectRemote, launchLocal, type ServerHandle } from './server.js';
-import { VariantBook } from './space.js';
+import { VariantBook, knobsOf } from './space.js';
 import type { AnalysisResult, AnalyzeConfig, Measurement, ModelResult, Variant } from './types.js';
 
 export interface AnalyzeIO {
@@ -109,7 +109,7 @@ function consoleSummary(result: AnalysisResult, config: AnalyzeConfig, reportPat
         v ? `${v.summary.instanceCount}:${v.summary.instanceKind.replace('KIND_', '')}` : '',
         String(v?.summary.maxBatchSize ?? ''),
         v?.summary.dynamicBatching ? 'yes' : 'no',
-        loadText(x.best),
+        loadText(x.best) + (x.best.screening ? ' (screening)' : ''),
         fmt(x.best.perf_latency_p99),
         fmt(x.best.perf_throughput, 1),
         x.passes ? 'yes' : 'no',
@@ -266,6 +266,13 @@ export async function runAnalyze(argv: readonly string[], io: AnalyzeIO = proces
     save = () => checkpoints.save({ variants: variantsNow(), measurements: e.measurements, skipped: e.skipped });
     release = io.onInterrupt?.(() => e.interrupt());
     progress.start();
+    for (const model of config.models) {
+      const book = books.get(model.name)!;
+      if (config.launchMode === 'local' && !e.stopped) {
+        const k = knobsOf(book.base);
+        await e.warmUp(book.defaultVariant, { batchSize: 1, concurrency: quickConcurrency(k, config.search) });
+      }
+    }
     for (const model of config.models) {
       const ctx: SearchContext = { model, limits: config.search, book: books.get(model.name)!, prober: e, topN: Math.max(1, config.numConfigsPerModel) };
       if (config.searchMode === 'quick') await quickSearch(ctx);

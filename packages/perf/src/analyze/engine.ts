@@ -258,6 +258,22 @@ export class Engine implements Prober {
     return m;
   }
 
+  /**
+   * Warms a freshly started server up on `variant` (one unrecorded window at `level`), so that the
+   * first measurement of the run does not carry the server's and the backend's first-use costs.
+   */
+  async warmUp(variant: Variant, level: Level): Promise<void> {
+    if (!(await this.#apply(variant))) return;
+    const args = this.#perfArgs(variant, { ...level, screen: true }, 0).map((a, i, all) => (all[i - 1] === '--max-trials' ? '1' : all[i - 1] === '--measurement-interval' ? '1000' : a));
+    const perf = await PerfSession.open(args).catch(() => undefined);
+    if (perf === undefined) return;
+    try {
+      await perf.measure(level.concurrency ?? level.requestRate ?? 1).catch(() => undefined);
+    } finally {
+      await perf.close();
+    }
+  }
+
   /** Loads `variants` together (multi-model mode) and measures them at once, each at its level. */
   async measureTogether(entries: { variant: Variant; level: Level }[]): Promise<Measurement[]> {
     for (const e of entries) if (!(await this.#apply(e.variant))) return [];

@@ -208,11 +208,11 @@ function targetLayers(constraints: Constraints): object[] {
   const text = { type: 'text', color: '#333', fontSize: 11, fontWeight: 'bold' };
   if (p99 !== undefined) {
     const values = [{ x: p99, label: `Target: p99 ≤ ${plain(p99)} ms` }];
-    layers.push({ data: { values }, mark: rule, encoding: { x: { field: 'x', type: 'quantitative' } } });
+    layers.push({ data: { values }, mark: rule, encoding: { x: { field: 'x', type: 'quantitative', scale: { type: 'log' } } } });
     layers.push({
       data: { values },
       mark: { ...text, align: 'left', baseline: 'top', dx: 4, y: 4 },
-      encoding: { x: { field: 'x', type: 'quantitative' }, text: { field: 'label' } },
+      encoding: { x: { field: 'x', type: 'quantitative', scale: { type: 'log' } }, text: { field: 'label' } },
     });
   }
   if (tput !== undefined) {
@@ -227,7 +227,8 @@ function targetLayers(constraints: Constraints): object[] {
   return layers;
 }
 
-const X_P99 = { field: 'p99', type: 'quantitative', title: 'p99 latency (ms)' };
+/** p99 latency on a log scale: a search's slowest points are often 100× its fastest. */
+const X_P99 = { field: 'p99', type: 'quantitative', title: 'p99 latency (ms, log scale)', scale: { type: 'log' } };
 const Y_TPUT = { field: 'throughput', type: 'quantitative', title: 'Throughput (infer/sec)' };
 
 function point(m: Measurement): Record<string, unknown> {
