@@ -198,3 +198,22 @@ export function conformanceSuite(
     it('runs exactly the listed cases', () => assertCasesAre(results, cases));
   });
 }
+
+/**
+ * The small CPU sweep the Model Analyzer tests run (default config and max batch size 1 with
+ * dynamic batching, concurrency 1 and 2), with its outputs under `work`: YAML lines.
+ */
+export function smallSweep(work: string): string[] {
+  return [
+    `output_model_repository_path: ${join(work, 'output_repository')}`,
+    'override_output_model_repository: true',
+    `export_path: ${join(work, 'export')}`,
+    `checkpoint_directory: ${join(work, 'checkpoints')}`,
+    'run_config_search_max_concurrency: 2',
+    'run_config_search_max_instance_count: 1',
+    'run_config_search_max_model_batch_size: 1',
+    'perf_analyzer_flags:',
+    '  stability-percentage: 100',
+    '  max-trials: 20',
+  ];
+}

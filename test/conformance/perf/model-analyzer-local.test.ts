@@ -18,7 +18,7 @@ import { simpleModel } from '@nereid/testkit';
 import { TRITONSERVER_BIN } from '../../helpers/cli.js';
 import { makeRepository, removeDir } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
-import { VENV_BIN, requireEnvironment, runTool, type ToolRun } from '../helpers/tier.js';
+import { requireEnvironment, runTool, smallSweep, type ToolRun, VENV_BIN } from '../helpers/tier.js';
 
 /** A port nothing listens on now (the OS's pick, released at once). */
 function freePort(): Promise<number> {
@@ -95,16 +95,7 @@ describe('conformance: Model Analyzer (local mode, the tritonserver launcher)', 
       ...['model_name', 'batch_size', 'concurrency', 'model_config_path', 'instance_group', 'max_batch_size', 'satisfies_constraints', 'perf_throughput', 'perf_latency_p99', 'cpu_used_ram'].map(
         (f) => `  - ${f}`,
       ),
-      `output_model_repository_path: ${join(work, 'output_repository')}`,
-      'override_output_model_repository: true',
-      `export_path: ${join(work, 'export')}`,
-      `checkpoint_directory: ${join(work, 'checkpoints')}`,
-      'run_config_search_max_concurrency: 2',
-      'run_config_search_max_instance_count: 1',
-      'run_config_search_max_model_batch_size: 1',
-      'perf_analyzer_flags:',
-      '  stability-percentage: 100',
-      '  max-trials: 20',
+      ...smallSweep(work),
       '',
     ].join('\n');
     await writeFile(join(work, 'config.yaml'), config);

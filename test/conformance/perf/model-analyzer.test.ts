@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { simpleModel, simpleStringModel } from '@nereid/testkit';
 import { removeDir } from '../../helpers/harness.js';
-import { VENV_BIN, requireEnvironment, runTool, startConformanceServer, type ConformanceServer, type ToolRun } from '../helpers/tier.js';
+import { type ConformanceServer, requireEnvironment, runTool, smallSweep, startConformanceServer, type ToolRun, VENV_BIN } from '../helpers/tier.js';
 
 describe('conformance: Model Analyzer (remote mode)', () => {
   let srv: ConformanceServer | undefined;
@@ -37,16 +37,7 @@ describe('conformance: Model Analyzer (remote mode)', () => {
       `triton_grpc_endpoint: ${e.grpc}`,
       `triton_metrics_url: ${e.metrics}`,
       'client_protocol: grpc',
-      `output_model_repository_path: ${join(work, 'output_repository')}`,
-      'override_output_model_repository: true',
-      `export_path: ${join(work, 'export')}`,
-      `checkpoint_directory: ${join(work, 'checkpoints')}`,
-      'run_config_search_max_concurrency: 2',
-      'run_config_search_max_instance_count: 1',
-      'run_config_search_max_model_batch_size: 1',
-      'perf_analyzer_flags:',
-      '  stability-percentage: 100',
-      '  max-trials: 20',
+      ...smallSweep(work),
       '',
     ].join('\n');
     await writeFile(join(work, 'config.yaml'), config);

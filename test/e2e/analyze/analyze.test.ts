@@ -74,20 +74,26 @@ function space(repo: string, mode: 'brute' | 'quick', maxInstances = 2): string[
   ];
 }
 
+/** A workspace for the tests of the enclosing `describe`: made (then `setUp`) before them, removed after. */
+function useWorkspace(setUp?: (ws: { work: string; repo: string }) => Promise<void>): { work: string; repo: string } {
+  const ws = { work: '', repo: '' };
+  before(async () => {
+    Object.assign(ws, await workspace());
+    await setUp?.(ws);
+  });
+  after(async () => {
+    if (ws.work !== '') await removeDir(ws.work);
+  });
+  return ws;
+}
+
 describe('nereid analyze: brute force and quick search on the example MLP', () => {
-  let work = '';
-  let repo = '';
   let brute: Outcome;
   let quick: Outcome;
 
-  before(async () => {
-    ({ work, repo } = await workspace());
+  const ws = useWorkspace(async ({ work, repo }) => {
     brute = await analyze(work, [...space(repo, 'brute'), 'export_path: brute', 'output_model_repository_path: brute/output', 'checkpoint_directory: brute/ckpt']);
     quick = await analyze(work, [...space(repo, 'quick'), 'export_path: quick', 'output_model_repository_path: quick/output', 'checkpoint_directory: quick/ckpt']);
-  });
-
-  after(async () => {
-    if (work !== '') await removeDir(work);
   });
 
   it('both finish, print the ranking and the two recommendations, and write Model Analyzer\'s CSV', async () => {
@@ -97,14 +103,14 @@ describe('nereid analyze: brute force and quick search on the example MLP', () =
       assert.match(o.stdout, /Throughput-optimized: mlp_config_\w+ \(/);
       assert.match(o.stdout, /Latency-optimized: mlp_config_\w+ \(/);
     }
-    const csv = (await readFile(join(work, 'brute', 'results', 'metrics-model-inference.csv'), 'utf8')).trim().split('\n');
+    const csv = (await readFile(join(ws.work, 'brute', 'results', 'metrics-model-inference.csv'), 'utf8')).trim().split('\n');
     assert.equal(csv[0], 'Model,Batch,Concurrency,Model Config Path,Instance Group,Max Batch Size,Satisfies Constraints,Throughput (infer/sec),p99 Latency (ms)');
     assert.ok(csv.length > 20, csv.join('\n'));
   });
 
   it('brute force covers the default and every instance count × max batch size; quick measures far fewer levels', async () => {
-    const b = await result(join(work, 'brute'));
-    const q = await result(join(work, 'quick'));
+    const b = await result(join(ws.work, 'brute'));
+    const q = await result(join(ws.work, 'quick'));
     const configs = new Set(b.measurements.map((m) => m.variant));
     assert.ok(configs.has('mlp_config_default'));
     const shapes = new Set(b.variants.filter((v) => !v.isDefault).map((v) => `${v.summary.instanceCount}x${v.summary.maxBatchSize}`));
@@ -113,15 +119,15 @@ describe('nereid analyze: brute force and quick search on the example MLP', () =
   });
 
   it('quick search finds a configuration at least as good as brute force (within 20 %)', async () => {
-    const b = await result(join(work, 'brute'));
-    const q = await result(join(work, 'quick'));
+    const b = await result(join(ws.work, 'brute'));
+    const q = await result(join(ws.work, 'quick'));
     const bt = b.models[0].throughputOptimized!;
     const qt = q.models[0].throughputOptimized!;
     assert.ok(qt.perf_throughput >= bt.perf_throughput * 0.8, `quick ${qt.variant} ${qt.perf_throughput.toFixed(0)} infer/sec vs brute ${bt.variant} ${bt.perf_throughput.toFixed(0)}`);
   });
 
   it('every generated config loads and serves', { timeout: 120_000 }, async () => {
-    const output = join(work, 'brute', 'output');
+    const output = join(ws.work, 'brute', 'output');
     const names = (await readdir(output)).sort();
     assert.ok(names.length >= 9, names.join(' '));
     const srv = await startServer({ modelRepositories: [output], modelControlMode: 'explicit' });
@@ -139,7 +145,7 @@ describe('nereid analyze: brute force and quick search on the example MLP', () =
   });
 
   it('writes one self-contained report whose frontier plot Chromium draws', { timeout: 120_000 }, async () => {
-    const html = await readFile(join(work, 'brute', 'reports', 'analysis.html'), 'utf8');
+    const html = await readFile(join(ws.work, 'brute', 'reports', 'analysis.html'), 'utf8');
     assert.doesNotMatch(html, /<script|https?:\/\/(?!www\.w3\.org)/);
     const { png, file } = await screenshot(html);
     const frontier = colorRegion(png, FRONTIER_COLOR);
@@ -150,32 +156,25 @@ describe('nereid analyze: brute force and quick search on the example MLP', () =
 });
 
 describe('nereid analyze: checkpoints', () => {
-  let work = '';
-  let repo = '';
 
-  before(async () => {
-    ({ work, repo } = await workspace());
-  });
+  const ws = useWorkspace();
 
-  after(async () => {
-    if (work !== '') await removeDir(work);
-  });
 
   it('a run cut short by its time budget, then by Ctrl-C, resumes from its checkpoints without measuring finished levels again', { timeout: 300_000 }, async () => {
-    const yaml = space(repo, 'brute', 1);
-    const first = await analyze(work, yaml, ['--time-budget', '3']);
+    const yaml = space(ws.repo, 'brute', 1);
+    const first = await analyze(ws.work, yaml, ['--time-budget', '3']);
     assert.equal(first.code, 0, shown(first));
     assert.match(first.stdout, /Partial results: the time budget \(3 s\) ran out/);
-    const cut = await result(work);
+    const cut = await result(ws.work);
     assert.ok(cut.measurements.length >= 1, shown(first));
 
     // The command itself, interrupted once it has checkpointed a new measurement.
-    const child = spawn(process.execPath, [NEREID_BIN, 'analyze', '-f', join(work, 'config.yaml'), '--override-output-model-repository', '--progress', 'lines'], { cwd: work, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [NEREID_BIN, 'analyze', '-f', join(ws.work, 'config.yaml'), '--override-output-model-repository', '--progress', 'lines'], { cwd: ws.work, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => void (out += d));
     child.stderr.on('data', (d: Buffer) => void (out += d));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const checkpoint = join(work, 'checkpoints', '1.ckpt');
+    const checkpoint = join(ws.work, 'checkpoints', '1.ckpt');
     for (let waited = 0; ; waited += 100) {
       const saved = existsSync(checkpoint) ? (JSON.parse(await readFile(checkpoint, 'utf8')) as { measurements: unknown[] }).measurements.length : 0;
       if (saved > cut.measurements.length) break;
@@ -185,13 +184,13 @@ describe('nereid analyze: checkpoints', () => {
     child.kill('SIGINT');
     assert.equal(await exited, 0, out);
     assert.match(out, /Partial results: interrupted/);
-    const interrupted = await result(work);
+    const interrupted = await result(ws.work);
     assert.ok(interrupted.measurements.length > cut.measurements.length);
-    assert.match(await readFile(join(work, 'nereid-server.log'), 'utf8'), /./, 'the server it started wrote its log');
+    assert.match(await readFile(join(ws.work, 'nereid-server.log'), 'utf8'), /./, 'the server it started wrote its log');
 
-    const last = await analyze(work, yaml, ['--override-output-model-repository']);
+    const last = await analyze(ws.work, yaml, ['--override-output-model-repository']);
     assert.equal(last.code, 0, shown(last));
-    const full = await result(work);
+    const full = await result(ws.work);
     const reused = /Measured (\d+) levels in this run, (\d+) reused from the checkpoint/.exec(last.stdout);
     assert.ok(reused, shown(last));
     assert.equal(Number(reused[2]), interrupted.measurements.length);
@@ -202,28 +201,21 @@ describe('nereid analyze: checkpoints', () => {
     }
     assert.ok(full.measurements.length > interrupted.measurements.length);
     assert.equal(full.partial, undefined);
-    assert.deepEqual((await readdir(join(work, 'checkpoints'))).sort(), ['0.ckpt', '1.ckpt', '2.ckpt']);
+    assert.deepEqual((await readdir(join(ws.work, 'checkpoints'))).sort(), ['0.ckpt', '1.ckpt', '2.ckpt']);
   });
 });
 
 describe('nereid analyze: several models on one server', () => {
-  let work = '';
-  let repo = '';
 
-  before(async () => {
-    ({ work, repo } = await workspace());
+  const ws = useWorkspace(async ({ work, repo }) => {
     await cp(join(repo, 'mlp'), join(repo, 'mlp_b'), { recursive: true });
     const config = join(repo, 'mlp_b', 'config.pbtxt');
     await writeFile(config, (await readFile(config, 'utf8')).replace('name: "mlp"', 'name: "mlp_b"'));
   });
 
-  after(async () => {
-    if (work !== '') await removeDir(work);
-  });
-
   it('profiles each model, then their best configurations together, and reports the interference', { timeout: 180_000 }, async () => {
-    const o = await analyze(work, [
-      `model_repository: ${repo}`,
+    const o = await analyze(ws.work, [
+      `model_repository: ${ws.repo}`,
       'profile_models: mlp, mlp_b',
       'run_config_profile_models_concurrently_enable: true',
       'concurrency: 4',
@@ -232,7 +224,7 @@ describe('nereid analyze: several models on one server', () => {
       ...FAST,
     ]);
     assert.equal(o.code, 0, shown(o));
-    const r = await result(work);
+    const r = await result(ws.work);
     assert.deepEqual(r.models.map((m) => m.model), ['mlp', 'mlp_b']);
     assert.equal(r.interference?.length, 2, shown(o));
     for (const i of r.interference!) {
@@ -244,25 +236,18 @@ describe('nereid analyze: several models on one server', () => {
 });
 
 describe('nereid analyze: remote mode', () => {
-  let work = '';
-  let repo = '';
 
-  before(async () => {
-    ({ work, repo } = await workspace());
-  });
+  const ws = useWorkspace();
 
-  after(async () => {
-    if (work !== '') await removeDir(work);
-  });
 
   it("profiles on a running server through load overrides while the model's own configuration keeps serving", { timeout: 180_000 }, async () => {
     // The server's repository is elsewhere: variants reach it only as config and file overrides.
-    const served = await mkdtemp(join(work, 'served-'));
-    await cp(join(repo, 'mlp'), join(served, 'mlp'), { recursive: true });
+    const served = await mkdtemp(join(ws.work, 'served-'));
+    await cp(join(ws.repo, 'mlp'), join(served, 'mlp'), { recursive: true });
     const srv = await startServer({ modelRepositories: [served], modelControlMode: 'explicit', loadModels: ['mlp'] }, {});
     try {
-      const o = await analyze(work, [
-        `model_repository: ${repo}`,
+      const o = await analyze(ws.work, [
+        `model_repository: ${ws.repo}`,
         'profile_models: mlp',
         'triton_launch_mode: remote',
         `triton_http_endpoint: ${srv.url.replace('http://', '')}`,
@@ -273,7 +258,7 @@ describe('nereid analyze: remote mode', () => {
         ...FAST,
       ]);
       assert.equal(o.code, 0, shown(o));
-      const r = await result(work);
+      const r = await result(ws.work);
       assert.equal(r.server.launchMode, 'remote');
       assert.deepEqual([...new Set(r.measurements.map((m) => m.variant))].sort(), ['mlp_config_0', 'mlp_config_1', 'mlp_config_default']);
       assert.ok(r.measurements.every((m) => m.cpu_used_ram === undefined), "a remote server's memory is not visible");
@@ -290,20 +275,13 @@ describe('nereid analyze: remote mode', () => {
 });
 
 describe('nereid analyze: constraints and configuration errors', () => {
-  let work = '';
-  let repo = '';
 
-  before(async () => {
-    ({ work, repo } = await workspace());
-  });
+  const ws = useWorkspace();
 
-  after(async () => {
-    if (work !== '') await removeDir(work);
-  });
 
   it('a latency budget nothing meets: a clear message, and still the best-effort frontier and recommendations', { timeout: 120_000 }, async () => {
-    const o = await analyze(work, [
-      `model_repository: ${repo}`,
+    const o = await analyze(ws.work, [
+      `model_repository: ${ws.repo}`,
       'profile_models:',
       '  mlp:',
       '    parameters:',
@@ -315,24 +293,24 @@ describe('nereid analyze: constraints and configuration errors', () => {
     ]);
     assert.equal(o.code, 0, shown(o));
     assert.match(o.stdout, /No measurement of 'mlp' meets the constraints \(p99 latency ≤ 0\.001 ms\)\. The closest is mlp_config_\w+ at concurrency \d: p99 latency [\d.]+ ms/);
-    const r = await result(work);
+    const r = await result(ws.work);
     assert.ok(r.models[0].frontier.length >= 1);
     assert.ok(r.models[0].throughputOptimized && r.models[0].latencyOptimized);
     assert.ok(r.models[0].ranking.every((x) => !x.passes));
-    const html = await readFile(join(work, 'reports', 'analysis.html'), 'utf8');
+    const html = await readFile(join(ws.work, 'reports', 'analysis.html'), 'utf8');
     assert.match(html, /No measurement of &#39;mlp&#39; meets the constraints|No measurement of 'mlp' meets the constraints/);
   });
 
   it('a bad key or value is an error before anything is measured', async () => {
-    const dir = await mkdtemp(join(work, 'bad-'));
-    const unknown = await analyze(dir, [`model_repository: ${repo}`, 'profile_models: mlp', 'run_config_search_max_concurency: 8']);
+    const dir = await mkdtemp(join(ws.work, 'bad-'));
+    const unknown = await analyze(dir, [`model_repository: ${ws.repo}`, 'profile_models: mlp', 'run_config_search_max_concurency: 8']);
     assert.equal(unknown.code, 3, shown(unknown));
     assert.match(unknown.stderr, /run_config_search_max_concurency/);
     assert.match(unknown.stderr, /run_config_search_max_concurrency/, 'names the key it probably meant');
-    const value = await analyze(dir, [`model_repository: ${repo}`, 'profile_models: mlp', 'run_config_search_max_concurrency: many']);
+    const value = await analyze(dir, [`model_repository: ${ws.repo}`, 'profile_models: mlp', 'run_config_search_max_concurrency: many']);
     assert.equal(value.code, 3, shown(value));
     assert.match(value.stderr, /run_config_search_max_concurrency/);
-    const model = await analyze(dir, [`model_repository: ${repo}`, 'profile_models: nosuchmodel']);
+    const model = await analyze(dir, [`model_repository: ${ws.repo}`, 'profile_models: nosuchmodel']);
     assert.equal(model.code, 3, shown(model));
     assert.match(model.stderr, /nosuchmodel/);
     for (const o of [unknown, value, model]) assert.equal(o.stdout, '');
