@@ -9,8 +9,10 @@
  * 25 %), and the same p99 latency budget (40 ms).
  * For each it prints the wall time to the recommendation and the configurations and measurements
  * it took; then the three recommended configurations are served side by side by one Nereid and
- * re-measured with `nereid perf` at their recommended concurrency (three alternating rounds,
- * medians), so the throughput comparison does not depend on each run's own noise.
+ * each one's throughput within the latency budget is re-measured with `nereid perf` (the same
+ * concurrency levels, 8 to 64, for each; the best level within the budget; two alternating
+ * rounds, medians), so the comparison neither depends on each run's own noise nor credits a load
+ * level that exceeds the budget when measured again.
  * Targets: quick ≥ 5× faster than Model Analyzer's brute run; its recommendation within 5 % of
  * the best re-measured throughput.
  *
@@ -173,24 +175,32 @@ try {
     /Started HTTPService at [^\s]+:(\d+)/,
     { grpc: /Started GRPCInferenceService at [^\s]+:(\d+)/ },
   );
+  // Each recommendation's throughput within the budget: the same concurrency levels (8 to 64, step
+  // 8) for each, the best level whose p99 is within the budget counts.
   const remeasured: number[][] = [[], [], []];
   const p99: number[][] = [[], [], []];
+  const levelsAt: number[][] = [[], [], []];
   try {
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < 2; round++) {
       for (let i = 0; i < picks.length; i++) {
         let out = '';
-        const code = await runPerf(['-m', names[i], '-i', 'grpc', '-u', `127.0.0.1:${server.ports.grpc}`, '--concurrency-range', String(picks[i].concurrency), '-p', '2000', '-s', '25', '--json'], { stdout: (t) => void (out += t), stderr: () => {} });
-        if (code !== 0) throw new Error(`nereid perf on ${names[i]} exited ${code}`);
-        const level = (JSON.parse(out) as { levels: LevelSummary[] }).levels[0];
-        remeasured[i].push(level.throughput);
-        p99[i].push(level.percentiles['99'] / 1000);
+        const args = ['-m', names[i], '-i', 'grpc', '-u', `127.0.0.1:${server.ports.grpc}`, '--concurrency-range', '8:64:8', '--percentile', '99', '-p', '1000', '-s', '50', '--json'];
+        const code = await runPerf(args, { stdout: (t) => void (out += t), stderr: () => {} });
+        if (code !== 0 && out === '') throw new Error(`nereid perf on ${names[i]} exited ${code}`);
+        const within = (JSON.parse(out) as { levels: LevelSummary[] }).levels.filter((l) => l.percentiles['99'] / 1000 <= BUDGET_MS);
+        const best = within.reduce<LevelSummary | undefined>((a, l) => (a === undefined || l.throughput > a.throughput ? l : a), undefined);
+        remeasured[i].push(best?.throughput ?? 0);
+        p99[i].push((best?.percentiles['99'] ?? 0) / 1000);
+        levelsAt[i].push(best?.value ?? 0);
       }
     }
   } finally {
     await server.stop();
   }
   const [maTp, bruteTp, quickTp] = remeasured.map(median);
-  picks.forEach((p, i) => console.log(`re-measured ${p.label} recommendation: ${median(remeasured[i]).toFixed(0)} infer/sec, p99 ${median(p99[i]).toFixed(2)} ms (budget ${BUDGET_MS} ms)`));
+  picks.forEach((p, i) =>
+    console.log(`re-measured ${p.label} recommendation within the ${BUDGET_MS} ms budget: ${median(remeasured[i]).toFixed(0)} infer/sec (rounds: ${remeasured[i].map((v, r) => `${v.toFixed(0)} at concurrency ${levelsAt[i][r]}, p99 ${p99[i][r].toFixed(1)} ms`).join('; ')})`),
+  );
   const bestTp = Math.max(maTp, bruteTp);
   const figures: Figure[] = [
     compared('analyze quick speed-up over Model Analyzer brute (wall time)', 'x', ma.seconds / quick.seconds, 1, 'Model Analyzer'),
