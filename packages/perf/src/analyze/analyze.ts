@@ -313,7 +313,7 @@ export async function runAnalyze(argv: readonly string[], io: AnalyzeIO = proces
       for (const v of result.variants) variantConfigText[v.name] = text.toText(v.config);
       const defaultConfigText: Record<string, string> = {};
       for (const [name, book] of books) defaultConfigText[name] = text.toText(book.defaultVariant.config);
-      const html = await renderReport(result, { defaultConfigText, variantConfigText });
+      const html = await renderReport(result, { defaultConfigText, variantConfigText, skipDetailed: config.skipDetailedReports === true });
       await mkdir(join(config.exportPath, 'reports'), { recursive: true });
       reportPath = join(config.exportPath, 'reports', 'analysis.html');
       await writeFile(reportPath, html);

@@ -180,6 +180,14 @@ describe('renderReport', () => {
     assert.ok(html.includes(`${MODEL}_config_2`), 'the skipped variant is listed');
   });
 
+  it('has detailed sections for the top configurations, unless skip_detailed_reports', async () => {
+    const html = await renderReport(fixture(), OPTIONS);
+    assert.ok(html.includes('<h2>Detailed reports</h2>'));
+    const without = await renderReport(fixture(), { ...OPTIONS, skipDetailed: true });
+    assert.ok(!without.includes('<h2>Detailed reports</h2>'));
+    assert.ok(without.includes('<table class="ranking">'), 'the rest of the report stays');
+  });
+
   it('lists the ranking in order, the default marked', async () => {
     const result = fixture();
     const html = await renderReport(result, OPTIONS);

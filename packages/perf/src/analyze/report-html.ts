@@ -20,6 +20,8 @@ export interface ReportOptions {
   defaultConfigText?: Record<string, string>;
   /** A variant's name → its config.pbtxt text. */
   variantConfigText?: Record<string, string>;
+  /** `skip_detailed_reports`: leave out the detailed section of each top configuration. */
+  skipDetailed?: boolean;
 }
 
 /** The color of the Pareto frontier; no other mark of the report uses it. */
@@ -584,9 +586,9 @@ async function modelSection(result: AnalysisResult, model: ModelResult, options:
   }
 
   // 6. Detailed sections: the top three and the default.
-  const detailed = model.ranking.slice(0, 3).map((r) => r.variant);
+  const detailed = options.skipDetailed ? [] : model.ranking.slice(0, 3).map((r) => r.variant);
   const def = variants.find((v) => v.isDefault);
-  if (def && !detailed.includes(def.name) && measurements.some((m) => m.variant === def.name)) detailed.push(def.name);
+  if (def && !options.skipDetailed && !detailed.includes(def.name) && measurements.some((m) => m.variant === def.name)) detailed.push(def.name);
   if (detailed.length > 0) parts.push('<h2>Detailed reports</h2>');
   for (const name of detailed) {
     const own = measurements.filter((m) => m.variant === name);
