@@ -69,8 +69,6 @@ export class Engine implements Prober {
   #session: Session | undefined;
   readonly #deadline: number;
   #interrupted = false;
-  /** Variants loaded alongside the one measured (multi-model mode). */
-  alongside: Variant[] = [];
 
   constructor(
     config: AnalyzeConfig,
@@ -166,7 +164,8 @@ export class Engine implements Prober {
     await s?.perf.close();
   }
 
-  #perfArgs(variant: Variant, level: Level, adjust: number): string[] {
+  /** perf_analyzer's arguments for `variant` at `level`; `overrides` win over every other flag. */
+  #perfArgs(variant: Variant, level: Level, adjust: number, overrides: Record<string, string> = {}): string[] {
     const model = this.#models.get(variant.model);
     const flags: Record<string, string | string[]> = { ...DEFAULT_FLAGS, ...this.#config.perfAnalyzerFlags, ...model?.perfAnalyzerFlags };
     if (level.screen) {
@@ -178,6 +177,7 @@ export class Engine implements Prober {
       if (flags['measurement-mode'] === 'count_windows') flags['measurement-request-count'] = String(Number(flags['measurement-request-count'] ?? 50) + 50 * adjust);
       else flags['measurement-interval'] = String(Number(flags['measurement-interval']) + 1000 * adjust);
     }
+    Object.assign(flags, overrides);
     const grpc = this.#config.clientProtocol === 'grpc';
     const args = ['-m', variant.name, '-u', grpc ? this.#server.grpcUrl : this.#server.httpUrl, '-i', this.#config.clientProtocol, '-b', String(level.batchSize)];
     args.push(...(level.concurrency !== undefined ? ['--concurrency-range', String(level.concurrency)] : ['--request-rate-range', String(level.requestRate)]));
@@ -249,7 +249,6 @@ export class Engine implements Prober {
     const rss = peakRss ?? (await this.#server.rssMb());
     const m = toMeasurement(variant, level, summary, stable, Date.now() - started, rss);
     if (level.screen) m.screening = true;
-    if (this.alongside.length > 0) m.alongside = this.alongside.map((v) => v.name);
     this.#cache.set(key, m);
     this.measurements.push(m);
     this.taken++;
@@ -264,7 +263,7 @@ export class Engine implements Prober {
    */
   async warmUp(variant: Variant, level: Level): Promise<void> {
     if (!(await this.#apply(variant))) return;
-    const args = this.#perfArgs(variant, { ...level, screen: true }, 0).map((a, i, all) => (all[i - 1] === '--max-trials' ? '1' : all[i - 1] === '--measurement-interval' ? '1000' : a));
+    const args = this.#perfArgs(variant, level, 0, { 'measurement-mode': 'time_windows', 'measurement-interval': '1000', 'max-trials': '1' });
     const perf = await PerfSession.open(args).catch(() => undefined);
     if (perf === undefined) return;
     try {
