@@ -25,8 +25,11 @@ export async function loadConfigText(): Promise<ConfigText> {
     modelConfigFromJson(value: unknown): unknown;
     modelConfigToJson(config: unknown, options: { emitDefaults: boolean; int64AsString: boolean }): Json;
   };
+  // A specifier held in a variable: the server package builds after this one (it depends on
+  // @nereid/perf for its CLI), so its types are not there when this package is compiled.
+  const specifier = '@nereid/server';
   try {
-    server = (await import('@nereid/server')) as unknown as typeof server;
+    server = (await import(specifier)) as unknown as typeof server;
   } catch {
     throw new NereidError('ANALYZE_CONFIG', 'nereid analyze needs the @nereid/server package (npm install @nereid/server) to read and write config.pbtxt files');
   }
