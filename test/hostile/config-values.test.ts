@@ -237,6 +237,22 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     if (repo) await removeDir(repo);
   });
 
+  /**
+   * Unloads `name` and waits until no version of it is UNLOADING: as in Triton, the unload call
+   * answers before the instances drain, and their share of the budget comes back when they are released.
+   */
+  async function unloadDrained(name: string): Promise<void> {
+    const unloaded = await httpRequest(`${srv.url}/v2/repository/models/${name}/unload`, { method: 'POST', body: '{}' });
+    assert.equal(unloaded.status, 200, unloaded.text);
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const index = jsonBody(await httpRequest(`${srv.url}/v2/repository/index`, { method: 'POST', body: '{}' })) as { name: string; state?: string }[];
+      if (!index.some((e) => e.name === name && e.state === 'UNLOADING')) return;
+      assert.ok(Date.now() < deadline, `model '${name}' still UNLOADING after 30 s`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
   it('refuses a model whose instances would pass the server-wide limit, and admits it once others are unloaded', async () => {
     const refused = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: '{}' });
     assert.equal(refused.status, 400, refused.text);
@@ -244,9 +260,7 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     assert.match(error, /model 'b': 3 more instance\(s\) would make 5 on this server, above its limit of 4 \(instances-per-server\)/);
     assert.match(error, /--model-config-limit instances-per-server=<n>/);
 
-    const unloaded = await httpRequest(`${srv.url}/v2/repository/models/a/unload`, { method: 'POST', body: '{}' });
-    assert.equal(unloaded.status, 200, unloaded.text);
-    // The unload answers once the instances are released, and their share of the budget with them.
+    await unloadDrained('a');
     const loaded = await httpRequest(`${srv.url}/v2/repository/models/b/load`, { method: 'POST', body: '{}' });
     assert.equal(loaded.status, 200, loaded.text);
   });
@@ -262,8 +276,7 @@ describe('the server-wide instance limit and --model-config-limit', () => {
 
   it('writes a warning about a configuration once per load, not once per instance', async () => {
     const threads = availableParallelism() + 1;
-    const unloaded = await httpRequest(`${srv.url}/v2/repository/models/b/unload`, { method: 'POST', body: '{}' });
-    assert.equal(unloaded.status, 200, unloaded.text);
+    await unloadDrained('b');
     logger.lines.length = 0;
     const config = simpleConfig(
       { instance_group: [{ kind: 'KIND_CPU', count: 3 }], parameters: { intra_op_thread_count: { string_value: String(threads) } } },
@@ -276,8 +289,7 @@ describe('the server-wide instance limit and --model-config-limit', () => {
   });
 
   it('loads a model with configuration fields Nereid does not act on with one warning each that says what is missing', async () => {
-    const unloaded = await httpRequest(`${srv.url}/v2/repository/models/b/unload`, { method: 'POST', body: '{}' });
-    assert.equal(unloaded.status, 200, unloaded.text);
+    await unloadDrained('b');
     logger.lines.length = 0;
     const config = simpleConfig(
       {

@@ -118,12 +118,17 @@ describe('nereid analyze: brute force and quick search on the example MLP', () =
     assert.ok(q.measurements.length < b.measurements.length, `quick ${q.measurements.length} vs brute ${b.measurements.length} measurements`);
   });
 
-  it('quick search finds a configuration at least as good as brute force (within 20 %)', async () => {
-    const b = await result(join(ws.work, 'brute'));
+  // How good quick search's pick is against brute force's is a matter of measured speed: the
+  // benchmark (bench/analyze.ts) re-measures both side by side. Here, what decides its pick.
+  it('quick search screens with short windows but recommends only configurations it measured in full', async () => {
     const q = await result(join(ws.work, 'quick'));
-    const bt = b.models[0].throughputOptimized!;
-    const qt = q.models[0].throughputOptimized!;
-    assert.ok(qt.perf_throughput >= bt.perf_throughput * 0.8, `quick ${qt.variant} ${qt.perf_throughput.toFixed(0)} infer/sec vs brute ${bt.variant} ${bt.perf_throughput.toFixed(0)}`);
+    const screened = q.measurements.filter((m) => m.screening === true);
+    const full = new Set(q.measurements.filter((m) => m.screening !== true).map((m) => m.variant));
+    assert.ok(screened.length > 0, 'quick search took no screening measurement');
+    const { throughputOptimized, latencyOptimized } = q.models[0];
+    for (const pick of [throughputOptimized, latencyOptimized]) {
+      assert.ok(pick !== undefined && pick.screening !== true && full.has(pick.variant), `recommended ${pick?.variant} without a full measurement`);
+    }
   });
 
   it('every generated config loads and serves', { timeout: 120_000 }, async () => {
