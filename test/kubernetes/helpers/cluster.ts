@@ -15,16 +15,15 @@ import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { inspect } from 'node:util';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { freePort, spawnManaged, type ManagedProcess } from './processes.js';
+import { REPO_ROOT, freePort, spawnManaged, type ManagedProcess } from './processes.js';
 
 export { KubeConfig };
 
-/** The repository root (this file compiles to dist/test/kubernetes/helpers/cluster.js). */
-export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+export { REPO_ROOT };
+export { startKubelet, NODE_NAME, type Kubelet, type KubeletOptions } from './kubelet.js';
 
 export interface Cluster {
   /** `https://127.0.0.1:<port>` */

@@ -6,6 +6,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root (this file compiles to dist/test/kubernetes/helpers/processes.js). */
+export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /** Process groups still running, killed with SIGKILL when the test process exits. */
 const live = new Set<number>();
