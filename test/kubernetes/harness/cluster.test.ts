@@ -1,0 +1,336 @@
+/**
+ * The Kubernetes tier's harness against itself: a real etcd, kube-apiserver and
+ * kube-controller-manager start; RBAC decides for client-certificate users; a Deployment becomes a
+ * ReplicaSet and Pods; the simulated kubelet runs each pod as a real Nereid process on the pod's own
+ * loopback address, probes it and keeps the pod un-Ready until its readiness gate is set; deleting
+ * the Deployment removes the pods and ends the processes.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { AppsV1Api, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { REPO_ROOT, startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
+import { pidAlive } from '../helpers/processes.js';
+import { ApiError, Rest } from '../helpers/rest.js';
+
+const GATE = 'nereid.dev/models-ready';
+
+/** Pids of Nereid server processes listening on `ip` (found in /proc, not in the kubelet's books). */
+function nereidPidsOn(ip: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(join('/proc', entry, 'cmdline'), 'utf8');
+    } catch {
+      continue;
+    }
+    const argv = cmdline.split('\0');
+    if (argv.some((a) => a.endsWith('/bin/nereid.js')) && argv.includes(`--http-address=${ip}`)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+function condition(pod: V1Pod, type: string): string | undefined {
+  return pod.status?.conditions?.find((c) => c.type === type)?.status;
+}
+
+describe('Kubernetes test harness', () => {
+  let cluster: Cluster;
+  let kubelet: Kubelet | undefined;
+  let core: CoreV1Api;
+  let apps: AppsV1Api;
+
+  before(async () => {
+    const started = Date.now();
+    cluster = await startCluster();
+    console.log(`# cluster (etcd, kube-apiserver, kube-controller-manager) ready in ${Date.now() - started} ms`);
+    core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
+  });
+  after(async () => {
+    await kubelet?.stop();
+    await cluster?.stop();
+  });
+
+  it('serves the API to the admin kubeconfig over TLS with the cluster CA', async () => {
+    assert.match(cluster.url, /^https:\/\/127\.0\.0\.1:\d+$/);
+    const namespaces = await core.listNamespace();
+    const names = namespaces.items.map((n) => n.metadata?.name);
+    for (const ns of ['default', 'kube-system']) assert.ok(names.includes(ns), `namespace ${ns} in ${names.join(', ')}`);
+    const fromFile = new KubeConfig();
+    fromFile.loadFromFile(cluster.kubeconfigPath);
+    assert.equal(fromFile.getCurrentCluster()?.server, cluster.url);
+  });
+
+  it('applies YAML server-side, with dry runs that store nothing', async () => {
+    const manifest = 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: applied\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: "1"\n';
+    const dry = await cluster.apply(manifest.replace(/applied/g, 'dry'), { namespace: 'default', dryRun: true });
+    assert.equal(dry.length, 2);
+    await assert.rejects(core.readNamespace({ name: 'dry' }), (err: { code?: number }) => err.code === 404);
+    await assert.rejects(core.readNamespacedConfigMap({ name: 'settings', namespace: 'default' }), (err: { code?: number }) => err.code === 404);
+
+    const applied = (await cluster.apply(manifest.replace('name: settings', 'name: settings\n  namespace: applied'))) as { metadata: { managedFields: { manager: string; operation: string }[] } }[];
+    assert.ok(applied[1]!.metadata.managedFields.some((f) => f.manager === 'nereid-tests' && f.operation === 'Apply'));
+    const cm = await core.readNamespacedConfigMap({ name: 'settings', namespace: 'applied' });
+    assert.deepEqual(cm.data, { a: '1' });
+    // A second apply with a changed value updates in place (same manager, forced).
+    await cluster.apply([{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings' }, data: { a: '2' } }], { namespace: 'applied' });
+    assert.deepEqual((await core.readNamespacedConfigMap({ name: 'settings', namespace: 'applied' })).data, { a: '2' });
+  });
+
+  it('applies a CustomResourceDefinition and a resource of its kind in one go', async () => {
+    const [, widget] = (await cluster.apply(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: widgets.example.nereid.dev }
+spec:
+  group: example.nereid.dev
+  scope: Namespaced
+  names: { plural: widgets, singular: widget, kind: Widget }
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: { type: object, properties: { size: { type: integer, minimum: 1 } } }
+---
+apiVersion: example.nereid.dev/v1
+kind: Widget
+metadata: { name: w1 }
+spec: { size: 3 }
+`, { namespace: 'default' })) as [unknown, { spec: { size: number }; metadata: { namespace: string } }];
+    assert.equal(widget.spec.size, 3);
+    assert.equal(widget.metadata.namespace, 'default');
+    await assert.rejects(
+      cluster.apply([{ apiVersion: 'example.nereid.dev/v1', kind: 'Widget', metadata: { name: 'w2' }, spec: { size: 0 } }], { namespace: 'default' }),
+      /spec\.size.*should be greater than or equal to 1|spec\.size in body should be greater than or equal to 1/,
+    );
+  });
+
+  it('authorizes certificate users by RBAC: nothing without a binding, what a RoleBinding grants with one', async () => {
+    const path = await cluster.kubeconfigFor('alice', ['nereid-testers']);
+    const kc = new KubeConfig();
+    kc.loadFromFile(path);
+    const asAlice = kc.makeApiClient(CoreV1Api);
+    await assert.rejects(asAlice.listNamespacedPod({ namespace: 'default' }), (err: { code?: number; body?: string }) => {
+      assert.equal(err.code, 403);
+      assert.match((JSON.parse(String(err.body)) as { message: string }).message, /User "alice" cannot list resource "pods"/);
+      return true;
+    });
+
+    await cluster.apply(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: pod-reader, namespace: default }
+rules:
+- { apiGroups: [""], resources: [pods], verbs: [get, list, watch] }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: testers-read-pods, namespace: default }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader }
+subjects:
+- { apiGroup: rbac.authorization.k8s.io, kind: Group, name: nereid-testers }
+`);
+    // The group from the certificate's O is what the binding names.
+    const pods = await waitFor('alice to list pods in default', async () => {
+      try {
+        return await asAlice.listNamespacedPod({ namespace: 'default' });
+      } catch (err) {
+        if ((err as { code?: number }).code === 403) return undefined;
+        throw err;
+      }
+    });
+    assert.ok(Array.isArray(pods.items));
+    // Only what was granted: another namespace, and writes, stay denied.
+    await assert.rejects(asAlice.listNamespacedPod({ namespace: 'kube-system' }), (err: { code?: number }) => err.code === 403);
+    await assert.rejects(asAlice.deleteCollectionNamespacedPod({ namespace: 'default' }), (err: { code?: number }) => err.code === 403);
+  });
+
+  it('runs a Deployment as real Nereid pods: ReplicaSet, Pods, readiness gate, health on the pod IP, deletion ends the processes', async () => {
+    kubelet = await startKubelet(cluster);
+    const node = await core.readNode({ name: 'nereid-sim-node' });
+    assert.equal(node.status?.conditions?.find((c) => c.type === 'Ready')?.status, 'True');
+
+    const repository = join(REPO_ROOT, 'examples', 'model_repository');
+    await cluster.apply(
+      [
+        {
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name: 'nereid', labels: { 'app.kubernetes.io/name': 'nereid' } },
+          spec: {
+            replicas: 2,
+            selector: { matchLabels: { 'app.kubernetes.io/name': 'nereid' } },
+            template: {
+              metadata: { labels: { 'app.kubernetes.io/name': 'nereid' } },
+              spec: {
+                terminationGracePeriodSeconds: 10,
+                readinessGates: [{ conditionType: GATE }],
+                volumes: [{ name: 'models', hostPath: { path: repository, type: 'Directory' } }],
+                containers: [
+                  {
+                    name: 'nereid',
+                    image: 'nereid:test',
+                    args: ['serve', '--model-repository=/models', '--model-control-mode=explicit', '--load-model=simple', '--http-port=8000', '--grpc-port=8001', '--metrics-port=8002'],
+                    env: [{ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+                    volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }],
+                    ports: [
+                      { name: 'http', containerPort: 8000 },
+                      { name: 'grpc', containerPort: 8001 },
+                      { name: 'metrics', containerPort: 8002 },
+                    ],
+                    readinessProbe: { httpGet: { path: '/v2/health/ready', port: 'http' }, periodSeconds: 1 },
+                    livenessProbe: { httpGet: { path: '/v2/health/live', port: 'http' }, periodSeconds: 2, failureThreshold: 3 },
+                    lifecycle: { preStop: { exec: { command: ['/bin/sh', '-c', 'sleep 1'] } } },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      ],
+      { namespace: 'default' },
+    );
+
+    const selector = 'app.kubernetes.io/name=nereid';
+    const replicaSets = await waitFor('a ReplicaSet of the Deployment', async () => {
+      const list = await apps.listNamespacedReplicaSet({ namespace: 'default', labelSelector: selector });
+      return list.items.length === 1 ? list.items : undefined;
+    });
+    assert.equal(replicaSets[0]!.metadata?.ownerReferences?.[0]?.kind, 'Deployment');
+
+    const listPods = async () => (await core.listNamespacedPod({ namespace: 'default', labelSelector: selector })).items;
+    const pods = await waitFor(
+      'two pods with ready containers',
+      async () => {
+        const items = await listPods();
+        return items.length === 2 && items.every((p) => condition(p, 'ContainersReady') === 'True') ? items : undefined;
+      },
+      60_000,
+    ).catch(async (err: Error) => {
+      const names = (await listPods()).map((p) => p.metadata!.name!);
+      throw new Error(`${err.message}\n${names.map((n) => kubelet!.logs('default', n)).join('\n')}`);
+    });
+
+    const ips = new Set<string>();
+    for (const pod of pods) {
+      assert.equal(pod.spec?.nodeName, 'nereid-sim-node');
+      assert.equal(pod.status?.phase, 'Running');
+      assert.equal(pod.status?.hostIP, '127.0.0.1');
+      assert.match(pod.status?.podIP ?? '', /^127\.0\.\d+\.\d+$/);
+      assert.notEqual(pod.status?.podIP, '127.0.0.1');
+      ips.add(pod.status!.podIP!);
+      const cs = pod.status?.containerStatuses?.[0];
+      assert.equal(cs?.name, 'nereid');
+      assert.equal(cs?.ready, true);
+      assert.equal(cs?.restartCount, 0);
+      assert.ok(cs?.state?.running, 'container running');
+      // The gate is not set: the pod is not Ready although its container is.
+      assert.equal(condition(pod, 'Ready'), 'False');
+      assert.equal(pod.status?.conditions?.find((c) => c.type === 'Ready')?.reason, 'ReadinessGatesNotReady');
+      // A real server answers on the pod's own address, with the model loaded from the hostPath mount.
+      const ready = await fetch(`http://${pod.status!.podIP}:8000/v2/health/ready`);
+      assert.equal(ready.status, 200);
+      const model = await fetch(`http://${pod.status!.podIP}:8000/v2/models/simple/ready`);
+      assert.equal(model.status, 200);
+      assert.equal(nereidPidsOn(pod.status!.podIP!).length, 1);
+    }
+    assert.equal(ips.size, 2, 'each pod has its own IP');
+
+    // Still un-Ready a few probe periods later.
+    await new Promise((r) => setTimeout(r, 2500));
+    for (const pod of await listPods()) assert.equal(condition(pod, 'Ready'), 'False', `${pod.metadata?.name} Ready before its gate`);
+
+    // What the operator does: set the gate condition on one pod's status.
+    const rest = new Rest(cluster.kubeConfig);
+    const gated = pods[0]!.metadata!.name!;
+    await rest.request(
+      'PATCH',
+      `/api/v1/namespaces/default/pods/${gated}/status`,
+      { status: { conditions: [{ type: GATE, status: 'True', lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }] } },
+      'application/strategic-merge-patch+json',
+    );
+    const readyPod = await waitFor(`pod ${gated} Ready once its gate is True`, async () => {
+      const pod = await core.readNamespacedPod({ name: gated, namespace: 'default' });
+      return condition(pod, 'Ready') === 'True' ? pod : undefined;
+    });
+    assert.equal(condition(readyPod, GATE), 'True', 'the kubelet kept the condition it does not own');
+    const other = (await listPods()).find((p) => p.metadata?.name !== gated)!;
+    assert.equal(condition(other, 'Ready'), 'False');
+    // The Deployment counts only the Ready pod as available... after its gate, like a real kubelet's pod.
+    await waitFor('the Deployment to report one ready replica', async () => {
+      const d = await apps.readNamespacedDeployment({ name: 'nereid', namespace: 'default' });
+      return d.status?.readyReplicas === 1 ? d : undefined;
+    });
+
+    // Deleting the Deployment: the garbage collector deletes the ReplicaSet and its pods, the kubelet
+    // runs preStop, stops the processes and removes the pods.
+    const pids = [...ips].flatMap((ip) => nereidPidsOn(ip));
+    assert.equal(pids.length, 2);
+    await apps.deleteNamespacedDeployment({ name: 'nereid', namespace: 'default', propagationPolicy: 'Background' });
+    await waitFor(
+      'the pods of the deleted Deployment to be gone',
+      async () => {
+        const [items, rs] = await Promise.all([listPods(), apps.listNamespacedReplicaSet({ namespace: 'default', labelSelector: selector })]);
+        return items.length === 0 && rs.items.length === 0 ? true : undefined;
+      },
+      60_000,
+    );
+    for (const pid of pids) assert.equal(pidAlive(pid), false, `Nereid process ${pid} still running after its pod was deleted`);
+    for (const ip of ips) assert.deepEqual(nereidPidsOn(ip), []);
+  });
+
+  it('restarts a container whose process exits and counts it', async () => {
+    assert.ok(kubelet);
+    await cluster.apply(
+      [
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'crasher' },
+          spec: {
+            terminationGracePeriodSeconds: 1,
+            containers: [{ name: 'main', image: 'busybox', command: ['/bin/sh', '-c', 'sleep 0.3; exit 3'] }],
+          },
+        },
+      ],
+      { namespace: 'default' },
+    );
+    const pod = await waitFor('the crashing container to be restarted', async () => {
+      const p = await core.readNamespacedPod({ name: 'crasher', namespace: 'default' });
+      const cs = p.status?.containerStatuses?.[0];
+      return cs && cs.restartCount >= 1 && cs.lastState?.terminated ? p : undefined;
+    }, 20_000);
+    assert.equal(pod.status?.phase, 'Running');
+    assert.equal(pod.status?.containerStatuses?.[0]?.lastState?.terminated?.exitCode, 3);
+    await core.deleteNamespacedPod({ name: 'crasher', namespace: 'default' });
+    await waitFor('the crashing pod to be removed', async () => {
+      try {
+        await core.readNamespacedPod({ name: 'crasher', namespace: 'default' });
+        return undefined;
+      } catch (err) {
+        return (err as { code?: number }).code === 404 ? true : undefined;
+      }
+    }, 20_000);
+  });
+
+  it('times out waitFor with what it awaited and the last value seen', async () => {
+    await assert.rejects(waitFor('the answer', async () => undefined, 200), /timed out after 200 ms waiting for the answer; last value: undefined/);
+    let n = 0;
+    await assert.rejects(
+      waitFor('a value', async () => {
+        n++;
+        throw new ApiError('GET', '/x', 503, { message: 'not yet' });
+      }, 200),
+      /waiting for a value; last value: Error: GET \/x: HTTP 503: not yet/,
+    );
+    assert.ok(n > 1);
+  });
+});
