@@ -7,12 +7,14 @@
 // Tiers (docs/testing.md): the default one (unit and end-to-end tests); --conformance, the files
 // under test/conformance (Triton's own clients and tools, from the virtual environment that
 // `node scripts/setup.mjs conformance` makes); --corpus, the `*.corpus.test.js` files (the
-// reference config corpus of a team checkout). Each runs nothing of the others.
+// reference config corpus of a team checkout); --kubernetes, the files under test/kubernetes (a real
+// kube-apiserver, etcd and S3 server per file, from `node scripts/setup.mjs kubernetes`). Each runs
+// nothing of the others.
 //
 // No test may skip for a missing prerequisite: a skipped or todo test fails the run, unless its
 // reason starts with "needs a GPU" (hardware this machine may lack). The summary lists every skip
 // with its reason.
-// Usage: node scripts/run-tests.mjs [--conformance | --corpus] [substring ...]   (only files whose
+// Usage: node scripts/run-tests.mjs [--conformance | --corpus | --kubernetes] [substring ...]   (only files whose
 // path contains one)
 //        node scripts/run-tests.mjs --files FILE...   (exactly these compiled test files, any tier)
 import { spawn } from 'node:child_process';
@@ -44,15 +46,18 @@ const args = process.argv.slice(2);
 const explicit = args[0] === '--files' ? args.slice(1) : undefined;
 const conformance = args.includes('--conformance');
 const corpus = args.includes('--corpus');
-if (conformance && corpus) {
-  console.error('--conformance and --corpus are separate tiers: run them one at a time');
+const kubernetes = args.includes('--kubernetes');
+if ([conformance, corpus, kubernetes].filter(Boolean).length > 1) {
+  console.error('--conformance, --corpus and --kubernetes are separate tiers: run them one at a time');
   process.exit(2);
 }
-const tier = conformance ? 'conformance' : corpus ? 'corpus' : 'default';
-const filters = args.filter((a) => a !== '--conformance' && a !== '--corpus');
+const tier = conformance ? 'conformance' : corpus ? 'corpus' : kubernetes ? 'kubernetes' : 'default';
+const filters = args.filter((a) => a !== '--conformance' && a !== '--corpus' && a !== '--kubernetes');
 const conformanceDir = join(root, 'dist', 'test', 'conformance') + '/';
+const kubernetesDir = join(root, 'dist', 'test', 'kubernetes') + '/';
 /** The tier a compiled test file belongs to. */
-const tierOf = (file) => (file.startsWith(conformanceDir) ? 'conformance' : file.endsWith('.corpus.test.js') ? 'corpus' : 'default');
+const tierOf = (file) =>
+  file.startsWith(conformanceDir) ? 'conformance' : file.startsWith(kubernetesDir) ? 'kubernetes' : file.endsWith('.corpus.test.js') ? 'corpus' : 'default';
 const files = explicit ?? [];
 let sources = explicit?.length ?? 0;
 for (const [dist, src] of explicit ? [] : trees) {
@@ -95,8 +100,9 @@ if (files.length === 0) {
 
 console.log(`Running ${files.length} of ${sources} test files (${explicit ? 'as listed' : `${tier} tier`})`);
 // Conformance files drive the server with external processes (Python clients, perf_analyzer,
-// Model Analyzer) that each want the machine's cores: one file at a time.
-const concurrency = conformance ? ['--test-concurrency=1'] : [];
+// Model Analyzer) that each want the machine's cores, and each Kubernetes file runs a control plane
+// of its own (about 500 MB): one file at a time.
+const concurrency = conformance || kubernetes ? ['--test-concurrency=1'] : [];
 const skipsDir = mkdtempSync(join(tmpdir(), 'nereid-test-skips-'));
 const skipsFile = join(skipsDir, 'skips.jsonl');
 const reporters = [

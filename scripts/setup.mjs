@@ -1,15 +1,17 @@
 #!/usr/bin/env node
 // The project's one setup step: checks what a command needs from the system and installs what is
 // missing, before that command runs. `npm test`, `npm run serve`, `npm run test:conformance`,
-// `npm run test:corpus` and `npm run bench` call it with their profile; .ci/run has no install
-// logic of its own.
+// `npm run test:corpus`, `npm run test:kubernetes` and `npm run bench` call it with their profile;
+// .ci/run has no install logic of its own.
 //
 //   node scripts/setup.mjs <profile> [--check]
 //
-// Profiles: serve, test, corpus, conformance, bench (docs/testing.md lists what each needs, and
+// Profiles: serve, test, corpus, conformance, kubernetes, bench (docs/testing.md lists what each needs, and
 // why). Debian packages are installed with apt-get when the user is root or has passwordless sudo;
 // PyPI packages go into the project's virtual environment (.venv-conformance). Where it cannot
 // install, it stops (exit 1) before the command runs and prints the exact command that would.
+// The kubernetes profile also builds the tier's real servers (kube-apiserver, etcd, …) from the Go
+// module proxy into ~/.cache/nereid/fleet, through scripts/fleet-infra.mjs, when any is missing.
 // When everything is present it only checks: one short Python probe and a few file lookups,
 // well under a second, and it says so in one line.
 //
@@ -18,6 +20,7 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -33,6 +36,9 @@ const REQUIREMENTS = join(root, 'test', 'conformance', 'requirements.txt');
 const TRITON_WHEEL = 'nvidia-pytriton==0.7.0';
 const TRITON_CACHE = join(root, '.cache', 'triton');
 const TRITON_DIR = join(TRITON_CACHE, 'nvidia-pytriton-0.7.0');
+/** The Kubernetes tier's Go-built servers: the script that builds them, and its cache. */
+const FLEET = join(root, 'scripts', 'fleet-infra.mjs');
+const FLEET_CACHE = join(process.env.NEREID_CACHE_DIR ?? join(homedir(), '.cache', 'nereid'), 'fleet');
 const started = process.hrtime.bigint();
 
 /**
@@ -181,6 +187,35 @@ const NEEDS = [
     ...python('venv', 'ensurepip'),
   },
   {
+    name: 'openssl',
+    what: 'openssl',
+    debian: ['openssl'],
+    why: "the Kubernetes tier's harness makes each test cluster's CA, serving and client certificates with it",
+    present: () => onPath('openssl'),
+  },
+  {
+    name: 'ca-certificates',
+    what: 'the CA certificates (/etc/ssl/certs/ca-certificates.crt)',
+    debian: ['ca-certificates'],
+    why: "the Go toolchain and modules of the Kubernetes tier's servers are fetched over HTTPS from the Go module proxy",
+    present: () => existsSync('/etc/ssl/certs/ca-certificates.crt'),
+  },
+  {
+    name: 'python3',
+    what: PYTHON,
+    debian: ['python3'],
+    why: 'scripts/fleet-infra.mjs unpacks the Go toolchain it fetches with it',
+    present: () => existsSync(PYTHON),
+  },
+  {
+    name: 'fleet',
+    what: `kube-apiserver, kube-controller-manager, etcd, weed (SeaweedFS) and helm, built from the Go module proxy into ${FLEET_CACHE}`,
+    debian: [],
+    build: [process.execPath, FLEET, 'build'],
+    why: 'the Kubernetes tier runs them as real servers (a first build takes about 10 minutes and 9.5 GB of disk)',
+    present: () => spawnSync(process.execPath, [FLEET, 'check'], { stdio: 'ignore' }).status === 0,
+  },
+  {
     name: 'libb64',
     what: 'libb64.so.0d',
     debian: ['libb64-0d'],
@@ -195,6 +230,8 @@ const PROFILES = {
   test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'chromium', 'cc'],
   corpus: ['grpc', 'protobuf'],
   conformance: ['numpy', 'venv', 'libb64', 'cc'],
+  // The Debian needs first: building the servers needs them.
+  kubernetes: ['openssl', 'ca-certificates', 'python3', 'cc?', 'fleet'],
   bench: ['numpy', 'venv', 'libb64', 'cc'],
 };
 
@@ -223,7 +260,9 @@ function absent(needs) {
   return needs.filter((n) => !n.present());
 }
 
-let missing = absent(wanted);
+/** Needs that a project script builds (no Debian package): handled after the packages. */
+const built = wanted.filter((n) => n.build !== undefined);
+let missing = absent(wanted.filter((n) => n.build === undefined));
 
 /** How to run a command as root here: directly, with passwordless sudo, or not at all. */
 function rootRunner() {
@@ -280,6 +319,17 @@ function asRootText(command) {
   const sudo = process.getuid?.() !== 0 && onPath('sudo');
   return sudo ? command.replace(/(^|&& )apt-get/g, '$1sudo apt-get') : command;
 }
+
+for (const need of absent(built)) {
+  const command = need.build.map((a) => (a === process.execPath ? 'node' : a.startsWith(root) ? a.slice(root.length) : a)).join(' ');
+  if (mode === 'check') {
+    process.stderr.write(`setup (${profile}): missing, and not built here (NEREID_SETUP=check):\n  - ${need.what}: ${need.why}\nRun:\n  ${command}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`setup (${profile}): building ${need.what}\n`);
+  if (run(need.build) !== 0 || !need.present()) fail(`building ${need.what} failed (see above); the command was: ${command}`);
+}
+missing = [...missing, ...absent(built)];
 
 if (profile === 'conformance') conformanceEnvironment();
 

@@ -54,3 +54,17 @@ describe('test runner: skips', () => {
     assert.match(r.out, /Skipped: none/);
   });
 });
+
+describe('test runner: tiers', () => {
+  it('leaves the Kubernetes tier out of the default run', () => {
+    const r = spawnSync(process.execPath, [join(REPO_ROOT, 'scripts', 'run-tests.mjs'), 'kubernetes/harness/'], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 1, `${r.stdout}${r.stderr}`);
+    assert.match(r.stderr, /No test file matches kubernetes\/harness\//);
+  });
+
+  it('refuses two tiers at once', () => {
+    const r = spawnSync(process.execPath, [join(REPO_ROOT, 'scripts', 'run-tests.mjs'), '--kubernetes', '--conformance'], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--conformance, --corpus and --kubernetes are separate tiers/);
+  });
+});

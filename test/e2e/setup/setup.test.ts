@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -66,10 +66,31 @@ describe('setup step (scripts/setup.mjs)', () => {
     assert.match(r.stdout, /setup \(serve\): 0 of 1 prerequisites present \(\d+ ms\); without a C compiler/);
   });
 
+  it('kubernetes: stops on a missing openssl before building anything, naming its package', () => {
+    const cache = mkdtempSync(join(tmpdir(), 'nereid-setup-cache-'));
+    dirs.push(cache);
+    const r = setup(['kubernetes'], { PATH: pathWith({ node: process.execPath, 'apt-get': '/usr/bin/apt-get' }), NEREID_SETUP: 'check', NEREID_CACHE_DIR: cache });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /setup \(kubernetes\): missing, and not installed here \(NEREID_SETUP=check\):/);
+    assert.match(r.stderr, /- openssl \(Debian: openssl\): the Kubernetes tier's harness makes each test cluster's CA/);
+    assert.ok(r.stderr.includes('apt-get install -y --no-install-recommends openssl'), r.stderr);
+    assert.deepEqual(readdirSync(cache), []);
+  });
+
+  it('kubernetes: in check mode names the build of the missing servers and builds nothing', () => {
+    const cache = mkdtempSync(join(tmpdir(), 'nereid-setup-cache-'));
+    dirs.push(cache);
+    const r = setup(['kubernetes'], { NEREID_SETUP: 'check', NEREID_CACHE_DIR: cache });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /setup \(kubernetes\): missing, and not built here \(NEREID_SETUP=check\):\n {2}- kube-apiserver, kube-controller-manager, etcd, weed \(SeaweedFS\) and helm, built from the Go module proxy into .*nereid-setup-cache-.*\/fleet: /);
+    assert.ok(r.stderr.endsWith('Run:\n  node scripts/fleet-infra.mjs build\n'), r.stderr);
+    assert.deepEqual(readdirSync(cache), []);
+  });
+
   it('refuses an unknown profile or NEREID_SETUP value, and does nothing with NEREID_SETUP=skip', () => {
     const unknown = setup(['everything']);
     assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /usage: node scripts\/setup\.mjs <serve\|test\|corpus\|conformance\|bench> \[--check\]/);
+    assert.match(unknown.stderr, /usage: node scripts\/setup\.mjs <serve\|test\|corpus\|conformance\|kubernetes\|bench> \[--check\]/);
     const bad = setup(['test'], { NEREID_SETUP: 'maybe' });
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /NEREID_SETUP must be 'check' or 'skip', got 'maybe'/);
