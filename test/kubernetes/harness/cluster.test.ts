@@ -6,8 +6,11 @@
  * the Deployment removes the pods and ends the processes.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { REPO_ROOT, startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
@@ -33,6 +36,31 @@ function nereidPidsOn(ip: string): number[] {
   return pids;
 }
 
+/** Pids of processes with an argument containing `text`. */
+function pidsWithArgument(text: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (readFileSync(join('/proc', entry, 'cmdline'), 'utf8').split('\0').some((a) => a.includes(text))) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
+async function waitForGone(core: CoreV1Api, name: string, timeoutMs: number): Promise<void> {
+  await waitFor(`pod ${name} to be removed`, async () => {
+    try {
+      await core.readNamespacedPod({ name, namespace: 'default' });
+      return undefined;
+    } catch (err) {
+      return (err as { code?: number }).code === 404 ? true : undefined;
+    }
+  }, timeoutMs);
+}
+
 function condition(pod: V1Pod, type: string): string | undefined {
   return pod.status?.conditions?.find((c) => c.type === type)?.status;
 }
@@ -50,9 +78,11 @@ describe('Kubernetes test harness', () => {
     core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     apps = cluster.kubeConfig.makeApiClient(AppsV1Api);
   });
+  const cleanup: string[] = [];
   after(async () => {
     await kubelet?.stop();
     await cluster?.stop();
+    for (const dir of cleanup) rmSync(dir, { recursive: true, force: true });
   });
 
   it('serves the API to the admin kubeconfig over TLS with the cluster CA', async () => {
@@ -220,6 +250,7 @@ subjects:
     });
 
     const ips = new Set<string>();
+    const pids: number[] = [];
     for (const pod of pods) {
       assert.equal(pod.spec?.nodeName, 'nereid-sim-node');
       assert.equal(pod.status?.phase, 'Running');
@@ -240,7 +271,9 @@ subjects:
       assert.equal(ready.status, 200);
       const model = await fetch(`http://${pod.status!.podIP}:8000/v2/models/simple/ready`);
       assert.equal(model.status, 200);
-      assert.equal(nereidPidsOn(pod.status!.podIP!).length, 1);
+      const pid = Number(cs!.containerID!.replace('nereid-sim://', ''));
+      assert.ok(nereidPidsOn(pod.status!.podIP!).includes(pid), `process ${pid} serves on ${pod.status!.podIP}`);
+      pids.push(pid);
     }
     assert.equal(ips.size, 2, 'each pod has its own IP');
 
@@ -270,10 +303,20 @@ subjects:
       return d.status?.readyReplicas === 1 ? d : undefined;
     });
 
+    // The disruption controller sees the pods as a real cluster's: a PodDisruptionBudget counts the
+    // one Ready pod as healthy.
+    await cluster.apply(
+      [{ apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', metadata: { name: 'nereid' }, spec: { minAvailable: 1, selector: { matchLabels: { 'app.kubernetes.io/name': 'nereid' } } } }],
+      { namespace: 'default' },
+    );
+    const pdb = await waitFor('the PodDisruptionBudget status', async () => {
+      const b = await rest.request<{ status?: { currentHealthy?: number; expectedPods?: number; disruptionsAllowed?: number } }>('GET', '/apis/policy/v1/namespaces/default/poddisruptionbudgets/nereid');
+      return b.status?.expectedPods === 2 ? b.status : undefined;
+    });
+    assert.deepEqual([pdb.currentHealthy, pdb.disruptionsAllowed], [1, 0]);
+
     // Deleting the Deployment: the garbage collector deletes the ReplicaSet and its pods, the kubelet
     // runs preStop, stops the processes and removes the pods.
-    const pids = [...ips].flatMap((ip) => nereidPidsOn(ip));
-    assert.equal(pids.length, 2);
     await apps.deleteNamespacedDeployment({ name: 'nereid', namespace: 'default', propagationPolicy: 'Background' });
     await waitFor(
       'the pods of the deleted Deployment to be gone',
@@ -284,7 +327,6 @@ subjects:
       60_000,
     );
     for (const pid of pids) assert.equal(pidAlive(pid), false, `Nereid process ${pid} still running after its pod was deleted`);
-    for (const ip of ips) assert.deepEqual(nereidPidsOn(ip), []);
   });
 
   it('restarts a container whose process exits and counts it', async () => {
@@ -311,14 +353,145 @@ subjects:
     assert.equal(pod.status?.phase, 'Running');
     assert.equal(pod.status?.containerStatuses?.[0]?.lastState?.terminated?.exitCode, 3);
     await core.deleteNamespacedPod({ name: 'crasher', namespace: 'default' });
-    await waitFor('the crashing pod to be removed', async () => {
-      try {
-        await core.readNamespacedPod({ name: 'crasher', namespace: 'default' });
-        return undefined;
-      } catch (err) {
-        return (err as { code?: number }).code === 404 ? true : undefined;
-      }
-    }, 20_000);
+    await waitForGone(core, 'crasher', 20_000);
+  });
+
+  it('resolves env from Secrets, ConfigMaps and fields, rewrites mounted paths, runs preStop before SIGTERM', async () => {
+    assert.ok(kubelet);
+    const out = mkdtempSync(join(tmpdir(), 'nereid-kubelet-test-'));
+    cleanup.push(out);
+    await cluster.apply(
+      [
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds' }, stringData: { key: 's3cr3t' } },
+        { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'conf' }, data: { region: 'eu-test-1' } },
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'stopper' },
+          spec: {
+            terminationGracePeriodSeconds: 10,
+            volumes: [{ name: 'out', hostPath: { path: out } }],
+            containers: [
+              {
+                name: 'main',
+                image: 'busybox',
+                command: ['/bin/sh', '-c', 'echo "env $SECRET $REGION $POD_NAME $POD_IP" >> "$OUT"; trap \'echo "term $(date +%s%3N)" >> "$OUT"; exit 0\' TERM; while :; do sleep 0.05; done'],
+                env: [
+                  { name: 'SECRET', valueFrom: { secretKeyRef: { name: 'creds', key: 'key' } } },
+                  { name: 'REGION', valueFrom: { configMapKeyRef: { name: 'conf', key: 'region' } } },
+                  { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+                  { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+                  { name: 'OUT', value: '/var/out/log' },
+                ],
+                volumeMounts: [{ name: 'out', mountPath: '/var/out' }],
+                lifecycle: { preStop: { exec: { command: ['sleep', '2'] } } },
+              },
+            ],
+          },
+        },
+      ],
+      { namespace: 'default' },
+    );
+    const pod = await waitFor('pod stopper running', async () => {
+      const p = await core.readNamespacedPod({ name: 'stopper', namespace: 'default' });
+      return condition(p, 'Ready') === 'True' ? p : undefined;
+    });
+    const log = join(out, 'log');
+    await waitFor('the container to write its environment', async () => existsSync(log) && readFileSync(log, 'utf8').includes('env'));
+    assert.equal(readFileSync(log, 'utf8').trim(), `env s3cr3t eu-test-1 stopper ${pod.status!.podIP}`);
+
+    const pid = Number(/^nereid-sim:\/\/(\d+)$/.exec(pod.status!.containerStatuses![0]!.containerID!)![1]);
+    assert.ok(pidAlive(pid));
+    const deleted = Date.now();
+    await core.deleteNamespacedPod({ name: 'stopper', namespace: 'default' });
+    await waitForGone(core, 'stopper', 20_000);
+    const term = /term (\d+)/.exec(readFileSync(log, 'utf8'));
+    assert.ok(term, `the container got SIGTERM: ${readFileSync(log, 'utf8')}`);
+    // SIGTERM came after the 2 s preStop sleep (a lower bound: this machine may be slow, never fast).
+    assert.ok(Number(term[1]) - deleted >= 1900, `SIGTERM ${Number(term[1]) - deleted} ms after the delete`);
+    assert.equal(pidAlive(pid), false);
+  });
+
+  it('kills a container that ignores SIGTERM after the grace period, and restarts one that fails its liveness probe', async () => {
+    assert.ok(kubelet);
+    const loop = 'while :; do sleep 0.05; done';
+    await cluster.apply(
+      [
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'stubborn' },
+          spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: 'busybox', command: ['/bin/sh', '-c', `trap '' TERM; ${loop}`] }] },
+        },
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'unhealthy' },
+          spec: {
+            terminationGracePeriodSeconds: 1,
+            containers: [
+              {
+                name: 'main',
+                image: 'busybox',
+                command: ['/bin/sh', '-c', loop],
+                // Nothing listens on port 1 of the pod's address.
+                livenessProbe: { tcpSocket: { port: 1 }, periodSeconds: 1, failureThreshold: 2 },
+              },
+            ],
+          },
+        },
+      ],
+      { namespace: 'default' },
+    );
+    const stubborn = await waitFor('pod stubborn running', async () => {
+      const p = await core.readNamespacedPod({ name: 'stubborn', namespace: 'default' });
+      return p.status?.containerStatuses?.[0]?.state?.running ? p : undefined;
+    });
+    const pid = Number(stubborn.status!.containerStatuses![0]!.containerID!.replace('nereid-sim://', ''));
+    const deleted = Date.now();
+    await core.deleteNamespacedPod({ name: 'stubborn', namespace: 'default' });
+    await waitForGone(core, 'stubborn', 20_000);
+    assert.ok(Date.now() - deleted >= 900, 'removed only after the grace period');
+    assert.equal(pidAlive(pid), false, 'SIGKILLed');
+
+    const restarted = await waitFor('the unhealthy container to be restarted', async () => {
+      const p = await core.readNamespacedPod({ name: 'unhealthy', namespace: 'default' });
+      return (p.status?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? p : undefined;
+    }, 30_000);
+    assert.equal(restarted.status?.phase, 'Running');
+    await core.deleteNamespacedPod({ name: 'unhealthy', namespace: 'default' });
+    await waitForGone(core, 'unhealthy', 20_000);
+  });
+
+  it('kills the cluster and pod processes when the test process is terminated without stopping them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nereid-orphans-'));
+    cleanup.push(dir);
+    const script = join(dir, 'leave.mjs');
+    const helpers = pathToFileURL(join(REPO_ROOT, 'dist', 'test', 'kubernetes', 'helpers', 'cluster.js')).href;
+    writeFileSync(
+      script,
+      `import { startCluster, startKubelet, waitFor } from ${JSON.stringify(helpers)};
+const cluster = await startCluster({ controllerManager: false });
+await startKubelet(cluster);
+await cluster.apply([{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'left' }, spec: { containers: [{ name: 'main', image: 'busybox', command: ['/bin/sh', '-c', 'while :; do sleep 0.05; done'] }] } }], { namespace: 'default' });
+const { Rest } = await import(${JSON.stringify(helpers.replace(/cluster\.js$/, 'rest.js'))});
+const rest = new Rest(cluster.kubeConfig);
+const pod = await waitFor('pod left running', async () => { const p = await rest.request('GET', '/api/v1/namespaces/default/pods/left'); return p.status?.containerStatuses?.[0]?.state?.running ? p : undefined; });
+console.log(JSON.stringify({ dir: cluster.kubeconfigPath.slice(0, cluster.kubeconfigPath.lastIndexOf('/')), pod: Number(pod.status.containerStatuses[0].containerID.replace('nereid-sim://', '')) }));
+setInterval(() => {}, 1000);
+`,
+    );
+    const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => (text += chunk));
+    const info = await waitFor('the child to start a cluster and a pod', async () => (text.includes('\n') ? (JSON.parse(text) as { dir: string; pod: number }) : undefined), 60_000);
+    const pids = [...pidsWithArgument(info.dir), info.pod];
+    assert.ok(pids.length >= 3, `etcd, kube-apiserver and the pod's process: ${pids.join(', ')}`);
+    for (const pid of pids) assert.ok(pidAlive(pid));
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+    await waitFor('the left processes to be gone', async () => pids.every((pid) => !pidAlive(pid)), 10_000);
   });
 
   it('times out waitFor with what it awaited and the last value seen', async () => {

@@ -146,6 +146,16 @@ class Certificates {
     return this.issue(name, subject(user, groups), ['extendedKeyUsage=clientAuth']);
   }
 
+  /** A CA certificate of its own (no certificates are issued from it); returns its path. */
+  otherCa(name: string): string {
+    openssl(this.dir, [
+      'req', '-config', 'openssl.cnf', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '3650', '-subj', `/CN=${name}`,
+      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+    ]);
+    return join(this.dir, `${name}.crt`);
+  }
+
   /** An EC key pair for service-account tokens: [private key, public key]. */
   serviceAccountKeys(): [string, string] {
     openssl(this.dir, ['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', 'sa.key']);
@@ -256,6 +266,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const serving = certs.issue('apiserver', '/CN=kube-apiserver', ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'extendedKeyUsage=serverAuth']);
     const admin = certs.client('admin', 'nereid-admin', ['system:masters']);
     const [saKey, saPub] = certs.serviceAccountKeys();
+    const frontProxyCa = certs.otherCa('front-proxy-ca');
 
     const [etcdClient, etcdPeer, apiPort, kcmPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
     const etcd = spawnManaged('etcd', etcdBin, [
@@ -282,6 +293,12 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       `--tls-cert-file=${serving.cert}`,
       `--tls-private-key-file=${serving.key}`,
       `--client-ca-file=${certs.caCert}`,
+      // Set so that components reading extension-apiserver-authentication find a CA there.
+      `--requestheader-client-ca-file=${frontProxyCa}`,
+      '--requestheader-allowed-names=front-proxy-client',
+      '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group',
+      '--requestheader-extra-headers-prefix=X-Remote-Extra-',
       '--authorization-mode=RBAC',
       `--service-account-issuer=${url}`,
       `--service-account-key-file=${saPub}`,
@@ -300,6 +317,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const tls = { ca: certs.caCert, cert: admin.cert, key: admin.key };
     await waitWhileRunning('kube-apiserver /readyz', [etcd, apiserver], async () => (await httpsGet(`${url}/readyz`, tls)).status === 200, 60_000);
 
+    const waits = [waitWhileRunning('the default namespace', processes, async () => (await httpsGet(`${url}/api/v1/namespaces/default`, tls)).status === 200, 30_000)];
     if (kcmBin !== undefined) {
       const kcm = spawnManaged('kube-controller-manager', kcmBin, [
         `--kubeconfig=${kubeconfigPath}`,
@@ -317,9 +335,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
         '--v=1',
       ], join(dir, 'kube-controller-manager.log'));
       processes.push(kcm);
-      await waitWhileRunning('kube-controller-manager /healthz', [etcd, apiserver, kcm], async () => (await httpsGet(`https://127.0.0.1:${kcmPort}/healthz`, { insecure: true })).status === 200, 60_000);
+      waits.push(waitWhileRunning('kube-controller-manager /healthz', [etcd, apiserver, kcm], async () => (await httpsGet(`https://127.0.0.1:${kcmPort}/healthz`, { insecure: true })).status === 200, 60_000));
     }
-    await waitWhileRunning('the default namespace', processes, async () => (await httpsGet(`${url}/api/v1/namespaces/default`, tls)).status === 200, 30_000);
+    await Promise.all(waits);
 
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfigPath);

@@ -13,6 +13,9 @@
  * httpGet), sends SIGTERM, waits out the grace period, sends SIGKILL and then deletes the pod with
  * grace period 0, as a kubelet does.
  *
+ * Pod IPs are loopback addresses, which the API server refuses in EndpointSlices: a Service gets
+ * no endpoints for these pods. Talk to a pod by its status.podIP.
+ *
  * What a container sees: its args with the paths of hostPath, emptyDir, configMap and secret volume
  * mounts rewritten to local directories (there is no mount namespace), and its environment
  * (literal values, $(VAR) references, secretKeyRef, configMapKeyRef, fieldRef, envFrom) over a
@@ -20,7 +23,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { V1Container, V1Pod, V1Probe, V1Volume } from '@kubernetes/client-node';
@@ -79,10 +82,17 @@ class SimKubelet {
     this.namespace = namespace;
   }
 
-  /** 127.0.0.2, 127.0.0.3, … then 127.0.1.1, …: never reused within this kubelet. */
-  allocateIp(): string {
-    const n = this.#nextIp++ - 1;
-    return `127.0.${Math.floor(n / 254)}.${(n % 254) + 1}`;
+  /**
+   * The next free pod IP: 127.0.0.2, 127.0.0.3, … then 127.0.1.1, …, never reused within this
+   * kubelet, and skipping an address where one of `ports` is taken already (the simulated kubelets
+   * of other test processes on this machine).
+   */
+  async allocateIp(ports: number[]): Promise<string> {
+    for (;;) {
+      const n = this.#nextIp++ - 1;
+      const ip = `127.0.${Math.floor(n / 254)}.${(n % 254) + 1}`;
+      if ((await Promise.all(ports.map((port) => portFree(ip, port)))).every(Boolean)) return ip;
+    }
   }
 
   async start(): Promise<void> {
@@ -191,7 +201,7 @@ class SimKubelet {
       } catch (err) {
         if (this.stopped) break;
         log(`watch: ${(err as Error).message}`);
-        await new Promise((r) => setTimeout(r, 500));
+        await new Promise((r) => setTimeout(r, 500).unref());
         try {
           rv = await this.#list();
         } catch (e) {
@@ -222,7 +232,7 @@ class SimKubelet {
     const created = new PodRuntime(this, pod);
     this.pods.set(uid, created);
     this.byName.set(`${pod.metadata.namespace}/${pod.metadata.name}`, created);
-    created.begin();
+    void created.begin();
   }
 
   async #bind(pod: Pod): Promise<void> {
@@ -260,7 +270,7 @@ class SimKubelet {
 class PodRuntime {
   readonly kubelet: SimKubelet;
   pod: Pod;
-  readonly ip: string;
+  ip = '';
   readonly dir: string;
   readonly containers: ContainerRuntime[];
   readonly startTime = now();
@@ -272,7 +282,6 @@ class PodRuntime {
   constructor(kubelet: SimKubelet, pod: Pod) {
     this.kubelet = kubelet;
     this.pod = pod;
-    this.ip = kubelet.allocateIp();
     this.dir = join(kubelet.dir, `${pod.metadata.namespace}_${pod.metadata.name}_${pod.metadata.uid!.slice(0, 8)}`);
     mkdirSync(this.dir, { recursive: true });
     this.containers = pod.spec.containers.map((c) => new ContainerRuntime(this, c));
@@ -290,11 +299,14 @@ class PodRuntime {
     return `${this.pod.metadata.namespace}/${this.pod.metadata.name}`;
   }
 
-  begin(): void {
+  async begin(): Promise<void> {
     if (this.pod.metadata.deletionTimestamp) {
-      void this.terminate();
+      await this.terminate();
       return;
     }
+    const ports = this.pod.spec.containers.flatMap((c) => (c.ports ?? []).map((p) => p.containerPort));
+    this.ip = await this.kubelet.allocateIp(ports);
+    if (this.finished || this.terminating) return;
     for (const c of this.containers) void c.launch();
     this.sync();
   }
@@ -334,7 +346,7 @@ class PodRuntime {
 
   /** Writes the pod's status if it differs from what the API holds (coalesced; one write at a time). */
   sync(): void {
-    if (this.kubelet.stopped) return;
+    if (this.kubelet.stopped || this.ip === '') return;
     this.#dirty = true;
     if (this.#syncing) return;
     this.#syncing = true;
@@ -489,7 +501,7 @@ class ContainerRuntime {
       this.waitingReason = 'CreateContainerConfigError';
       this.waitingMessage = (err as Error).message;
       this.pod.sync();
-      this.#restartTimer = setTimeout(() => void this.launch(), 1000);
+      this.#restartTimer = setTimeout(() => void this.launch(), 1000).unref();
       return;
     }
     if (this.#stopping || this.pod.finished) return;
@@ -525,7 +537,7 @@ class ContainerRuntime {
         this.#restartTimer = setTimeout(() => {
           this.restartCount++;
           void this.launch();
-        }, this.#backoffMs);
+        }, this.#backoffMs).unref();
         this.#backoffMs = Math.min(this.#backoffMs * 2, 10_000);
       } else {
         this.pod.sync();
@@ -753,7 +765,7 @@ class ContainerRuntime {
       if (this.process !== proc || !proc.running) return;
       onResult(ok);
       this.#schedule(state, probe, proc, onResult, false);
-    }, delay);
+    }, delay).unref();
   }
 
   #startProbes(proc: ManagedProcess): void {
@@ -869,6 +881,16 @@ function fieldValue(pod: Pod, path: string, ip: string): string {
     default:
       return '';
   }
+}
+
+/** True when nothing listens on ip:port (a listen there succeeds). */
+function portFree(ip: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, ip, () => server.close(() => resolve(true)));
+  });
 }
 
 function httpGet(host: string, port: number, path: string, timeoutMs: number, headers: Record<string, string>): Promise<number> {

@@ -72,6 +72,8 @@ export function spawnManaged(name: string, command: string, args: readonly strin
     cwd: options.cwd,
   });
   closeSync(fd);
+  // A test that forgets stop() must not hang its file: the exit hook kills the group instead.
+  child.unref();
   let running = true;
   let spawnError: Error | undefined;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {

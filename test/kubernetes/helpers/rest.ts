@@ -113,6 +113,8 @@ export class Rest {
         res.on('error', (err) => (stopped ? resolve() : reject(err)));
       });
       req.on('error', (err) => (stopped ? resolve() : reject(err)));
+      // A watch alone does not keep the test process alive (a forgotten stop() must not hang it).
+      req.on('socket', (socket) => socket.unref());
       req.end();
     });
     return {
