@@ -111,7 +111,7 @@ describe('Kubernetes test harness', () => {
     assert.deepEqual((await core.readNamespacedConfigMap({ name: 'settings', namespace: 'applied' })).data, { a: '2' });
   });
 
-  it('applies a CustomResourceDefinition and a resource of its kind in one go', async () => {
+  it('applies a CustomResourceDefinition and a resource of its kind in one go; owned objects are collected', async () => {
     const [, widget] = (await cluster.apply(`
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -134,9 +134,25 @@ apiVersion: example.nereid.dev/v1
 kind: Widget
 metadata: { name: w1 }
 spec: { size: 3 }
-`, { namespace: 'default' })) as [unknown, { spec: { size: number }; metadata: { namespace: string } }];
+`, { namespace: 'default' })) as [unknown, { spec: { size: number }; metadata: { namespace: string; uid: string } }];
     assert.equal(widget.spec.size, 3);
     assert.equal(widget.metadata.namespace, 'default');
+
+    // The garbage collector knows the new kind at once: an object it owns goes when it goes.
+    await cluster.apply(
+      [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owned-by-w1', ownerReferences: [{ apiVersion: 'example.nereid.dev/v1', kind: 'Widget', name: 'w1', uid: widget.metadata.uid }] } }],
+      { namespace: 'default' },
+    );
+    const rest = new Rest(cluster.kubeConfig);
+    await rest.request('DELETE', '/apis/example.nereid.dev/v1/namespaces/default/widgets/w1');
+    await waitFor('the garbage collector to delete the ConfigMap owned by the deleted Widget', async () => {
+      try {
+        await core.readNamespacedConfigMap({ name: 'owned-by-w1', namespace: 'default' });
+        return undefined;
+      } catch (err) {
+        return (err as { code?: number }).code === 404 ? true : undefined;
+      }
+    }, 15_000);
     await assert.rejects(
       cluster.apply([{ apiVersion: 'example.nereid.dev/v1', kind: 'Widget', metadata: { name: 'w2' }, spec: { size: 0 } }], { namespace: 'default' }),
       /spec\.size.*should be greater than or equal to 1|spec\.size in body should be greater than or equal to 1/,
