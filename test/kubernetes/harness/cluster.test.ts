@@ -345,7 +345,7 @@ subjects:
     for (const pid of pids) assert.equal(pidAlive(pid), false, `Nereid process ${pid} still running after its pod was deleted`);
   });
 
-  it('restarts a container whose process exits and counts it', async () => {
+  it('restarts a container whose process exits and counts it; without restarts the pod ends Failed or Succeeded', async () => {
     assert.ok(kubelet);
     await cluster.apply(
       [
@@ -368,6 +368,24 @@ subjects:
     }, 20_000);
     assert.equal(pod.status?.phase, 'Running');
     assert.equal(pod.status?.containerStatuses?.[0]?.lastState?.terminated?.exitCode, 3);
+
+    // restartPolicy Never: the pod ends Failed, or Succeeded when the process exits 0.
+    await cluster.apply(
+      ['failed:exit 3', 'succeeded:exit 0'].map((x) => {
+        const [name, script] = x.split(':');
+        return { apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox', command: ['/bin/sh', '-c', script] }] } };
+      }),
+      { namespace: 'default' },
+    );
+    for (const [name, phase, code] of [['failed', 'Failed', 3], ['succeeded', 'Succeeded', 0]] as const) {
+      const done = await waitFor(`pod ${name} to end ${phase}`, async () => {
+        const p = await core.readNamespacedPod({ name, namespace: 'default' });
+        return p.status?.phase === phase ? p : undefined;
+      }, 20_000);
+      assert.equal(done.status?.containerStatuses?.[0]?.state?.terminated?.exitCode, code);
+      assert.equal(done.status?.containerStatuses?.[0]?.restartCount, 0);
+      await core.deleteNamespacedPod({ name, namespace: 'default' });
+    }
     await core.deleteNamespacedPod({ name: 'crasher', namespace: 'default' });
     await waitForGone(core, 'crasher', 20_000);
   });
@@ -502,12 +520,16 @@ setInterval(() => {}, 1000);
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (chunk: string) => (text += chunk));
     const info = await waitFor('the child to start a cluster and a pod', async () => (text.includes('\n') ? (JSON.parse(text) as { dir: string; pod: number }) : undefined), 60_000);
+    cleanup.push(info.dir);
     const pids = [...pidsWithArgument(info.dir), info.pod];
     assert.ok(pids.length >= 3, `etcd, kube-apiserver and the pod's process: ${pids.join(', ')}`);
     for (const pid of pids) assert.ok(pidAlive(pid));
     child.kill('SIGTERM');
     await new Promise((resolve) => child.once('exit', resolve));
     await waitFor('the left processes to be gone', async () => pids.every((pid) => !pidAlive(pid)), 10_000);
+    // etcd's data went too; the logs stay for a look.
+    assert.equal(existsSync(join(info.dir, 'etcd')), false);
+    assert.ok(existsSync(join(info.dir, 'kube-apiserver.log')));
   });
 
   it('times out waitFor with what it awaited and the last value seen', async () => {

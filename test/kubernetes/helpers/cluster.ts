@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { REPO_ROOT, freePort, spawnManaged, type ManagedProcess } from './processes.js';
+import { REPO_ROOT, atExit, freePort, spawnManaged, type ManagedProcess } from './processes.js';
 
 export { KubeConfig };
 
@@ -257,11 +257,16 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const dir = mkdtempSync(join(tmpdir(), 'nereid-cluster-'));
   const processes: ManagedProcess[] = [];
   let stopped = false;
+  // etcd's data (its write-ahead log alone is 64 MB) goes even if the test process dies; the logs stay.
+  const etcdData = join(dir, 'etcd');
+  const forget = atExit(() => rmSync(etcdData, { recursive: true, force: true }));
   const stopAll = async () => {
     if (stopped) return;
     stopped = true;
     // The controller manager and API server first, etcd (their store) last.
     for (const p of [...processes].reverse()) await p.stop(5000);
+    rmSync(etcdData, { recursive: true, force: true });
+    forget();
   };
   try {
     const certs = new Certificates(join(dir, 'pki'));
@@ -273,7 +278,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const [etcdClient, etcdPeer, apiPort, kcmPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
     const etcd = spawnManaged('etcd', etcdBin, [
       '--name=default',
-      `--data-dir=${join(dir, 'etcd')}`,
+      `--data-dir=${etcdData}`,
       `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
       `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
       `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,

@@ -28,7 +28,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { V1Container, V1Pod, V1Probe, V1Volume } from '@kubernetes/client-node';
 import type { Cluster } from './cluster.js';
-import { REPO_ROOT, spawnManaged, type ManagedProcess } from './processes.js';
+import { REPO_ROOT, atExit, spawnManaged, type ManagedProcess } from './processes.js';
 import { ApiError, Rest, type Watch } from './rest.js';
 
 export const NODE_NAME = 'nereid-sim-node';
@@ -68,6 +68,7 @@ class SimKubelet {
   readonly rest: Rest;
   readonly namespace: string | undefined;
   readonly dir = mkdtempSync(join(tmpdir(), 'nereid-kubelet-'));
+  readonly #forget = atExit(() => rmSync(this.dir, { recursive: true, force: true }));
   readonly pods = new Map<string, PodRuntime>();
   /** Pod runtimes by namespace/name, kept after deletion for their logs. */
   readonly byName = new Map<string, PodRuntime>();
@@ -262,6 +263,7 @@ class SimKubelet {
     await this.#loop?.catch(() => undefined);
     await Promise.all([...this.pods.values()].map((p) => p.kill(3000)));
     rmSync(this.dir, { recursive: true, force: true });
+    this.#forget();
   }
 }
 

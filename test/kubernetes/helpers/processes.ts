@@ -13,7 +13,27 @@ export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url))
 
 /** Process groups still running, killed with SIGKILL when the test process exits. */
 const live = new Set<number>();
+/** Synchronous clean-ups run when the test process exits (after the groups are killed). */
+const exitCleanups = new Set<() => void>();
 let hooked = false;
+
+/** Runs `cleanup` (synchronous) if the test process exits before the returned function is called. */
+export function atExit(cleanup: () => void): () => void {
+  hookExit();
+  exitCleanups.add(cleanup);
+  return () => exitCleanups.delete(cleanup);
+}
+
+function killAll(): void {
+  for (const pid of live) killGroup(pid, 'SIGKILL');
+  for (const cleanup of exitCleanups) {
+    try {
+      cleanup();
+    } catch {
+      // best effort on the way out
+    }
+  }
+}
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
@@ -26,14 +46,12 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
 function hookExit(): void {
   if (hooked) return;
   hooked = true;
-  process.on('exit', () => {
-    for (const pid of live) killGroup(pid, 'SIGKILL');
-  });
+  process.on('exit', killAll);
   // A runner that stops this file (timeout, Ctrl-C) sends a signal: without a handler Node would
   // die without running 'exit' listeners and leave the servers behind.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.once(signal, () => {
-      for (const pid of live) killGroup(pid, 'SIGKILL');
+      killAll();
       process.exit(128 + (signal === 'SIGINT' ? 2 : signal === 'SIGTERM' ? 15 : 1));
     });
   }
