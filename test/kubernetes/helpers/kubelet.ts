@@ -367,7 +367,7 @@ class PodRuntime {
   async #syncOnce(): Promise<void> {
     for (let attempt = 0; attempt < 20; attempt++) {
       const status = this.desiredStatus(this.pod);
-      if (signature(status, this.pod.status) === signature(this.pod.status, this.pod.status)) return;
+      if (signature(status) === signature(this.pod.status)) return;
       try {
         const updated = await this.rest.request<Pod>(
           'PATCH',
@@ -440,11 +440,10 @@ class PodRuntime {
 }
 
 /** What the kubelet compares to decide whether to write: its own fields, without timestamps. */
-function signature(status: Record<string, unknown> | V1Pod['status'] | undefined, current: V1Pod['status'] | undefined): string {
+function signature(status: Record<string, unknown> | V1Pod['status'] | undefined): string {
   if (!status) return '';
   const s = status as Record<string, unknown> & { conditions?: PodCondition[]; containerStatuses?: Record<string, unknown>[] };
   const own = new Set(['PodReadyToStartContainers', 'Initialized', 'ContainersReady', 'Ready', 'PodScheduled']);
-  void current;
   return JSON.stringify({
     phase: s.phase,
     podIP: s.podIP,
@@ -831,7 +830,9 @@ class ContainerRuntime {
       await sleep(hookWithSleep.sleep.seconds);
     } else if (hook.exec?.command) {
       const cmd = hook.exec.command;
-      const script = cmd.length === 3 && /(^|\/)(ba|da)?sh$/.test(cmd[0]!) && cmd[1] === '-c' ? cmd[2]! : basename(cmd[0] ?? '') === 'sleep' ? cmd.slice(0).join(' ').replace(/^\S*sleep/, 'sleep') : undefined;
+      // `sleep N`, directly or through a shell.
+      const shell = cmd.length === 3 && /(^|\/)(ba|da)?sh$/.test(cmd[0]!) && cmd[1] === '-c';
+      const script = shell ? cmd[2]! : basename(cmd[0] ?? '') === 'sleep' ? ['sleep', ...cmd.slice(1)].join(' ') : undefined;
       const m = script === undefined ? null : /^\s*sleep\s+(\d+(?:\.\d+)?)\s*;?\s*$/.exec(script);
       if (m) await sleep(Number(m[1]));
       else log(`${this.pod.name}/${this.spec.name}: preStop exec ${JSON.stringify(cmd)} is not simulated (only sleep N); skipped`);
