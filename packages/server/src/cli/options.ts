@@ -23,8 +23,14 @@ export interface ServeOptions {
   modelControlMode: 'none' | 'poll' | 'explicit';
   /** `--load-model` (repeatable; mode explicit only): models loaded at start, `*` for all. */
   loadModels: string[];
-  /** `--repository-poll-secs`: the poll interval in mode poll. */
+  /** `--repository-poll-secs`: the poll interval in mode poll (and the S3 re-check in mode explicit). */
   repositoryPollSecs: number;
+  /** `--repository-poll-secs` was given. */
+  repositoryPollSecsGiven: boolean;
+  /** `--model-repository-cache-dir`; '' for the OS temp directory. */
+  modelRepositoryCacheDir: string;
+  /** `--repository-settle-secs`. */
+  repositorySettleSecs: number;
   strictReadiness: boolean;
   exitOnError: boolean;
   exitTimeoutSecs: number;
@@ -349,8 +355,9 @@ const OPTIONS = {
     repeatable: true,
     default: '(required)',
     description:
-      'A model repository directory: one sub-directory per model. Give it again for more repositories; a model name ' +
-      'found in two of them is reported UNAVAILABLE.',
+      'A model repository: a directory with one sub-directory per model, or an S3 bucket and prefix ' +
+      '(s3://<bucket>/<prefix>, s3://<host>:<port>/<bucket>/<prefix>; docs/model-repository-s3.md). Give it again for ' +
+      'more repositories; a model name found in two of them is reported UNAVAILABLE.',
     apply: (o, v) => void o.modelRepositories.push(v),
   },
   'exit-on-error': {
@@ -397,9 +404,34 @@ const OPTIONS = {
   'repository-poll-secs': {
     group: 'Model Repository',
     kind: 'int',
-    default: '15',
-    description: 'In mode poll: seconds between two scans of the repositories (above 0).',
-    apply: (o, v, n) => (o.repositoryPollSecs = parseInt(n, v)),
+    default: '(15 in mode poll, none in mode explicit)',
+    description:
+      'In mode poll: seconds between two scans of the repositories (above 0). In mode explicit, with S3 repositories ' +
+      '(a Nereid extension): when given, every this many seconds the loaded models are checked against the store and ' +
+      'those whose objects changed are reloaded, keeping the config override they were loaded with.',
+    apply: (o, v, n) => {
+      o.repositoryPollSecs = parseInt(n, v);
+      o.repositoryPollSecsGiven = true;
+    },
+  },
+  'model-repository-cache-dir': {
+    group: 'Model Repository',
+    kind: 'string',
+    format: '<path>',
+    default: '(the OS temp directory)',
+    description:
+      'Where S3 model repositories are mirrored: the server makes a directory of its own in it and removes it at exit ' +
+      '(docs/model-repository-s3.md).',
+    apply: (o, v) => (o.modelRepositoryCacheDir = v),
+  },
+  'repository-settle-secs': {
+    group: 'Model Repository',
+    kind: 'int',
+    default: '2',
+    description:
+      'S3 repositories: a model directory without a SHA256SUMS manifest is taken only once every object in it is at ' +
+      'least this many seconds old by the store\'s clock, so that an upload in progress never loads.',
+    apply: (o, v, n) => (o.repositorySettleSecs = parseInt(n, v)),
   },
   'load-model': {
     group: 'Model Repository',
@@ -981,6 +1013,9 @@ export function defaultServeOptions(): ServeOptions {
     modelControlMode: 'none',
     loadModels: [],
     repositoryPollSecs: 15,
+    repositoryPollSecsGiven: false,
+    modelRepositoryCacheDir: '',
+    repositorySettleSecs: 2,
     strictReadiness: true,
     exitOnError: true,
     exitTimeoutSecs: 30,

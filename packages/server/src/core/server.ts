@@ -125,8 +125,16 @@ export interface ServerOptions {
   modelControlMode?: ModelControlMode;
   /** `--load-model`: the models loaded at start in mode `explicit`; `['*']` loads every one. */
   loadModels?: readonly string[];
-  /** `--repository-poll-secs` (default 15): the poll interval in mode `poll`; fractions allowed. */
+  /**
+   * `--repository-poll-secs`: the poll interval in mode `poll` (default 15); fractions allowed. In
+   * mode `explicit` with S3 repositories, when given, the interval of the re-check of loaded
+   * models (docs/model-repository-s3.md); not given, no re-check.
+   */
   repositoryPollSecs?: number;
+  /** `--model-repository-cache-dir`: where S3 repositories are mirrored; default the OS temp directory. */
+  modelRepositoryCacheDir?: string;
+  /** `--repository-settle-secs` (default 2): see docs/model-repository-s3.md. */
+  repositorySettleSecs?: number;
   /**
    * `--model-config-limit`: bounds on what a model configuration may ask for (instances, batch
    * sizes, priority levels, …); each one not given keeps its default (docs/configuration.md).
@@ -276,6 +284,8 @@ export class Server {
         limits,
         loadThreadCount: options.modelLoadThreadCount ?? 4,
         loadRetryCount: options.modelLoadRetryCount ?? 0,
+        ...(options.modelRepositoryCacheDir !== undefined ? { repositoryCacheDir: options.modelRepositoryCacheDir } : {}),
+        ...(options.repositorySettleSecs !== undefined ? { repositorySettleSecs: options.repositorySettleSecs } : {}),
         logger: this.logger,
       },
       factory,
@@ -307,7 +317,8 @@ export class Server {
     }
     this.#state = 'ready';
     this.metrics.start();
-    this.#models.startPolling(this.#options.repositoryPollSecs ?? 15);
+    if (this.#options.modelControlMode !== 'explicit') this.#models.startPolling(this.#options.repositoryPollSecs ?? 15);
+    else if (this.#options.repositoryPollSecs !== undefined && this.#options.repositoryPollSecs > 0) this.#models.startPolling(this.#options.repositoryPollSecs);
     return this.#startReport;
   }
 

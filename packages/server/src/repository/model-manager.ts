@@ -34,6 +34,7 @@ import { OverrideDirectory } from './file-override.js';
 import { LoadPool } from './load-pool.js';
 import { checkRepositories, listVersions, scanRepositories, type ModelLocation } from './repository-scanner.js';
 import { selectVersions } from './version-policy.js';
+import { hasRemoteRepositories, RepositoryMirrors } from './repository-mirrors.js';
 
 export type VersionState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
 
@@ -98,6 +99,10 @@ interface ModelEntry<S> {
   explicit: boolean;
   /** The serving copies were made from a load's `config` parameter (§1.10). */
   configOverride: boolean;
+  /** That `config` parameter, kept for the reloads of the explicit-mode re-check. */
+  overrideConfig: string | undefined;
+  /** The serving copies were made from a load's file overrides, not from the repository. */
+  fileOverride: boolean;
   dependencies: readonly Dependency[];
 }
 
@@ -109,6 +114,10 @@ export interface ModelManagerOptions extends ConfigLoadOptions {
   loadThreadCount: number;
   /** Extra attempts of a version load that fails (`--model-load-retry-count`, §1.10 item 5); default 0. */
   loadRetryCount?: number;
+  /** Where S3 repositories are mirrored (`--model-repository-cache-dir`); default the OS temp directory. */
+  repositoryCacheDir?: string;
+  /** `--repository-settle-secs`: see docs/model-repository-s3.md. */
+  repositorySettleSecs?: number;
   logger: Logger;
 }
 
@@ -195,12 +204,25 @@ export class ModelManager<S extends Servable> {
   #closed = false;
   #pollTimer: NodeJS.Timeout | undefined;
   #polling: Promise<void> | undefined;
+  /** The S3 repositories' mirrors; undefined when every repository is local. */
+  readonly #mirrors: RepositoryMirrors | undefined;
+  /** The local root of each repository (an S3 repository's mirror root), set by `startup`. */
+  #roots: readonly string[];
+  readonly #turn = <T>(name: string, job: () => Promise<T>): Promise<T> => this.#inTurn(name, job);
 
   constructor(options: ModelManagerOptions, factory: VersionFactory<S>) {
     this.#options = options;
     this.#mode = options.controlMode ?? 'none';
     this.#factory = factory;
     this.#pool = new LoadPool(options.loadThreadCount);
+    this.#roots = options.repositories;
+    this.#mirrors = hasRemoteRepositories(options.repositories)
+      ? new RepositoryMirrors(options.repositories, {
+          ...(options.repositoryCacheDir !== undefined ? { cacheDir: options.repositoryCacheDir } : {}),
+          ...(options.repositorySettleSecs !== undefined ? { settleSecs: options.repositorySettleSecs } : {}),
+          logger: options.logger,
+        })
+      : undefined;
   }
 
   get controlMode(): ControlMode {
@@ -216,11 +238,15 @@ export class ModelManager<S extends Servable> {
    * Rejects only for a missing or unreadable repository.
    */
   async startup(loadModels: readonly string[] = []): Promise<VersionStatus[]> {
-    await checkRepositories(this.#options.repositories);
-    const scan = await scanRepositories(this.#options.repositories);
     const all = this.#mode !== 'explicit' || loadModels.includes('*');
+    if (this.#mirrors !== undefined) {
+      this.#roots = await this.#mirrors.open();
+      await this.#mirrors.sync(all ? 'all' : new Set(loadModels), this.#turn, { strict: true, wait: true });
+    }
+    await checkRepositories(this.#roots);
+    const scan = await scanRepositories(this.#roots);
     if (all) {
-      for (const [name, repos] of scan.duplicates) this.#entry(name).reason = duplicateReason(repos);
+      for (const [name, repos] of scan.duplicates) this.#entry(name).reason = duplicateReason(repos.map((r) => this.#shown(r)));
     }
     const names = all ? [...scan.models.keys()] : [...new Set(loadModels)];
     const unknown: VersionStatus[] = [];
@@ -238,12 +264,16 @@ export class ModelManager<S extends Servable> {
     return [...this.statuses().filter((s) => this.#counts(s)), ...unknown];
   }
 
-  /** Polls the repositories every `seconds` (mode `poll`) until `shutdown`. */
+  /**
+   * Polls the repositories every `seconds` (mode `poll`) until `shutdown`. In mode `explicit`
+   * with S3 repositories, re-checks the loaded models instead (`recheck`).
+   */
   startPolling(seconds: number): void {
-    if (this.#mode !== 'poll' || this.#closed || this.#pollTimer !== undefined) return;
+    const recheck = this.#mode === 'explicit' && this.#mirrors !== undefined;
+    if ((this.#mode !== 'poll' && !recheck) || this.#closed || this.#pollTimer !== undefined) return;
     const next = () => {
       this.#pollTimer = setTimeout(() => {
-        void this.poll().finally(() => {
+        void (recheck ? this.recheck() : this.poll()).finally(() => {
           if (!this.#closed) next();
         });
       }, seconds * 1000);
@@ -265,12 +295,36 @@ export class ModelManager<S extends Servable> {
     return this.#polling;
   }
 
+  /**
+   * The explicit-mode re-check of S3 repositories (a Nereid extension, docs/model-repository-s3.md):
+   * every model loaded from the repository (not from file overrides) whose objects changed in the
+   * store is reloaded, with the `config` parameter it was loaded with. Never rejects.
+   */
+  async recheck(): Promise<void> {
+    if (this.#closed || this.#mirrors === undefined) return;
+    const loaded = [...this.#models.values()].filter((e) => e.explicit && !e.fileOverride && this.#hasVersionsInService(e));
+    await this.#track(this.#mirrors.sync(new Set(loaded.map((e) => e.name)), this.#turn));
+    const jobs = loaded.map(async (entry) => {
+      const location = entry.location;
+      if (location === undefined || this.#closed) return;
+      const stamp = await directoryStamp(location.directory);
+      if (stamp === entry.stamp) return;
+      this.#options.logger.info(`model '${entry.name}' changed in its repository; reloading it`);
+      const request: LoadRequest = entry.overrideConfig !== undefined ? { config: entry.overrideConfig } : {};
+      await this.#track(this.#loadModel(entry.name, request, { explicit: true, chain: [] })).catch((err: unknown) => {
+        this.#options.logger.error(toNereidError(err).message);
+      });
+    });
+    await Promise.allSettled(jobs);
+  }
+
   async #pollOnce(): Promise<void> {
     if (this.#closed) return;
     const logger = this.#options.logger;
+    await this.#mirrors?.sync('all', this.#turn);
     let scan;
     try {
-      scan = await scanRepositories(this.#options.repositories);
+      scan = await scanRepositories(this.#roots);
     } catch (err) {
       logger.error(`failed to poll the model repositories: ${toNereidError(err).message}`);
       return;
@@ -284,7 +338,7 @@ export class ModelManager<S extends Servable> {
     }
     for (const [name, repos] of scan.duplicates) {
       const entry = this.#models.get(name);
-      const reason = duplicateReason(repos);
+      const reason = duplicateReason(repos.map((r) => this.#shown(r)));
       if (entry?.reason === reason && !this.#hasVersionsInService(entry)) continue;
       logger.error(`model '${name}': ${reason}; unloading it`);
       jobs.push(
@@ -323,6 +377,7 @@ export class ModelManager<S extends Servable> {
       }
       while (this.#operations.size > 0) await Promise.allSettled([...this.#operations]);
     }
+    await this.#mirrors?.close();
   }
 
   // ---------------------------------------------------------------- the repository extension
@@ -339,6 +394,14 @@ export class ModelManager<S extends Servable> {
       throw pollFailure(name, new NereidError('LOAD_PARAMETER', `Load parameter 'config' must be specified for model file override of model '${name}'`));
     }
     this.#checkOpen();
+    if (this.#mirrors !== undefined) {
+      // A load by name takes the model's newest complete revision from the store first.
+      const problems = await this.#track(this.#mirrors.sync(new Set([name]), this.#turn, { wait: true, strict: true })).catch((err: unknown) => {
+        throw pollFailure(name, toNereidError(err, 'REPOSITORY_INVALID'));
+      });
+      const problem = problems.get(name);
+      if (problem !== undefined) throw new NereidError('MODEL_LOAD_FAILED', `load failed for model '${name}': ${problem}`);
+    }
     try {
       await this.#track(this.#loadModel(name, request, { explicit: true, chain: [] }));
     } catch (err) {
@@ -375,11 +438,11 @@ export class ModelManager<S extends Servable> {
     const names = new Set(this.#models.keys());
     const duplicates = new Map<string, string[]>();
     try {
-      const scan = await scanRepositories(this.#options.repositories);
+      const scan = await scanRepositories(this.#roots);
       for (const name of scan.models.keys()) names.add(name);
       for (const [name, repos] of scan.duplicates) {
         names.add(name);
-        duplicates.set(name, repos);
+        duplicates.set(name, repos.map((r) => this.#shown(r)));
       }
     } catch (err) {
       this.#options.logger.warning(`repository index: ${toNereidError(err).message}`);
@@ -519,6 +582,8 @@ export class ModelManager<S extends Servable> {
         stamp: undefined,
         explicit: false,
         configOverride: false,
+        overrideConfig: undefined,
+        fileOverride: false,
         dependencies: [],
       };
       this.#models.set(name, entry);
@@ -548,11 +613,16 @@ export class ModelManager<S extends Servable> {
     return tracked;
   }
 
+  /** A repository as the user named it: the URI of an S3 repository's mirror root. */
+  #shown(root: string): string {
+    return this.#mirrors?.uriOf(root) ?? root;
+  }
+
   /** The one directory of `name` among the repositories, or the load error (§1.1, §10). */
   async #locate(name: string): Promise<ModelLocation> {
     const found: ModelLocation[] = [];
     if (!name.startsWith('.')) {
-      for (const root of this.#options.repositories) {
+      for (const root of this.#roots) {
         const repository = resolvePath(root);
         const directory = join(repository, name);
         const info = await stat(directory).catch(() => undefined);
@@ -566,7 +636,7 @@ export class ModelManager<S extends Servable> {
       );
     }
     if (found.length > 1) {
-      const reason = duplicateReason(found.map((f) => f.repository));
+      const reason = duplicateReason(found.map((f) => this.#shown(f.repository)));
       const entry = this.#entry(name);
       if (!this.#hasVersionsInService(entry)) entry.reason = reason;
       throw new NereidError('MODEL_LOAD_FAILED', `load failed for model '${name}': ${reason}`);
@@ -804,6 +874,8 @@ export class ModelManager<S extends Servable> {
       reason: '',
       stamp,
       configOverride: request.config !== undefined,
+      overrideConfig: request.config,
+      fileOverride: override !== undefined,
       dependencies,
     });
     entry.explicit ||= context.explicit;
@@ -903,7 +975,7 @@ export class ModelManager<S extends Servable> {
         if (slot.servable !== undefined) this.#retire(slot, reason);
         else if (slot.state === 'UNAVAILABLE' || slot.state === 'UNKNOWN') patch(slot, { state: 'UNAVAILABLE', reason, failed: false });
       }
-      patch(entry, { location: undefined, reason: '', stamp: undefined, explicit: false, configOverride: false });
+      patch(entry, { location: undefined, reason: '', stamp: undefined, explicit: false, configOverride: false, overrideConfig: undefined, fileOverride: false });
     });
   }
 
