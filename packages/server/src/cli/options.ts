@@ -355,7 +355,7 @@ const OPTIONS = {
     repeatable: true,
     default: '(required)',
     description:
-      'A model repository: a directory with one sub-directory per model, or an S3 bucket and prefix ' +
+      'A model repository directory (one sub-directory per model) or an S3 bucket and prefix ' +
       '(s3://<bucket>/<prefix>, s3://<host>:<port>/<bucket>/<prefix>; docs/model-repository-s3.md). Give it again for ' +
       'more repositories; a model name found in two of them is reported UNAVAILABLE.',
     apply: (o, v) => void o.modelRepositories.push(v),

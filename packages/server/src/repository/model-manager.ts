@@ -208,6 +208,8 @@ export class ModelManager<S extends Servable> {
   readonly #mirrors: RepositoryMirrors | undefined;
   /** The local root of each repository (an S3 repository's mirror root), set by `startup`. */
   #roots: readonly string[];
+  /** The mirror stamp each model's last re-check reload was tried with. */
+  readonly #rechecked = new Map<string, string>();
   readonly #turn = <T>(name: string, job: () => Promise<T>): Promise<T> => this.#inTurn(name, job);
 
   constructor(options: ModelManagerOptions, factory: VersionFactory<S>) {
@@ -308,7 +310,9 @@ export class ModelManager<S extends Servable> {
       const location = entry.location;
       if (location === undefined || this.#closed) return;
       const stamp = await directoryStamp(location.directory);
-      if (stamp === entry.stamp) return;
+      // A revision whose reload failed is tried again only once it changes.
+      if (stamp === entry.stamp || stamp === this.#rechecked.get(entry.name)) return;
+      this.#rechecked.set(entry.name, stamp);
       this.#options.logger.info(`model '${entry.name}' changed in its repository; reloading it`);
       const request: LoadRequest = entry.overrideConfig !== undefined ? { config: entry.overrideConfig } : {};
       await this.#track(this.#loadModel(entry.name, request, { explicit: true, chain: [] })).catch((err: unknown) => {

@@ -67,6 +67,8 @@ export class S3Mirror {
   readonly #previous = new Map<string, string>();
   /** Revisions that failed their checks, by model: not fetched again by a poll until the listing changes. */
   readonly #failed = new Map<string, { id: string; reason: string }>();
+  /** Models whose link is an empty placeholder (listed, never fetched). */
+  readonly #placeholders = new Set<string>();
   /** Failures already logged (each distinct one once). */
   readonly #logged = new Set<string>();
   /** Store clock minus local clock, ms, from the last response's Date header. */
@@ -136,6 +138,7 @@ export class S3Mirror {
     if (scope !== 'all') {
       for (const name of scope) if (!listing.models.has(name) && (await this.#linked(name))) await turn(name, () => this.#unlink(name));
     }
+    for (const name of [...this.#placeholders]) if (!listing.models.has(name)) await turn(name, () => this.#unlink(name));
     for (const name of listing.models.keys()) {
       if (!inScope(name) && !this.#current.has(name) && !(await this.#linked(name))) await this.#placeholder(name);
     }
@@ -206,6 +209,7 @@ export class S3Mirror {
       const tmp = join(this.root, `.link-${name}.${this.#counter}`);
       await symlink(dir, tmp);
       await rename(tmp, join(this.root, name));
+      this.#placeholders.delete(name);
       const before = this.#current.get(name);
       this.#current.set(name, { id, dir });
       const older = this.#previous.get(name);
@@ -255,10 +259,12 @@ export class S3Mirror {
     const tmp = join(this.root, `.link-${name}.${++this.#counter}`);
     await symlink(join(this.root, '.empty'), tmp);
     await rename(tmp, join(this.root, name));
+    this.#placeholders.add(name);
   }
 
   async #unlink(name: string): Promise<void> {
     await rm(join(this.root, name), { force: true });
+    this.#placeholders.delete(name);
     const current = this.#current.get(name);
     this.#current.delete(name);
     this.#failed.delete(name);
