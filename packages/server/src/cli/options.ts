@@ -16,6 +16,7 @@ import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
+import { isS3Uri, parseS3Uri } from '../repository/s3-location.js';
 
 export interface ServeOptions {
   modelRepositories: string[];
@@ -346,7 +347,10 @@ const OPTIONS = {
     repeatable: true,
     default: '(none)',
     description: 'Another name for --model-repository.',
-    apply: (o, v) => void o.modelRepositories.push(v),
+    apply: (o, v) => {
+      if (isS3Uri(v)) parseS3Uri(v);
+      o.modelRepositories.push(v);
+    },
   },
   'model-repository': {
     group: 'Model Repository',
@@ -358,7 +362,10 @@ const OPTIONS = {
       'A model repository directory (one sub-directory per model) or an S3 bucket and prefix ' +
       '(s3://<bucket>/<prefix>, s3://<host>:<port>/<bucket>/<prefix>; docs/model-repository-s3.md). Give it again for ' +
       'more repositories; a model name found in two of them is reported UNAVAILABLE.',
-    apply: (o, v) => void o.modelRepositories.push(v),
+    apply: (o, v) => {
+      if (isS3Uri(v)) parseS3Uri(v);
+      o.modelRepositories.push(v);
+    },
   },
   'exit-on-error': {
     group: 'Model Repository',
