@@ -80,6 +80,9 @@ export class S3Mirror {
     this.root = options.root;
     this.#options = options;
     const env = options.env ?? process.env;
+    // The SDK warns on every start under Node.js 20 that its releases after January 2027 will need
+    // Node.js 22; the version Nereid installs is fixed by its lockfile, so the warning only adds noise.
+    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     const endpoint = location.endpoint ?? (env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL || undefined);
     const region = env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1';
     this.#endpointText = endpoint ?? `AWS S3 (region ${region})`;
