@@ -161,6 +161,32 @@ describe('S3 model repositories', () => {
     }
   });
 
+  it('mode poll: while the store cannot be reached the server keeps serving and logs the failure once', async () => {
+    const own = await startS3();
+    try {
+      await own.createBucket('gone');
+      await putModel(own.client, 'gone', '', 'tagged', taggedFiles('tagged', { 1: 9 }), { manifest: true });
+      const srv = await startNereidServe(['--model-repository=s3://gone', '--model-control-mode=poll', '--repository-poll-secs=1'], {
+        ...env,
+        AWS_ACCESS_KEY_ID: own.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: own.secretAccessKey,
+        AWS_ENDPOINT_URL_S3: own.endpoint,
+      });
+      assert.equal(await taggedAnswer(srv.url, 'tagged'), 9);
+      await own.stop();
+      const failure = /model repository 's3:\/\/gone' \([^)]*\): cannot reach the S3 endpoint \(ECONNREFUSED\)[^\n]*; the server keeps serving the models it has/g;
+      await waitFor('the failed poll to be logged', () => new RegExp(failure.source).test(srv.process.stderr), 30_000);
+      await new Promise((r) => setTimeout(r, 4000));
+      assert.equal(srv.process.stderr.match(failure)?.length, 1, srv.process.stderr);
+      assert.equal(await taggedAnswer(srv.url, 'tagged'), 9);
+      const ready = await httpRequest(`${srv.url}/v2/health/ready`);
+      assert.equal(ready.status, 200);
+      assert.equal((await srv.process.stop()).code, 0, srv.process.output);
+    } finally {
+      await own.stop();
+    }
+  });
+
   it('stops the start with a clear error for bad credentials, an unknown bucket and an unreachable endpoint', async () => {
     const start = async (uri: string, extra: Record<string, string>) => {
       const p = new NereidProcess(['serve', `--model-repository=${uri}`, '--http-port=0', '--grpc-port=0', '--metrics-port=0', '--http-address=127.0.0.1', '--grpc-address=127.0.0.1'], { ...env, ...extra });
