@@ -437,7 +437,8 @@ const OPTIONS = {
     default: '2',
     description:
       'S3 repositories: a model directory without a SHA256SUMS manifest is taken only once every object in it is at ' +
-      'least this many seconds old by the store\'s clock, so that an upload in progress never loads.',
+      'least this many seconds old by the store\'s clock and listings this far apart agree, so that an upload in ' +
+      'progress never loads.',
     apply: (o, v, n) => (o.repositorySettleSecs = parseInt(n, v)),
   },
   'load-model': {

@@ -67,6 +67,8 @@ export class S3Mirror {
   readonly #previous = new Map<string, string>();
   /** Revisions that failed their checks, by model: not fetched again by a poll until the listing changes. */
   readonly #failed = new Map<string, { id: string; reason: string }>();
+  /** When each model's current listing was first seen, by the store's clock (the settle rule). */
+  readonly #firstSeen = new Map<string, { id: string; at: number }>();
   /** Models whose link is an empty placeholder (listed, never fetched). */
   readonly #placeholders = new Set<string>();
   /** Failures already logged (each distinct one once). */
@@ -180,11 +182,18 @@ export class S3Mirror {
     let files = objects;
     let sums: Map<string, string> | undefined;
     if (manifest === undefined) {
-      // Without a manifest: every object must have been in the store, unchanged, for the settle interval.
+      // Without a manifest: every object must be at least the settle interval old, and listings
+      // that far apart must have shown the same revision (a deletion changes no object's age).
+      const settle = this.#options.settleSecs * 1000;
       const newest = Math.max(...objects.map((o) => o.modified));
       const age = listing.now - newest;
-      const settle = this.#options.settleSecs * 1000;
-      if (age < settle) return { problem: `its newest object is ${Math.max(0, Math.round(age / 1000))} s old, under --repository-settle-secs=${this.#options.settleSecs}`, pendingMs: settle - age + 1000 };
+      const seen = this.#firstSeen.get(name);
+      if (seen?.id !== id) this.#firstSeen.set(name, { id, at: listing.now });
+      const stable = listing.now - (seen?.id === id ? seen.at : listing.now);
+      if (age < settle || stable < settle) {
+        const why = age < settle ? `its newest object is ${Math.max(0, Math.floor(age / 1000))} s old` : `its listing has been the same for ${Math.floor(stable / 1000)} s`;
+        return { problem: `${why}, under --repository-settle-secs=${this.#options.settleSecs} (upload in progress?)`, pendingMs: settle - Math.min(age, stable) + 500 };
+      }
     } else {
       let text: string;
       try {
@@ -220,6 +229,7 @@ export class S3Mirror {
       if (older !== undefined) await rm(older, { recursive: true, force: true });
     });
     this.#failed.delete(name);
+    this.#firstSeen.delete(name);
     this.#logged.delete(`model:${name}`);
     this.#options.logger.info(`model '${name}': mirrored revision of ${this.location.uri}${name}/ (${files.length} objects)`);
     return {};
@@ -271,6 +281,7 @@ export class S3Mirror {
     const current = this.#current.get(name);
     this.#current.delete(name);
     this.#failed.delete(name);
+    this.#firstSeen.delete(name);
     for (const dir of [current?.dir, this.#previous.get(name)]) if (dir !== undefined) await rm(dir, { recursive: true, force: true });
     this.#previous.delete(name);
   }
