@@ -69,7 +69,6 @@ export interface ModelKey {
  */
 export function modelKey(relativeKey: string): ModelKey | undefined {
   const refuse = (why: string) => new NereidError('REPOSITORY_INVALID', `object key '${JSON.stringify(relativeKey).slice(1, -1)}' refused: ${why}`);
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(relativeKey)) throw refuse('it contains a control character');
   if (relativeKey.includes('\\')) throw refuse('it contains a backslash');
   if (relativeKey.startsWith('/')) throw refuse('it is absolute');
