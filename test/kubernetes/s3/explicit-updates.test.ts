@@ -15,6 +15,18 @@ import { manifestOf, putModel, putObject } from '../helpers/s3-models.js';
 
 const BUCKET = 'fleet-models';
 
+/** An ensemble of one step: the tagged model `step`. */
+const PIPELINE_CONFIG = `
+name: "pipeline"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ ${TAGGED_WIDTH} ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ ${TAGGED_WIDTH} ] } ]
+ensemble_scheduling {
+  step [ { model_name: "step" model_version: -1 input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "OUT" } } ]
+}
+`;
+
 async function load(url: string, model: string, config?: string): Promise<{ status: number; text: string }> {
   const body = config === undefined ? {} : { parameters: { config } };
   return httpRequest(`${url}/v2/repository/models/${model}/load`, { method: 'POST', body: JSON.stringify(body) });
@@ -59,6 +71,20 @@ describe('S3 model repositories in mode explicit', () => {
     const missing = await load(srv.url, 'absent');
     assert.equal(missing.status, 500, missing.text);
     assert.match(missing.text, /failed to load 'absent', failed to poll from model repository: no directory 'absent' in s3:\/\/fleet-models\/byname\//);
+    await srv.process.stop();
+  });
+
+  it('a load of an ensemble by name brings its composing models from the store too; an empty version directory is a directory marker', async () => {
+    const prefix = 'ensemble/';
+    await putModel(s3.client, BUCKET, prefix, 'step', taggedFiles('step', { 1: 40 }), { manifest: true });
+    await putObject(s3.client, BUCKET, `${prefix}pipeline/config.pbtxt`, PIPELINE_CONFIG);
+    await putObject(s3.client, BUCKET, `${prefix}pipeline/1/`, '');
+    const srv = await startNereidServe([`--model-repository=s3://${BUCKET}/${prefix}`, '--model-control-mode=explicit', '--repository-settle-secs=0'], env);
+    const loaded = await load(srv.url, 'pipeline');
+    assert.equal(loaded.status, 200, loaded.text);
+    const reply = await inferJson(srv.url, 'pipeline', [{ name: 'IN', datatype: 'INT32', shape: [1, TAGGED_WIDTH], data: [1, 1, 1, 1] }]);
+    assert.equal(reply.status, 200, reply.text);
+    assert.deepEqual(outputNamed(jsonBody(reply) as JsonInferResponse, 'OUT').data, [41, 41, 41, 41]);
     await srv.process.stop();
   });
 

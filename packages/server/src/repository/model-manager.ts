@@ -692,6 +692,9 @@ export class ModelManager<S extends Servable> {
       // every model anyway and only need one that is not there yet.
       if (serving && this.#mode !== 'explicit') continue;
       try {
+        // In mode explicit only the requested model was synced from an S3 repository: its
+        // composing models are brought up to date here, each before its own load.
+        if (this.#mode === 'explicit') await this.#mirrors?.sync(new Set([model]), this.#turn, { wait: true });
         await this.#loadModel(model, {}, { explicit: false, chain });
       } catch (err) {
         // Any other failure shows in the check of `#loadInTurn`; a cycle fails every model on it.

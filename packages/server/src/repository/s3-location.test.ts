@@ -24,7 +24,8 @@ describe('modelKey', () => {
   it('splits a key into its model and path', () => {
     assert.deepEqual(modelKey('simple/1/model.onnx'), { model: 'simple', path: '1/model.onnx' });
     assert.equal(modelKey('README.md'), undefined);
-    assert.equal(modelKey('simple/1/'), undefined);
+    assert.deepEqual(modelKey('ensemble/1/'), { model: 'ensemble', path: '1/' });
+    assert.equal(modelKey('ensemble/'), undefined);
   });
 
   it('refuses keys that could leave the model directory', () => {

@@ -57,13 +57,13 @@ export function parseS3Uri(uri: string): S3Location {
 /** A key of the repository, split into its model and its path in the model directory. */
 export interface ModelKey {
   readonly model: string;
-  /** `/`-separated path inside the model directory, e.g. `1/model.onnx`. */
+  /** `/`-separated path inside the model directory, e.g. `1/model.onnx`; a directory's ends with '/'. */
   readonly path: string;
 }
 
 /**
  * The model and path of `relativeKey` (the key less the repository prefix), undefined for keys
- * that are no file of a model (a directory marker, a file at the repository root); throws
+ * that are no file or directory of a model (a file or marker at the repository root); throws
  * REPOSITORY_INVALID for a key that a mirror must not write: one with a `..` or `.` segment, an
  * empty segment, a backslash, a NUL or another control character, or one that starts with `/`.
  */
@@ -73,10 +73,11 @@ export function modelKey(relativeKey: string): ModelKey | undefined {
   if (relativeKey.includes('\\')) throw refuse('it contains a backslash');
   if (relativeKey.startsWith('/')) throw refuse('it is absolute');
   if (relativeKey.endsWith('/')) {
-    // A directory marker: nothing to write, but its segments must be safe all the same.
+    // A directory marker (an empty version directory of an ensemble, say): `path` ends with '/'.
     const segments = relativeKey.slice(0, -1).split('/');
     if (segments.some((s) => s === '..' || s === '.' || s === '')) throw refuse("it has a '.', '..' or empty segment");
-    return undefined;
+    if (segments.length < 2) return undefined;
+    return { model: segments[0]!, path: `${segments.slice(1).join('/')}/` };
   }
   const segments = relativeKey.split('/');
   if (segments.some((s) => s === '..' || s === '.' || s === '')) throw refuse("it has a '.', '..' or empty segment");

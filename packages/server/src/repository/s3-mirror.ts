@@ -207,7 +207,7 @@ export class S3Mirror {
       if (missing.length > 0) {
         return this.#revisionFailed(name, id, `incomplete: ${missing.join(', ')} listed in its ${MANIFEST} ${missing.length === 1 ? 'is' : 'are'} not in the store (upload in progress?)`);
       }
-      files = [...sums.keys()].map((p) => byPath.get(p)!).concat(manifest);
+      files = [...sums.keys()].map((p) => byPath.get(p)!).concat(manifest, objects.filter((o) => o.path.endsWith('/')));
     }
     const dir = join(this.root, '.revisions', `${name}.${++this.#counter}`);
     try {
@@ -339,10 +339,14 @@ export class S3Mirror {
     }
   }
 
-  /** Writes one object under `dir`, checked against its ETag and its manifest checksum. */
+  /** Writes one object under `dir`, checked against its ETag and its manifest checksum; a directory marker makes the directory. */
   async #download(object: StoreObject, dir: string, sha256: string | undefined): Promise<void> {
     const file = join(dir, ...object.path.split('/'));
     if (!file.startsWith(dir + sep)) throw new NereidError('REPOSITORY_INVALID', `object key '${object.key}' refused: it leaves the model directory`);
+    if (object.path.endsWith('/')) {
+      await mkdir(file, { recursive: true });
+      return;
+    }
     await mkdir(dirname(file), { recursive: true });
     const md5 = createHash('md5');
     const sha = createHash('sha256');
