@@ -15,7 +15,7 @@ import { inferJson, jsonBody, makeRepository, outputNamed, removeDir, simpleCase
 import { taggedFiles, TAGGED_WIDTH, waitFor } from '../../helpers/lifecycle.js';
 import { ADD_SUB_CONFIG, ADD_SUB_PY, requirePython } from '../../helpers/python.js';
 import { freePort, startS3, type S3Store } from '../helpers/s3.js';
-import { deleteModel, putModel, putObject, readModelDirectory } from '../helpers/s3-models.js';
+import { deleteModel, manifestOf, putModel, putObject, readModelDirectory } from '../helpers/s3-models.js';
 
 const BUCKET = 'models';
 const PREFIX = 'prod/repo/';
@@ -127,6 +127,31 @@ describe('S3 model repositories', () => {
     assert.deepEqual(index.find((e) => e.name === 'late'), { name: 'late', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' });
     assert.equal(await taggedAnswer(srv.url, 'tagged'), 200);
     assert.equal((await srv.process.stop()).code, 0, srv.process.output);
+  });
+
+  it('a model whose upload is incomplete at start fails the start-up; with --exit-on-error=false the others serve and it loads once complete', async () => {
+    const prefix = 'startup/';
+    await putModel(s3.client, BUCKET, prefix, 'good', taggedFiles('good', { 1: 1 }), { manifest: true });
+    const broken = taggedFiles('broken', { 1: 2 });
+    await putModel(s3.client, BUCKET, prefix, 'broken', broken);
+    await putObject(s3.client, BUCKET, `${prefix}broken/SHA256SUMS`, manifestOf({ ...broken, '1/labels.txt': 'a\n' }));
+    const args = [`--model-repository=s3://${BUCKET}/${prefix}`, '--http-port=0', '--grpc-port=0', '--metrics-port=0', '--http-address=127.0.0.1', '--grpc-address=127.0.0.1'];
+    const strict = new NereidProcess(['serve', ...args], { ...env, AWS_ENDPOINT_URL_S3: s3.endpoint });
+    assert.equal((await strict.waitForExit()).code, 1, strict.output);
+    assert.match(strict.output, /broken[^\n]*1\/labels\.txt listed in its SHA256SUMS is not in the store \(upload in progress\?\)/);
+    assert.match(strict.stderr, /failed to load all models; exiting/);
+
+    const srv = await startNereidServe([`--model-repository=s3://${BUCKET}/${prefix}`, '--exit-on-error=false', '--model-control-mode=poll', '--repository-poll-secs=1'], { ...env, AWS_ENDPOINT_URL_S3: s3.endpoint });
+    assert.equal(await taggedAnswer(srv.url, 'good'), 1);
+    const entry = (await repositoryIndex(srv.url)).find((e) => e.name === 'broken');
+    assert.equal(entry?.state, 'UNAVAILABLE');
+    assert.match(entry?.reason ?? '', /1\/labels\.txt listed in its SHA256SUMS is not in the store/);
+    const ready = await httpRequest(`${srv.url}/v2/health/ready`);
+    assert.equal(ready.status, 400, 'strict readiness: a model the server was asked to serve has failed');
+    await putObject(s3.client, BUCKET, `${prefix}broken/1/labels.txt`, 'a\n');
+    await waitFor('the completed model to answer', async () => (await taggedAnswer(srv.url, 'broken')) === 2, 30_000);
+    assert.equal((await httpRequest(`${srv.url}/v2/health/ready`)).status, 200);
+    await srv.process.stop();
   });
 
   it('writes every key inside its model directory: encoded separators stay part of a file name', async () => {

@@ -241,16 +241,20 @@ export class ModelManager<S extends Servable> {
    */
   async startup(loadModels: readonly string[] = []): Promise<VersionStatus[]> {
     const all = this.#mode !== 'explicit' || loadModels.includes('*');
+    let problems = new Map<string, string>();
     if (this.#mirrors !== undefined) {
       this.#roots = await this.#mirrors.open();
-      await this.#mirrors.sync(all ? 'all' : new Set(loadModels), this.#turn, { strict: true, wait: true });
+      problems = await this.#mirrors.sync(all ? 'all' : new Set(loadModels), this.#turn, { strict: true, wait: true });
+      // A model whose revision in the store could not be taken (incomplete, failed its checks)
+      // fails the start-up as a model whose configuration does not parse would.
+      for (const [name, why] of problems) this.#entry(name).reason = `failed to load '${name}': ${why}`;
     }
     await checkRepositories(this.#roots);
     const scan = await scanRepositories(this.#roots);
     if (all) {
       for (const [name, repos] of scan.duplicates) this.#entry(name).reason = duplicateReason(repos.map((r) => this.#shown(r)));
     }
-    const names = all ? [...scan.models.keys()] : [...new Set(loadModels)];
+    const names = (all ? [...scan.models.keys()] : [...new Set(loadModels)]).filter((name) => !problems.has(name));
     const unknown: VersionStatus[] = [];
     await Promise.all(
       names.map((name) =>
