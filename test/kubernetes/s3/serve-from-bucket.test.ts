@@ -82,6 +82,28 @@ describe('S3 model repositories', () => {
     }
   });
 
+  it('a server killed without cleaning up leaves a mirror that the next server in the same cache directory removes', async () => {
+    const cache = await mkdtemp(join(tmpdir(), 'nereid-s3-cache-'));
+    try {
+      const args = [`--model-repository=s3://${BUCKET}/${PREFIX}`, `--model-repository-cache-dir=${cache}`];
+      const first = await startNereidServe(args, { ...env, AWS_ENDPOINT_URL_S3: s3.endpoint });
+      const [stale] = await readdir(cache);
+      await first.process.stop('SIGKILL');
+      assert.deepEqual(await readdir(cache), [stale], 'a killed server cannot clean up');
+      const second = await startNereidServe(args, { ...env, AWS_ENDPOINT_URL_S3: s3.endpoint });
+      const now = await readdir(cache);
+      assert.equal(now.length, 1);
+      assert.notEqual(now[0], stale);
+      assert.match(second.process.stdout, /removing '[^']*': the mirror of a server that no longer runs/);
+      // Answering a request: the server is past its start-up, its signal handlers in place.
+      assert.equal((await httpRequest(`${second.url}/v2/health/ready`)).status, 200);
+      assert.equal((await second.process.stop()).code, 0, second.process.output);
+      assert.deepEqual(await readdir(cache), []);
+    } finally {
+      await rm(cache, { recursive: true, force: true });
+    }
+  });
+
   it("takes Triton's s3://host:port/bucket/prefix form, beside a local repository", async () => {
     const local = await makeRepository({ local_tagged: taggedFiles('local_tagged', { 1: 7 }) });
     try {
@@ -179,7 +201,11 @@ describe('S3 model repositories', () => {
       await walk(cache);
       const model = files.filter((f) => f.endsWith('config.pbtxt'))[0]!.slice(0, -'config.pbtxt'.length);
       assert.match(model, /^nereid-repositories-[^/]+\/0\/\.revisions\/tagged\.\d+\/$/);
-      assert.deepEqual(files.map((f) => f.slice(model.length)).sort(), ['%2e%2e/escaped.txt', '1/..%2f..%2f..%2fescaped.txt', '1/model.onnx', 'config.pbtxt']);
+      const owner = files.filter((f) => /^nereid-repositories-[^/]+\/\.owner$/.test(f));
+      assert.equal(owner.length, 1, 'the file naming the server that owns the mirror');
+      const rest = files.filter((f) => !owner.includes(f));
+      assert.ok(rest.every((f) => f.startsWith(model)), `every other file is inside the model directory: ${rest.join(', ')}`);
+      assert.deepEqual(rest.map((f) => f.slice(model.length)).sort(), ['%2e%2e/escaped.txt', '1/..%2f..%2f..%2fescaped.txt', '1/model.onnx', 'config.pbtxt']);
       await srv.process.stop();
     } finally {
       await rm(cache, { recursive: true, force: true });

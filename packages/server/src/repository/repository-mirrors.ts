@@ -6,8 +6,8 @@
  *
  * Concurrency: syncs run one at a time (a later one waits for the one under way).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { toNereidError } from '@nereid/protocol';
@@ -58,7 +58,9 @@ export class RepositoryMirrors {
   async open(): Promise<string[]> {
     const base = this.#options.cacheDir ?? tmpdir();
     await mkdir(base, { recursive: true });
-    this.#cache = mkdtempSync(join(base, 'nereid-repositories-'));
+    await removeStaleMirrors(base, this.#options.logger);
+    this.#cache = mkdtempSync(join(base, CACHE_PREFIX));
+    await writeFile(join(this.#cache, OWNER_FILE), processIdentity(process.pid) ?? String(process.pid));
     process.once('exit', this.#atExit);
     const roots: string[] = [];
     try {
@@ -111,5 +113,52 @@ export class RepositoryMirrors {
     process.removeListener('exit', this.#atExit);
     if (this.#cache !== undefined) await rm(this.#cache, { recursive: true, force: true });
     this.#cache = undefined;
+  }
+}
+
+const CACHE_PREFIX = 'nereid-repositories-';
+/** The file of a cache directory naming the process that owns it. */
+const OWNER_FILE = '.owner';
+
+/**
+ * `<pid> <start time>` of a running process (Linux: field 22 of /proc/<pid>/stat), so that a pid
+ * reused after a restart (a container's pid 1) is not taken for the process that made a directory;
+ * undefined when the process does not exist or /proc cannot be read.
+ */
+function processIdentity(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return `${pid} ${fields[19]}`;
+  } catch {
+    return undefined;
+  }
+}
+
+function isAlive(owner: string): boolean {
+  const pid = Number(owner.split(' ')[0]);
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  if (owner.includes(' ')) return processIdentity(pid) === owner;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes the cache directories in `base` left by servers that ended without cleaning up (killed,
+ * or a container restarted with the same volume), whose owning process no longer runs.
+ */
+async function removeStaleMirrors(base: string, logger: Logger): Promise<void> {
+  const names = await readdir(base).catch(() => [] as string[]);
+  for (const name of names) {
+    if (!name.startsWith(CACHE_PREFIX)) continue;
+    const dir = join(base, name);
+    const owner = await readFile(join(dir, OWNER_FILE), 'utf8').catch(() => undefined);
+    if (owner === undefined || isAlive(owner.trim())) continue;
+    logger.info(`removing '${dir}': the mirror of a server that no longer runs`);
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
 }
