@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { Prng, mlpModel } from '@nereid/testkit';
 import { inferJson, jsonBody, outputNamed, type HttpReply, type JsonInferResponse } from '../../helpers/harness.js';
-import { EXAMPLE_REPOSITORY, startNereidServe, stopAllNereid } from '../../helpers/cli.js';
+import { EXAMPLE_REPOSITORY, LOCAL_ENDPOINTS, NereidProcess, startNereidServe, stopAllNereid } from '../../helpers/cli.js';
 
 after(stopAllNereid);
 
@@ -69,6 +69,23 @@ describe('SIGTERM', () => {
       });
     } finally {
       await server.process.stop('SIGKILL');
+    }
+  });
+});
+
+describe('SIGTERM while the endpoints open', () => {
+  it('is held until every endpoint is open, then answered with the graceful shutdown (exit 0), not a kill', async () => {
+    const p = new NereidProcess(['serve', `--model-repository=${EXAMPLE_REPOSITORY}`, ...LOCAL_ENDPOINTS]);
+    try {
+      // The gRPC endpoint opens first; HTTP and metrics are still to come when the signal goes out.
+      await p.waitFor(/Started GRPCInferenceService at/);
+      p.child.kill('SIGTERM');
+      const exit = await p.waitForExit();
+      assert.deepEqual(exit, { code: 0, signal: null }, p.output);
+      assert.match(p.stdout, /received SIGTERM: no longer ready/);
+      assert.match(p.stdout, /all models unloaded; exiting/);
+    } finally {
+      await p.stop('SIGKILL');
     }
   });
 });

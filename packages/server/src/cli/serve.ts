@@ -139,6 +139,15 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     closeNow(): void;
   }
   const endpoints: Endpoint[] = [];
+  // A signal that arrives while the endpoints open (between the first "Started" line and the
+  // last) is held and answered with the full shutdown once they are open, instead of killing the
+  // process with requests the first endpoint already accepted.
+  let held: string | undefined;
+  const hold = (signal: string) => {
+    held ??= signal;
+  };
+  process.on('SIGINT', hold);
+  process.on('SIGTERM', hold);
   /** The metrics endpoint stays up until the models are unloaded, so a drain can be watched. */
   let metricsEndpoint: Endpoint | undefined;
   const closeAll = () => {
@@ -151,6 +160,8 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       return true;
     } catch (err) {
       logger.error(toNereidError(err).message);
+      process.off('SIGINT', hold);
+      process.off('SIGTERM', hold);
       closeAll();
       await server.stop();
       return false;
@@ -268,7 +279,10 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     logger.info('all models unloaded; exiting');
     process.exit(0);
   };
+  process.off('SIGINT', hold);
+  process.off('SIGTERM', hold);
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  if (held !== undefined) void shutdown(held);
   return undefined;
 }
