@@ -446,6 +446,73 @@ subjects:
     assert.equal(pidAlive(pid), false);
   });
 
+  it("gives a pod's process its service account's identity through KUBECONFIG", async () => {
+    assert.ok(kubelet);
+    const out = mkdtempSync(join(tmpdir(), 'nereid-kubelet-test-'));
+    cleanup.push(out);
+    await cluster.apply(
+      [
+        { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'reader' } },
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'in-cluster' },
+          spec: {
+            serviceAccountName: 'reader',
+            terminationGracePeriodSeconds: 1,
+            volumes: [{ name: 'out', hostPath: { path: out } }],
+            containers: [
+              {
+                name: 'main',
+                image: 'busybox',
+                command: ['/bin/sh', '-c', 'cp "$KUBECONFIG" "$OUT/kubeconfig" && echo "$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT" > "$OUT/service"; exec sleep 600'],
+                env: [{ name: 'OUT', value: '/out' }],
+                volumeMounts: [{ name: 'out', mountPath: '/out' }],
+              },
+            ],
+          },
+        },
+      ],
+      { namespace: 'default' },
+    );
+    const copied = join(out, 'kubeconfig');
+    await waitFor('the pod to copy its kubeconfig', async () => existsSync(join(out, 'service'))).catch((err: Error) => {
+      throw new Error(`${err.message}\n${kubelet!.logs('default', 'in-cluster')}`);
+    });
+    assert.equal(readFileSync(join(out, 'service'), 'utf8').trim(), cluster.url.replace('https://', ''));
+    const kc = new KubeConfig();
+    kc.loadFromFile(copied);
+    assert.equal(kc.getContextObject(kc.currentContext)?.namespace, 'default');
+    const asPod = kc.makeApiClient(CoreV1Api);
+    await assert.rejects(asPod.listNamespacedPod({ namespace: 'default' }), (err: { code?: number; body?: string }) => {
+      assert.equal(err.code, 403);
+      assert.match((JSON.parse(String(err.body)) as { message: string }).message, /User "system:serviceaccount:default:reader" cannot list resource "pods"/);
+      return true;
+    });
+    await cluster.apply(
+      [
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'RoleBinding',
+          metadata: { name: 'reader-reads-pods' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'pod-reader' },
+          subjects: [{ kind: 'ServiceAccount', name: 'reader', namespace: 'default' }],
+        },
+      ],
+      { namespace: 'default' },
+    );
+    await waitFor('the service account to list pods', async () => {
+      try {
+        return (await asPod.listNamespacedPod({ namespace: 'default' })).items.some((p) => p.metadata?.name === 'in-cluster');
+      } catch (err) {
+        if ((err as { code?: number }).code === 403) return undefined;
+        throw err;
+      }
+    });
+    await core.deleteNamespacedPod({ name: 'in-cluster', namespace: 'default' });
+    await waitForGone(core, 'in-cluster', 20_000);
+  });
+
   it('kills a container that ignores SIGTERM after the grace period, and restarts one that fails its liveness probe', async () => {
     assert.ok(kubelet);
     const loop = 'while :; do sleep 0.05; done';

@@ -19,7 +19,8 @@
  * What a container sees: its args with the paths of hostPath, emptyDir, configMap and secret volume
  * mounts rewritten to local directories (there is no mount namespace), and its environment
  * (literal values, $(VAR) references, secretKeyRef, configMapKeyRef, fieldRef, envFrom) over a
- * minimal base (PATH, HOME, HOSTNAME).
+ * minimal base (PATH, HOME, HOSTNAME, KUBERNETES_SERVICE_HOST/PORT, and KUBECONFIG: a kubeconfig
+ * with a token of the pod's service account, standing in for the mounted token of a real pod).
  */
 import { request as httpRequest } from 'node:http';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -59,7 +60,8 @@ function log(line: string): void {
 }
 
 export async function startKubelet(cluster: Cluster, options: KubeletOptions = {}): Promise<Kubelet> {
-  const kubelet = new SimKubelet(new Rest(cluster.kubeConfig), options.namespace);
+  const api = cluster.kubeConfig.getCurrentCluster();
+  const kubelet = new SimKubelet(new Rest(cluster.kubeConfig), options.namespace, { server: cluster.url, caData: api?.caData ?? '' });
   await kubelet.start();
   return { stop: () => kubelet.stop(), logs: (ns, name) => kubelet.logs(ns, name) };
 }
@@ -78,9 +80,13 @@ class SimKubelet {
   #heartbeat: NodeJS.Timeout | undefined;
   #loop: Promise<void> | undefined;
 
-  constructor(rest: Rest, namespace: string | undefined) {
+  /** The API server as pods reach it: its URL and CA (base64 PEM). */
+  readonly api: { server: string; caData: string };
+
+  constructor(rest: Rest, namespace: string | undefined, api: { server: string; caData: string }) {
     this.rest = rest;
     this.namespace = namespace;
+    this.api = api;
   }
 
   /**
@@ -434,6 +440,52 @@ class PodRuntime {
     };
   }
 
+  #serviceAccount: Promise<string | undefined> | undefined;
+
+  /**
+   * A kubeconfig file with a token of the pod's service account (the TokenRequest API), which a
+   * client's default loading (KUBECONFIG) finds where a real pod's client would use its mounted
+   * token: what the process may do is what RBAC grants that service account. Undefined when the pod
+   * opts out (automountServiceAccountToken: false) or the service account does not exist.
+   */
+  serviceAccountKubeconfig(): Promise<string | undefined> {
+    this.#serviceAccount ??= (async () => {
+      const spec = this.pod.spec;
+      if (spec.automountServiceAccountToken === false) return undefined;
+      const ns = this.pod.metadata.namespace!;
+      const sa = spec.serviceAccountName || 'default';
+      let token: string;
+      try {
+        const answer = await this.rest.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenRequest',
+          spec: { expirationSeconds: 86_400, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: this.pod.metadata.name, uid: this.pod.metadata.uid } },
+        });
+        token = answer.status.token;
+      } catch (err) {
+        log(`${this.name}: no token for service account ${ns}/${sa}: ${(err as Error).message}`);
+        return undefined;
+      }
+      const path = join(this.dir, 'serviceaccount.kubeconfig');
+      const { server, caData } = this.kubelet.api;
+      writeFileSync(
+        path,
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          `clusters: [{name: in-cluster, cluster: {server: "${server}", certificate-authority-data: ${caData}}}]`,
+          `users: [{name: "system:serviceaccount:${ns}:${sa}", user: {token: ${token}}}]`,
+          `contexts: [{name: in-cluster, context: {cluster: in-cluster, user: "system:serviceaccount:${ns}:${sa}", namespace: ${ns}}}]`,
+          'current-context: in-cluster',
+          '',
+        ].join('\n'),
+        { mode: 0o600 },
+      );
+      return path;
+    })();
+    return this.#serviceAccount;
+  }
+
   logs(): string {
     return this.containers.map((c) => `--- ${this.name} container ${c.spec.name} ---\n${c.logTail(200)}`).join('\n');
   }
@@ -600,10 +652,15 @@ class ContainerRuntime {
       s.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (m, name: string | undefined) => (m === '$$' ? '$' : name !== undefined && name in vars ? vars[name]! : m));
     const command = (this.spec.command ?? ['nereid']).map(expand).map(rewrite);
     const args = (this.spec.args ?? []).map(expand).map(rewrite);
+    const kubeconfig = await this.pod.serviceAccountKubeconfig();
+    const api = new URL(this.pod.kubelet.api.server);
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       HOSTNAME: this.pod.pod.metadata.name,
+      KUBERNETES_SERVICE_HOST: api.hostname,
+      KUBERNETES_SERVICE_PORT: api.port,
+      ...(kubeconfig ? { KUBECONFIG: kubeconfig } : {}),
       ...Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, rewrite(v)])),
     };
     const cwd = this.spec.workingDir ? rewrite(this.spec.workingDir) : REPO_ROOT;
