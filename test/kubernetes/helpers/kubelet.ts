@@ -23,13 +23,13 @@
  * with a token of the pod's service account, standing in for the mounted token of a real pod).
  */
 import { request as httpRequest } from 'node:http';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { V1Container, V1Pod, V1Probe, V1Volume } from '@kubernetes/client-node';
 import type { Cluster } from './cluster.js';
-import { REPO_ROOT, atExit, spawnManaged, type ManagedProcess } from './processes.js';
+import { REPO_ROOT, atExit, pidAlive, spawnManaged, type ManagedProcess } from './processes.js';
 import { ApiError, Rest, type Watch } from './rest.js';
 
 export const NODE_NAME = 'nereid-sim-node';
@@ -91,14 +91,16 @@ class SimKubelet {
 
   /**
    * The next free pod IP: 127.0.0.2, 127.0.0.3, … then 127.0.1.1, …, never reused within this
-   * kubelet, and skipping an address where one of `ports` is taken already (the simulated kubelets
-   * of other test processes on this machine).
+   * kubelet, skipping an address that another test process's kubelet holds (lock files) or where
+   * one of `ports` is taken already.
    */
   async allocateIp(ports: number[]): Promise<string> {
     for (;;) {
       const n = this.#nextIp++ - 1;
       const ip = `127.0.${Math.floor(n / 254)}.${(n % 254) + 1}`;
+      if (!lockIp(ip)) continue;
       if ((await Promise.all(ports.map((port) => portFree(ip, port)))).every(Boolean)) return ip;
+      unlockIp(ip);
     }
   }
 
@@ -314,7 +316,10 @@ class PodRuntime {
     }
     const ports = this.pod.spec.containers.flatMap((c) => (c.ports ?? []).map((p) => p.containerPort));
     this.ip = await this.kubelet.allocateIp(ports);
-    if (this.finished || this.terminating) return;
+    if (this.finished || this.terminating) {
+      unlockIp(this.ip);
+      return;
+    }
     for (const c of this.containers) void c.launch();
     this.sync();
   }
@@ -335,6 +340,7 @@ class PodRuntime {
   async kill(graceMs: number): Promise<void> {
     this.finished = true;
     await Promise.all(this.containers.map((c) => c.kill(graceMs)));
+    if (this.ip) unlockIp(this.ip);
   }
 
   async terminate(): Promise<void> {
@@ -345,6 +351,7 @@ class PodRuntime {
     await Promise.all(this.containers.map((c) => c.preStop(deadline)));
     await Promise.all(this.containers.map((c) => c.kill(Math.max(0, deadline - Date.now()))));
     this.finished = true;
+    if (this.ip) unlockIp(this.ip);
     try {
       await this.rest.request('DELETE', this.path, { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: 0, preconditions: { uid: this.pod.metadata.uid } });
     } catch (err) {
@@ -941,6 +948,47 @@ function fieldValue(pod: Pod, path: string, ip: string): string {
     default:
       return '';
   }
+}
+
+/**
+ * Pod IPs held by this test process. A lock file per address (in the temporary directory, holding
+ * the owner's pid) keeps the simulated kubelets of test processes running side by side from
+ * giving two pods one address; a file whose owner is gone is taken over.
+ */
+const IP_LOCKS = join(tmpdir(), 'nereid-pod-ips');
+const heldIps = new Set<string>();
+let ipLocksHooked = false;
+
+function lockIp(ip: string): boolean {
+  mkdirSync(IP_LOCKS, { recursive: true });
+  if (!ipLocksHooked) {
+    ipLocksHooked = true;
+    atExit(() => {
+      for (const held of heldIps) rmSync(join(IP_LOCKS, held), { force: true });
+    });
+  }
+  const path = join(IP_LOCKS, ip);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(path, String(process.pid), { flag: 'wx' });
+      heldIps.add(ip);
+      return true;
+    } catch {
+      let owner = 0;
+      try {
+        owner = Number(readFileSync(path, 'utf8'));
+      } catch {
+        continue;
+      }
+      if (owner > 0 && pidAlive(owner)) return false;
+      rmSync(path, { force: true });
+    }
+  }
+  return false;
+}
+
+function unlockIp(ip: string): void {
+  if (heldIps.delete(ip)) rmSync(join(IP_LOCKS, ip), { force: true });
 }
 
 /** True when nothing listens on ip:port (a listen there succeeds). */
