@@ -385,6 +385,7 @@ subjects:
       assert.equal(done.status?.containerStatuses?.[0]?.state?.terminated?.exitCode, code);
       assert.equal(done.status?.containerStatuses?.[0]?.restartCount, 0);
       await core.deleteNamespacedPod({ name, namespace: 'default' });
+      await waitForGone(core, name, 20_000);
     }
     await core.deleteNamespacedPod({ name: 'crasher', namespace: 'default' });
     await waitForGone(core, 'crasher', 20_000);

@@ -237,6 +237,13 @@ class SimKubelet {
       runtime.update(pod);
       return;
     }
+    if (pod.metadata.deletionTimestamp) {
+      // Bound here but not run by this kubelet (it started after the pod ended): nothing to stop.
+      void this.rest
+        .request('DELETE', `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`, { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: 0, preconditions: { uid } })
+        .catch((err: Error) => log(`delete ${pod.metadata.namespace}/${pod.metadata.name}: ${err.message}`));
+      return;
+    }
     if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return;
     const created = new PodRuntime(this, pod);
     this.pods.set(uid, created);
