@@ -20,9 +20,7 @@ import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject }
 import { parseAllDocuments } from 'yaml';
 import { REPO_ROOT, atExit, freePort, spawnManaged, type ManagedProcess } from './processes.js';
 
-export { KubeConfig };
-
-export { REPO_ROOT };
+export { KubeConfig, REPO_ROOT };
 export { startKubelet, NODE_NAME, type Kubelet, type KubeletOptions } from './kubelet.js';
 
 export interface Cluster {
