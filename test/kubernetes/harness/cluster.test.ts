@@ -277,7 +277,7 @@ subjects:
       const cs = pod.status?.containerStatuses?.[0];
       assert.equal(cs?.name, 'nereid');
       assert.equal(cs?.ready, true);
-      assert.equal(cs?.restartCount, 0);
+      assert.equal(cs?.restartCount, 0, `${JSON.stringify(cs)}\n${kubelet.logs('default', pod.metadata!.name!)}`);
       assert.ok(cs?.state?.running, 'container running');
       // The gate is not set: the pod is not Ready although its container is.
       assert.equal(condition(pod, 'Ready'), 'False');
@@ -563,6 +563,68 @@ subjects:
     assert.equal(restarted.status?.phase, 'Running');
     await core.deleteNamespacedPod({ name: 'unhealthy', namespace: 'default' });
     await waitForGone(core, 'unhealthy', 20_000);
+  });
+
+  it('holds readiness until the startup probe passes, and restarts a container whose startup probe keeps failing', async () => {
+    assert.ok(kubelet);
+    // A server that listens only after 1.5 s.
+    const server = "setTimeout(() => require('node:http').createServer((q, r) => r.end('ok')).listen(8080, process.env.POD_IP), 1500); setInterval(() => {}, 1000);";
+    await cluster.apply(
+      [
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'slow-start' },
+          spec: {
+            terminationGracePeriodSeconds: 1,
+            containers: [
+              {
+                name: 'main',
+                image: 'node',
+                command: [process.execPath, '-e', server],
+                env: [{ name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } }],
+                ports: [{ name: 'web', containerPort: 8080 }],
+                startupProbe: { httpGet: { path: '/', port: 'web' }, periodSeconds: 1, failureThreshold: 10 },
+              },
+            ],
+          },
+        },
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'never-starts' },
+          spec: {
+            terminationGracePeriodSeconds: 1,
+            containers: [{ name: 'main', image: 'busybox', command: ['/bin/sh', '-c', 'while :; do sleep 0.05; done'], startupProbe: { tcpSocket: { port: 1 }, periodSeconds: 1, failureThreshold: 2 } }],
+          },
+        },
+      ],
+      { namespace: 'default' },
+    );
+    const running = await waitFor('pod slow-start running', async () => {
+      const p = await core.readNamespacedPod({ name: 'slow-start', namespace: 'default' });
+      return p.status?.containerStatuses?.[0]?.state?.running ? p : undefined;
+    });
+    const startedAt = Date.parse(String(running.status!.containerStatuses![0]!.state!.running!.startedAt));
+    const ready = await waitFor('pod slow-start Ready once its startup probe passes', async () => {
+      const p = await core.readNamespacedPod({ name: 'slow-start', namespace: 'default' });
+      return condition(p, 'Ready') === 'True' ? p : undefined;
+    });
+    assert.equal(ready.status?.containerStatuses?.[0]?.started, true);
+    const readySince = Date.parse(String(ready.status!.conditions!.find((c) => c.type === 'Ready')!.lastTransitionTime));
+    // Not before the server listened (whole seconds in the API's timestamps).
+    assert.ok(readySince - startedAt >= 1000, `Ready ${readySince - startedAt} ms after the start`);
+
+    const restarted = await waitFor('never-starts to be restarted by its startup probe', async () => {
+      const p = await core.readNamespacedPod({ name: 'never-starts', namespace: 'default' });
+      return (p.status?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? p : undefined;
+    }, 20_000);
+    assert.equal(restarted.status?.containerStatuses?.[0]?.started, false);
+    assert.equal(condition(restarted, 'Ready'), 'False');
+    for (const name of ['slow-start', 'never-starts']) {
+      await core.deleteNamespacedPod({ name, namespace: 'default' });
+      await waitForGone(core, name, 20_000);
+    }
   });
 
   it('kills the cluster and pod processes when the test process is terminated without stopping them', async () => {

@@ -529,7 +529,7 @@ function signature(status: Record<string, unknown> | V1Pod['status'] | undefined
 
 // ---- one container ----------------------------------------------------------------------------
 
-type ProbeState = { successes: number; failures: number; timer?: NodeJS.Timeout };
+type ProbeState = { successes: number; failures: number; timer?: NodeJS.Timeout; done?: boolean };
 
 class ContainerRuntime {
   readonly pod: PodRuntime;
@@ -549,6 +549,9 @@ class ContainerRuntime {
   #backoffMs = 1000;
   #readiness: ProbeState = { successes: 0, failures: 0 };
   #liveness: ProbeState = { successes: 0, failures: 0 };
+  #startup: ProbeState = { successes: 0, failures: 0 };
+  /** The startup probe has passed (or there is none). */
+  started = false;
   #restartTimer: NodeJS.Timeout | undefined;
 
   constructor(pod: PodRuntime, spec: V1Container) {
@@ -581,6 +584,8 @@ class ContainerRuntime {
     this.ready = false;
     this.#readiness = { successes: 0, failures: 0 };
     this.#liveness = { successes: 0, failures: 0 };
+    this.#startup = { successes: 0, failures: 0 };
+    this.started = false;
     log(`${this.pod.name}/${this.spec.name}: started pid ${proc.pid} on ${this.pod.ip}`);
     this.#startProbes(proc);
     this.pod.sync();
@@ -641,7 +646,7 @@ class ContainerRuntime {
       imageID: '',
       ...(this.process ? { containerID: `nereid-sim://${this.process.pid}` } : {}),
       ready: this.ready,
-      started: this.state === 'running',
+      started: this.state === 'running' && this.started,
       restartCount: this.restartCount,
       state,
       lastState: this.lastTerminated ?? {},
@@ -836,11 +841,38 @@ class ContainerRuntime {
       const ok = await this.#probeOnce(probe);
       if (this.process !== proc || !proc.running) return;
       onResult(ok);
-      this.#schedule(state, probe, proc, onResult, false);
+      if (!state.done) this.#schedule(state, probe, proc, onResult, false);
     }, delay).unref();
   }
 
+  /** The startup probe first, when there is one; readiness and liveness probes once it passes. */
   #startProbes(proc: ManagedProcess): void {
+    const startup = this.spec.startupProbe;
+    if (!startup) {
+      this.started = true;
+      this.#startOtherProbes(proc);
+      return;
+    }
+    this.#schedule(this.#startup, startup, proc, (ok) => {
+      const s = this.#startup;
+      if (this.started) return;
+      if (ok) {
+        this.started = true;
+        s.done = true;
+        this.#startOtherProbes(proc);
+        this.pod.sync();
+        return;
+      }
+      s.failures++;
+      if (s.failures >= (startup.failureThreshold ?? 3) && !this.pod.terminating) {
+        log(`${this.pod.name}/${this.spec.name}: startup probe failed ${s.failures} times: restarting`);
+        this.#stopProbes();
+        void proc.stop((startup.terminationGracePeriodSeconds ?? this.pod.pod.spec.terminationGracePeriodSeconds ?? 30) * 1000);
+      }
+    }, true);
+  }
+
+  #startOtherProbes(proc: ManagedProcess): void {
     const readiness = this.spec.readinessProbe;
     if (readiness) {
       this.#schedule(this.#readiness, readiness, proc, (ok) => {
@@ -886,6 +918,7 @@ class ContainerRuntime {
   #stopProbes(): void {
     clearTimeout(this.#readiness.timer);
     clearTimeout(this.#liveness.timer);
+    clearTimeout(this.#startup.timer);
   }
 
   // -- stopping --
