@@ -145,6 +145,10 @@ export const ERROR_CODES = {
   ANALYZE_CONFIG: 'INVALID_ARG',
   /** `nereid analyze`: the server to measure on could not be started or reached. */
   ANALYZE_SERVER: 'UNAVAILABLE',
+  /** `nereid operator`: a command-line option it cannot use. */
+  OPERATOR_OPTION: 'INVALID_ARG',
+  /** `nereid operator`: the Kubernetes API answered an error or could not be reached. */
+  KUBERNETES_API: 'UNAVAILABLE',
 
   // Execution
   BACKEND_ERROR: 'INTERNAL',

@@ -2,7 +2,8 @@
  * The `nereid` command line. `nereid serve` starts the server with `tritonserver`'s option names;
  * `nereid config MODEL_DIR` prints a model's effective configuration; `nereid perf` runs the load
  * generator of `@nereid/perf` (perf_analyzer's flags) and `nereid analyze` its configuration search
- * (Model Analyzer's keys), both loaded only when asked for.
+ * (Model Analyzer's keys), both loaded only when asked for; `nereid operator` runs the Kubernetes
+ * operator of `@nereid/operator`, loaded the same way.
  *
  * Every command explains itself with `--help` (`-h`), and `nereid help <command>` is the same.
  * `serve` and `perf` parse their own options (tritonserver's and perf_analyzer's syntaxes), so
@@ -15,7 +16,7 @@ import { runConfigCommand, type ConfigCommandOptions } from './config-command.js
 import { formatServeHelp } from './serve-help.js';
 import { runServe } from './serve.js';
 
-const COMMANDS = ['serve', 'config', 'perf', 'analyze'];
+const COMMANDS = ['serve', 'config', 'perf', 'analyze', 'operator'];
 
 const wantsHelp = (args: readonly string[]): boolean => args.includes('--help') || args.includes('-h');
 
@@ -34,6 +35,7 @@ export async function main(argv: readonly string[]): Promise<void> {
         "  nereid config --help    the config command's options\n" +
         "  nereid perf --help      perf_analyzer's options\n" +
         "  nereid analyze --help   the configuration search's options (Model Analyzer's keys)\n" +
+        "  nereid operator --help  the Kubernetes operator's options\n" +
         "'nereid help <command>' does the same.\n",
     );
 
@@ -92,6 +94,17 @@ export async function main(argv: readonly string[]): Promise<void> {
       process.exitCode = await runPerfCommand(args, 'analyze');
     });
 
+  program
+    .command('operator')
+    .description('run the Kubernetes operator for NereidServer and NereidModel resources')
+    .helpOption(false)
+    .allowUnknownOption(true)
+    .allowExcessArguments(true)
+    .argument('[options...]')
+    .action(async (args: string[]) => {
+      process.exitCode = await runOperatorCommand(args);
+    });
+
   try {
     await program.parseAsync(argv as string[], { from: 'user' });
   } catch (err) {
@@ -114,4 +127,20 @@ async function runPerfCommand(args: readonly string[], command: 'perf' | 'analyz
     return 99;
   }
   return command === 'perf' ? perf.runPerf(args) : perf.runAnalyze(args);
+}
+
+/**
+ * `@nereid/operator` builds after the server (it is a separate package the server does not
+ * depend on), so it is imported here by a variable specifier, only when `nereid operator` runs.
+ */
+async function runOperatorCommand(args: readonly string[]): Promise<number> {
+  const specifier = '@nereid/operator';
+  let operator: { runOperator(argv: readonly string[]): Promise<number> };
+  try {
+    operator = (await import(specifier)) as typeof operator;
+  } catch (err) {
+    process.stderr.write(`nereid operator needs the @nereid/operator package (npm install @nereid/operator): ${(err as Error).message}\n`);
+    return 99;
+  }
+  return operator.runOperator(args);
 }

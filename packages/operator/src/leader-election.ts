@@ -1,0 +1,177 @@
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection package does
+ * it: a candidate takes the Lease when it is free or expired (renewTime + leaseDurationSeconds
+ * in the past), the leader renews it every retry period, and every write carries the Lease's
+ * resourceVersion so two candidates never both win (the loser gets 409 Conflict).
+ *
+ * Losing: a leader that has not renewed within the renew deadline, or finds another holder,
+ * calls `onStoppedLeading` at once and becomes a candidate again. A clean `stop()` releases the
+ * Lease (holder cleared) so a standby takes over without waiting for expiry.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { KubeClient, KubeObject } from './kube-client.js';
+import { RESOURCES, collectionPath, isConflict, isNotFound, objectPath } from './kube-client.js';
+import { sleep } from './work-queue.js';
+
+export interface LeaderElectionOptions {
+  namespace: string;
+  name: string;
+  identity?: string;
+  leaseDurationSeconds?: number;
+  renewDeadlineSeconds?: number;
+  retryPeriodSeconds?: number;
+  onStartedLeading: () => void;
+  onStoppedLeading: () => void;
+  onError?: (err: unknown) => void;
+}
+
+interface LeaseSpec {
+  holderIdentity?: string | null;
+  leaseDurationSeconds?: number;
+  acquireTime?: string | null;
+  renewTime?: string | null;
+  leaseTransitions?: number;
+}
+interface Lease extends KubeObject {
+  spec?: LeaseSpec;
+}
+
+/** MicroTime as the API accepts it (RFC 3339 with microseconds). */
+const microTime = (date: Date): string => date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+
+export const defaultIdentity = (): string => `${hostname()}_${randomBytes(4).toString('hex')}`;
+
+export class LeaderElector {
+  readonly identity: string;
+  #client: KubeClient;
+  #options: Required<Omit<LeaderElectionOptions, 'onError'>> & Pick<LeaderElectionOptions, 'onError'>;
+  #leading = false;
+  #abort = new AbortController();
+  #running: Promise<void> | undefined;
+  #lastRenew = 0;
+  #lease: Lease | undefined;
+
+  constructor(client: KubeClient, options: LeaderElectionOptions) {
+    this.#client = client;
+    this.identity = options.identity ?? defaultIdentity();
+    this.#options = {
+      leaseDurationSeconds: 15,
+      renewDeadlineSeconds: 10,
+      retryPeriodSeconds: 2,
+      identity: this.identity,
+      ...options,
+    };
+  }
+
+  get isLeader(): boolean {
+    return this.#leading;
+  }
+
+  start(): void {
+    this.#running ??= this.#loop();
+  }
+
+  /** Stops campaigning; a leader stops leading and releases the Lease. */
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#running;
+    if (this.#leading) {
+      this.#setLeading(false);
+      await this.#release().catch((err: unknown) => this.#options.onError?.(err));
+    }
+  }
+
+  async #loop(): Promise<void> {
+    const signal = this.#abort.signal;
+    const { retryPeriodSeconds, renewDeadlineSeconds } = this.#options;
+    while (!signal.aborted) {
+      let ok = false;
+      try {
+        ok = await this.#tryAcquireOrRenew();
+      } catch (err) {
+        this.#options.onError?.(err);
+      }
+      if (signal.aborted) break;
+      if (ok) {
+        this.#lastRenew = Date.now();
+        if (!this.#leading) this.#setLeading(true);
+      } else if (this.#leading && (this.#heldByOther() || Date.now() - this.#lastRenew > renewDeadlineSeconds * 1000)) {
+        this.#setLeading(false);
+      }
+      await sleep(retryPeriodSeconds * 1000, signal);
+    }
+  }
+
+  #heldByOther(): boolean {
+    const holder = this.#lease?.spec?.holderIdentity;
+    return Boolean(holder) && holder !== this.identity;
+  }
+
+  #setLeading(leading: boolean): void {
+    this.#leading = leading;
+    if (leading) this.#options.onStartedLeading();
+    else this.#options.onStoppedLeading();
+  }
+
+  async #tryAcquireOrRenew(): Promise<boolean> {
+    const { namespace, name, leaseDurationSeconds } = this.#options;
+    const now = new Date();
+    const path = objectPath(RESOURCES.lease, namespace, name);
+    let lease: Lease | undefined;
+    try {
+      lease = await this.#client.get<Lease>(path, { timeoutMs: this.#options.renewDeadlineSeconds * 1000 });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    if (!lease) {
+      try {
+        this.#lease = await this.#client.create<Lease>(collectionPath(RESOURCES.lease, namespace), {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name, namespace },
+          spec: { holderIdentity: this.identity, leaseDurationSeconds, acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 },
+        });
+        return true;
+      } catch (err) {
+        if (isConflict(err) || (err as { status?: number }).status === 409) return false;
+        throw err;
+      }
+    }
+    this.#lease = lease;
+    const spec = lease.spec ?? {};
+    const holder = spec.holderIdentity ?? '';
+    const renewed = spec.renewTime ? Date.parse(spec.renewTime) : 0;
+    const expired = renewed + (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000 < now.getTime();
+    if (holder !== '' && holder !== this.identity && !expired) return false;
+    const takingOver = holder !== this.identity;
+    const next: Lease = {
+      ...lease,
+      spec: {
+        ...spec,
+        holderIdentity: this.identity,
+        leaseDurationSeconds,
+        renewTime: microTime(now),
+        acquireTime: takingOver ? microTime(now) : spec.acquireTime,
+        leaseTransitions: (spec.leaseTransitions ?? 0) + (takingOver && holder !== '' ? 1 : 0),
+      },
+    };
+    try {
+      this.#lease = await this.#client.replace<Lease>(path, next);
+      return true;
+    } catch (err) {
+      if (isConflict(err)) return false;
+      throw err;
+    }
+  }
+
+  async #release(): Promise<void> {
+    const path = objectPath(RESOURCES.lease, this.#options.namespace, this.#options.name);
+    const lease = await this.#client.get<Lease>(path);
+    if (lease.spec?.holderIdentity !== this.identity) return;
+    await this.#client.replace(path, {
+      ...lease,
+      spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(new Date()), acquireTime: null },
+    });
+  }
+}

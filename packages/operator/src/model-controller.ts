@@ -1,0 +1,301 @@
+/**
+ * NereidModel reconciliation and the `nereid.dev/models-ready` readiness gate.
+ *
+ * The operator drives each server pod's repository API: on every pod of the server whose
+ * containers are ready it loads the model (with its config override, and a ConfigMap's contents
+ * as `file:` overrides) when the pod is new (UID), the NereidModel's generation or the
+ * ConfigMap's resourceVersion changed since the last load there, or the pod's index no longer
+ * lists the model (the process restarted). What was applied per pod is kept in
+ * status.pods, so a restarted operator continues where it stopped. The pod condition
+ * `nereid.dev/models-ready` turns True once every NereidModel of the server is READY on the pod;
+ * the pod template's readiness gate holds a pod out of its Service until then.
+ *
+ * Deletion: the finalizer `nereid.dev/unload` holds the object until the model is unloaded from
+ * every pod that is still reachable.
+ */
+import { RESOURCES, isNotFound, objectPath } from './kube-client.js';
+import type { KubeObject } from './kube-client.js';
+import { repositoryUri } from './builders.js';
+import type { ControllerContext, Pod, PodCondition } from './context.js';
+import { RepositoryApi, modelState } from './repository-api.js';
+import type { LoadRequest } from './repository-api.js';
+import { setFinalizers, updateStatus } from './status.js';
+import type { ReconcileResult } from './work-queue.js';
+import type { Condition, ModelPodStatus, NereidModel, NereidModelStatus, NereidServer } from './types.js';
+import { LABELS, MODELS_READY_CONDITION, MODEL_FINALIZER, getCondition, setCondition } from './types.js';
+
+/** A failed load is retried on a pod after this long (a fixed model may have been uploaded). */
+export const FAILED_LOAD_RETRY_MS = 30_000;
+
+export const modelNameOf = (model: NereidModel): string => model.spec.modelName ?? model.metadata.name ?? '';
+
+/** Pods of `serverName` whose containers are ready and that are not terminating. */
+export function readyPods(ctx: ControllerContext, namespace: string, serverName: string): Pod[] {
+  return ctx.pods
+    .list(
+      (p) =>
+        p.metadata.namespace === namespace &&
+        p.metadata.labels?.[LABELS.instance] === serverName &&
+        p.metadata.labels?.[LABELS.component] === 'server' &&
+        !p.metadata.deletionTimestamp &&
+        Boolean(p.status?.podIP) &&
+        p.status?.conditions?.some((c) => c.type === 'ContainersReady' && c.status === 'True') === true,
+    )
+    .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+}
+
+export function httpPortOf(pod: Pod): number {
+  for (const container of pod.spec.containers) {
+    if (container.name !== 'nereid') continue;
+    const port = container.ports?.find((p) => p.name === 'http');
+    if (port) return port.containerPort;
+  }
+  return 8000;
+}
+
+const stripSlash = (uri: string): string => uri.replace(/\/+$/, '');
+
+/** Decodes a ConfigMap key into a path in the model directory: `__` stands for `/`. */
+export const configMapKeyToPath = (key: string): string => key.split('__').join('/');
+
+interface ResolvedSource {
+  /** The name the model is loaded under (its directory name in the repository). */
+  loadName: string;
+  request: LoadRequest;
+  sourceVersion?: string;
+}
+
+class SourceError extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The load request for a model: config override, versions, ConfigMap files. */
+export async function resolveSource(ctx: ControllerContext, model: NereidModel, server: NereidServer): Promise<ResolvedSource> {
+  const name = modelNameOf(model);
+  let config = model.spec.config ? structuredClone(model.spec.config) : undefined;
+  if (model.spec.versions && model.spec.versions.length > 0) {
+    config = { ...config, version_policy: { specific: { versions: model.spec.versions } } };
+  }
+  const { source } = model.spec;
+  if (source.configMap) {
+    const cm = await ctx.client.getOptional<KubeObject & { data?: Record<string, string>; binaryData?: Record<string, string> }>(
+      objectPath(RESOURCES.configMap, model.metadata.namespace, source.configMap.name),
+    );
+    if (!cm) throw new SourceError('SourceNotFound', `ConfigMap ${source.configMap.name} does not exist in namespace ${model.metadata.namespace}`);
+    const files: Record<string, Buffer> = {};
+    for (const [key, value] of Object.entries(cm.data ?? {})) files[configMapKeyToPath(key)] = Buffer.from(value, 'utf8');
+    for (const [key, value] of Object.entries(cm.binaryData ?? {})) files[configMapKeyToPath(key)] = Buffer.from(value, 'base64');
+    return { loadName: name, request: { config: config ?? { name }, files }, sourceVersion: cm.metadata.resourceVersion };
+  }
+  let directory = name;
+  if (source.uri !== undefined) {
+    const root = stripSlash(repositoryUri(server));
+    const uri = stripSlash(source.uri);
+    if (!uri.startsWith(root + '/')) {
+      throw new SourceError('InvalidSource', `source.uri ${source.uri} does not lie under the server's model repository ${root}`);
+    }
+    directory = uri.slice(root.length + 1);
+  } else if (typeof source.repository === 'object' && source.repository.path) {
+    directory = stripSlash(source.repository.path).replace(/^\/+/, '');
+  }
+  if (directory.includes('/')) {
+    throw new SourceError('InvalidSource', `model directory ${directory} must be a top-level directory of the repository`);
+  }
+  if (directory !== name) {
+    throw new SourceError('InvalidSource', `a repository model loads under its directory name: directory ${directory} differs from modelName ${name}`);
+  }
+  return { loadName: name, request: config ? { config } : {} };
+}
+
+export async function reconcileModel(ctx: ControllerContext, key: string): Promise<ReconcileResult> {
+  const [namespace, name] = key.split('/');
+  const model = ctx.models.get(namespace, name);
+  if (!model) return;
+  const serverKey = `${namespace}/${model.spec.server}`;
+
+  if (model.metadata.deletionTimestamp) {
+    if (!model.metadata.finalizers?.includes(MODEL_FINALIZER)) return;
+    await unloadEverywhere(ctx, model);
+    try {
+      await setFinalizers(ctx.client, RESOURCES.nereidModel, model, model.metadata.finalizers.filter((f) => f !== MODEL_FINALIZER));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    ctx.enqueueGate(serverKey);
+    ctx.enqueueServer(serverKey);
+    return;
+  }
+
+  if (!model.metadata.finalizers?.includes(MODEL_FINALIZER)) {
+    await setFinalizers(ctx.client, RESOURCES.nereidModel, model, [...(model.metadata.finalizers ?? []), MODEL_FINALIZER]);
+    return; // the update event brings the object back with the finalizer
+  }
+
+  const generation = model.metadata.generation ?? 0;
+  const server = ctx.servers.get(namespace, model.spec.server);
+  if (!server || server.metadata.deletionTimestamp) {
+    await writeModelStatus(ctx, model, { replicas: 0, readyReplicas: 0, pods: [] }, {
+      type: 'Ready',
+      status: 'False',
+      reason: 'ServerNotFound',
+      message: `NereidServer ${model.spec.server} does not exist in namespace ${namespace}`,
+    });
+    return; // a NereidServer add event re-queues the models that name it
+  }
+
+  let source: ResolvedSource;
+  try {
+    source = await resolveSource(ctx, model, server);
+  } catch (err) {
+    if (!(err instanceof SourceError)) throw err;
+    await writeModelStatus(ctx, model, { replicas: 0, readyReplicas: 0, pods: model.status?.pods ?? [] }, {
+      type: 'Ready',
+      status: 'False',
+      reason: err.reason,
+      message: err.message,
+    });
+    return { requeueAfterMs: 30_000 };
+  }
+
+  const pods = readyPods(ctx, namespace, model.spec.server);
+  const previous = new Map((model.status?.pods ?? []).map((p) => [p.pod, p]));
+  const now = Date.now();
+  const results = await Promise.all(
+    pods.map(async (pod): Promise<ModelPodStatus> => {
+      const api = new RepositoryApi(pod.status?.podIP ?? '', httpPortOf(pod));
+      const prior = previous.get(pod.metadata.name ?? '');
+      const base = { pod: pod.metadata.name ?? '', uid: pod.metadata.uid ?? '' };
+      let state: { state: string; reason?: string };
+      try {
+        state = modelState(await api.index(), source.loadName, model.spec.versions);
+      } catch (err) {
+        return { ...base, generation: prior?.uid === base.uid ? prior.generation : 0, state: 'UNREACHABLE', reason: (err as Error).message };
+      }
+      const stale =
+        !prior ||
+        prior.uid !== base.uid ||
+        prior.generation !== generation ||
+        prior.sourceVersion !== source.sourceVersion ||
+        state.state === 'NOT_LOADED' ||
+        (state.state !== 'READY' && now - Date.parse(prior.lastLoadTime ?? '0') > FAILED_LOAD_RETRY_MS);
+      if (!stale) return { ...prior, state: state.state, ...(state.reason ? { reason: state.reason } : { reason: undefined }) };
+      let loadError: string | undefined;
+      try {
+        await api.load(source.loadName, source.request);
+      } catch (err) {
+        loadError = (err as Error).message;
+      }
+      try {
+        state = modelState(await api.index(), source.loadName, model.spec.versions);
+      } catch (err) {
+        state = { state: 'UNREACHABLE', reason: (err as Error).message };
+      }
+      if (loadError && state.state === 'READY') state = { state: 'UNAVAILABLE', reason: loadError };
+      if (loadError && state.state !== 'READY') state = { state: state.state === 'NOT_LOADED' ? 'UNAVAILABLE' : state.state, reason: loadError };
+      ctx.log.info('model loaded on pod', { model: key, pod: base.pod, state: state.state, reason: state.reason });
+      return {
+        ...base,
+        generation,
+        ...(source.sourceVersion ? { sourceVersion: source.sourceVersion } : {}),
+        state: state.state,
+        ...(state.reason ? { reason: state.reason } : {}),
+        lastLoadTime: new Date(now).toISOString(),
+      };
+    }),
+  );
+  const clean = results.map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)) as unknown as ModelPodStatus);
+  const readyCount = clean.filter((r) => r.state === 'READY').length;
+  const failing = clean.find((r) => r.state !== 'READY');
+  const condition: Omit<Condition, 'lastTransitionTime'> =
+    pods.length === 0
+      ? { type: 'Ready', status: 'False', reason: 'NoReadyPods', message: `no pod of NereidServer ${model.spec.server} has ready containers` }
+      : readyCount === pods.length
+        ? { type: 'Ready', status: 'True', reason: 'Loaded', message: `READY on ${readyCount}/${pods.length} pods` }
+        : {
+            type: 'Ready',
+            status: 'False',
+            reason: failing?.state === 'UNREACHABLE' ? 'PodUnreachable' : 'LoadFailed',
+            message: `READY on ${readyCount}/${pods.length} pods; ${failing?.pod}: ${failing?.state}${failing?.reason ? ': ' + failing.reason : ''}`,
+          };
+  await writeModelStatus(ctx, model, { replicas: pods.length, readyReplicas: readyCount, pods: clean }, condition);
+  ctx.enqueueGate(serverKey);
+  ctx.enqueueServer(serverKey);
+  return { requeueAfterMs: condition.status === 'True' ? 60_000 : 10_000 };
+}
+
+async function writeModelStatus(
+  ctx: ControllerContext,
+  model: NereidModel,
+  fields: Pick<NereidModelStatus, 'replicas' | 'readyReplicas' | 'pods'>,
+  ready: Omit<Condition, 'lastTransitionTime'>,
+): Promise<void> {
+  let transition: Condition | undefined;
+  const result = await updateStatus<NereidModel>(ctx.client, RESOURCES.nereidModel, model.metadata.namespace ?? '', model.metadata.name ?? '', (latest) => {
+    const generation = latest.metadata.generation ?? 0;
+    const conditions = structuredClone(latest.status?.conditions ?? []);
+    const next = { ...ready, observedGeneration: generation };
+    transition = setCondition(conditions, next) ? { ...next, lastTransitionTime: '' } : undefined;
+    return { observedGeneration: generation, ...fields, conditions };
+  });
+  if (transition && result.object) {
+    ctx.events.record(result.object, transition.status === 'True' ? 'Normal' : 'Warning', transition.reason, transition.message);
+  }
+}
+
+async function unloadEverywhere(ctx: ControllerContext, model: NereidModel): Promise<void> {
+  const name = modelNameOf(model);
+  const pods = readyPods(ctx, model.metadata.namespace ?? '', model.spec.server);
+  await Promise.all(
+    pods.map(async (pod) => {
+      try {
+        await new RepositoryApi(pod.status?.podIP ?? '', httpPortOf(pod), { timeoutMs: 30_000 }).unload(name);
+      } catch (err) {
+        ctx.log.warn('unload failed; the pod keeps the model until it restarts', { model: name, pod: pod.metadata.name, error: err });
+      }
+    }),
+  );
+  if (pods.length > 0) ctx.events.record(model, 'Normal', 'Unloaded', `unloaded ${name} from ${pods.length} pods`);
+}
+
+/**
+ * Sets `nereid.dev/models-ready` on every ready-container pod of a server: True when each of its
+ * NereidModels reports READY at its current generation on that pod, else False naming those
+ * that are not. Writes only changed conditions (a strategic merge patch of pods/status keyed by
+ * type keeps the kubelet's conditions).
+ */
+export async function reconcileGate(ctx: ControllerContext, key: string): Promise<ReconcileResult> {
+  const [namespace, serverName] = key.split('/');
+  const models = ctx.models.list(
+    (m) => m.metadata.namespace === namespace && m.spec.server === serverName && !m.metadata.deletionTimestamp,
+  );
+  for (const pod of readyPods(ctx, namespace, serverName)) {
+    const missing: string[] = [];
+    for (const model of models) {
+      const entry = model.status?.pods?.find((p) => p.uid === pod.metadata.uid);
+      const current = entry && entry.generation === (model.metadata.generation ?? 0);
+      if (!current || entry.state !== 'READY') missing.push(`${modelNameOf(model)} (${entry?.state ?? 'not loaded yet'})`);
+    }
+    const wanted: PodCondition =
+      missing.length === 0
+        ? { type: MODELS_READY_CONDITION, status: 'True', reason: 'ModelsReady', message: `${models.length} models READY` }
+        : { type: MODELS_READY_CONDITION, status: 'False', reason: 'ModelsNotReady', message: `not READY: ${missing.join(', ')}` };
+    const current = pod.status?.conditions?.find((c) => c.type === MODELS_READY_CONDITION);
+    if (current && current.status === wanted.status && current.message === wanted.message) continue;
+    const lastTransitionTime =
+      current?.status === wanted.status && current.lastTransitionTime ? current.lastTransitionTime : new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    try {
+      await ctx.client.patch(objectPath(RESOURCES.pod, namespace, pod.metadata.name ?? '', 'status'), 'strategic', {
+        status: { conditions: [{ ...wanted, lastTransitionTime }] },
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+}
+
+export { getCondition };

@@ -1,0 +1,123 @@
+/** The nereid.dev/v1alpha1 resources as the operator reads them (the CRDs' schemas are in deploy/helm/nereid/crds). */
+import type { KubeObject } from './kube-client.js';
+
+export const API_GROUP = 'nereid.dev';
+export const API_VERSION = 'v1alpha1';
+export const GROUP_VERSION = `${API_GROUP}/${API_VERSION}`;
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface NereidServerSpec {
+  image?: string;
+  imagePullPolicy?: string;
+  replicas?: number;
+  minReplicas?: number;
+  maxReplicas?: number;
+  resources?: Record<string, unknown>;
+  ports?: { http?: number; grpc?: number; metrics?: number };
+  serverArgs?: string[];
+  modelRepository: {
+    uri?: string;
+    s3?: { endpoint?: string; region?: string; credentialsSecret?: string };
+    volume?: Record<string, unknown>;
+  };
+  pollSeconds?: number;
+  drainSeconds?: number;
+  terminationGracePeriodSeconds?: number;
+  podDisruptionBudget?: { minAvailable?: number | string; maxUnavailable?: number | string };
+  podTemplate?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: Record<string, unknown> };
+  serviceType?: string;
+}
+
+export interface NereidServerStatus {
+  observedGeneration?: number;
+  replicas?: number;
+  readyReplicas?: number;
+  conditions?: Condition[];
+  models?: { name: string; readyReplicas: number }[];
+}
+
+export interface NereidServer extends KubeObject {
+  spec: NereidServerSpec;
+  status?: NereidServerStatus;
+}
+
+export interface NereidModelSpec {
+  server: string;
+  modelName?: string;
+  source: {
+    repository?: { path?: string } | boolean;
+    configMap?: { name: string };
+    uri?: string;
+  };
+  versions?: number[];
+  config?: Record<string, unknown>;
+}
+
+/** What the operator applied to one pod, and what the pod's repository index says. */
+export interface ModelPodStatus {
+  pod: string;
+  uid: string;
+  /** The NereidModel generation (and ConfigMap resourceVersion) last loaded on this pod. */
+  generation: number;
+  sourceVersion?: string;
+  state: string;
+  reason?: string;
+  lastLoadTime?: string;
+}
+
+export interface NereidModelStatus {
+  observedGeneration?: number;
+  replicas?: number;
+  readyReplicas?: number;
+  conditions?: Condition[];
+  pods?: ModelPodStatus[];
+}
+
+export interface NereidModel extends KubeObject {
+  spec: NereidModelSpec;
+  status?: NereidModelStatus;
+}
+
+export const LABELS = {
+  name: 'app.kubernetes.io/name',
+  instance: 'app.kubernetes.io/instance',
+  managedBy: 'app.kubernetes.io/managed-by',
+  component: 'app.kubernetes.io/component',
+} as const;
+
+export const MANAGED_BY = 'nereid-operator';
+export const MODELS_READY_CONDITION = 'nereid.dev/models-ready';
+export const MODEL_FINALIZER = 'nereid.dev/unload';
+export const DEFAULT_IMAGE = 'nereid:0.1.0';
+
+/**
+ * Sets (or replaces) the condition of `type` in `conditions`, keeping lastTransitionTime when the
+ * status does not change. Returns true when the status changed (a transition worth an Event).
+ */
+export function setCondition(
+  conditions: Condition[],
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date = new Date(),
+): boolean {
+  const index = conditions.findIndex((c) => c.type === next.type);
+  const old = index >= 0 ? conditions[index] : undefined;
+  const changed = old?.status !== next.status;
+  const condition: Condition = {
+    ...next,
+    lastTransitionTime: changed || !old ? now.toISOString().replace(/\.\d{3}Z$/, 'Z') : old.lastTransitionTime,
+  };
+  if (index >= 0) conditions[index] = condition;
+  else conditions.push(condition);
+  return changed;
+}
+
+export const getCondition = (conditions: Condition[] | undefined, type: string): Condition | undefined =>
+  conditions?.find((c) => c.type === type);
