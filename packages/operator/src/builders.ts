@@ -52,6 +52,11 @@ export function repositoryUri(server: NereidServer): string {
   return volume ? MODELS_MOUNT : '';
 }
 
+/** The store poll interval: the spec's, else 10 s for an s3:// repository and 0 (off) otherwise. */
+export function pollSeconds(server: NereidServer): number {
+  return server.spec.pollSeconds ?? (repositoryUri(server).startsWith('s3://') ? 10 : 0);
+}
+
 /** `nereid serve` arguments of a server's pods (the contract's pod shape). */
 export function serverArgs(server: NereidServer): string[] {
   const ports = portsOf(server);
@@ -59,7 +64,7 @@ export function serverArgs(server: NereidServer): string[] {
     'serve',
     `--model-repository=${repositoryUri(server)}`,
     '--model-control-mode=explicit',
-    `--repository-poll-secs=${server.spec.pollSeconds ?? 0}`,
+    `--repository-poll-secs=${pollSeconds(server)}`,
     `--http-port=${ports.http}`,
     `--grpc-port=${ports.grpc}`,
     `--metrics-port=${ports.metrics}`,

@@ -100,7 +100,7 @@ export async function resolveSource(ctx: ControllerContext, model: NereidModel, 
       throw new SourceError('InvalidSource', `source.uri ${source.uri} does not lie under the server's model repository ${root}`);
     }
     directory = uri.slice(root.length + 1);
-  } else if (typeof source.repository === 'object' && source.repository.path) {
+  } else if (source.repository?.path) {
     directory = stripSlash(source.repository.path).replace(/^\/+/, '');
   }
   if (directory.includes('/')) {
@@ -240,7 +240,7 @@ async function writeModelStatus(
     const conditions = structuredClone(latest.status?.conditions ?? []);
     const next = { ...ready, observedGeneration: generation };
     transition = setCondition(conditions, next) ? { ...next, lastTransitionTime: '' } : undefined;
-    return { observedGeneration: generation, ...fields, conditions };
+    return { observedGeneration: generation, ...fields, ready: `${fields.readyReplicas ?? 0}/${fields.replicas ?? 0}`, conditions };
   });
   if (transition && result.object) {
     ctx.events.record(result.object, transition.status === 'True' ? 'Normal' : 'Warning', transition.reason, transition.message);

@@ -53,7 +53,7 @@ export interface NereidModelSpec {
   server: string;
   modelName?: string;
   source: {
-    repository?: { path?: string } | boolean;
+    repository?: { path?: string };
     configMap?: { name: string };
     uri?: string;
   };
@@ -77,6 +77,8 @@ export interface NereidModelStatus {
   observedGeneration?: number;
   replicas?: number;
   readyReplicas?: number;
+  /** `readyReplicas/replicas`, for kubectl's Ready column. */
+  ready?: string;
   conditions?: Condition[];
   pods?: ModelPodStatus[];
 }
