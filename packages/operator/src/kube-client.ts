@@ -90,7 +90,7 @@ export interface WatchEvent<T extends KubeObject = KubeObject> {
   object: T;
 }
 
-/** The fieldManager of every write the operator makes. */
+/** The fieldManager of every write the operator makes (the default of KubeClient). */
 export const FIELD_MANAGER = 'nereid-operator';
 
 /**
@@ -101,8 +101,10 @@ export class KubeClient {
   readonly server: URL;
   #kubeConfig: KubeConfig;
   #agent: http.Agent;
+  #fieldManager: string;
 
-  constructor(kubeConfig: KubeConfig) {
+  constructor(kubeConfig: KubeConfig, options: { fieldManager?: string } = {}) {
+    this.#fieldManager = options.fieldManager ?? FIELD_MANAGER;
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new NereidError('OPERATOR_OPTION', 'the kubeconfig names no current cluster');
     this.#kubeConfig = kubeConfig;
@@ -136,16 +138,16 @@ export class KubeClient {
   }
 
   async create<T extends KubeObject>(path: string, body: KubeObject): Promise<T> {
-    return this.request<T>('POST', path, { body, query: { fieldManager: FIELD_MANAGER } });
+    return this.request<T>('POST', path, { body, query: { fieldManager: this.#fieldManager } });
   }
 
   /** PUT: the body's metadata.resourceVersion makes it conditional (409 Conflict when stale). */
   async replace<T extends KubeObject>(path: string, body: KubeObject): Promise<T> {
-    return this.request<T>('PUT', path, { body, query: { fieldManager: FIELD_MANAGER } });
+    return this.request<T>('PUT', path, { body, query: { fieldManager: this.#fieldManager } });
   }
 
   async patch<T extends KubeObject>(path: string, type: PatchType, body: unknown, force = false): Promise<T> {
-    const query: RequestOptions['query'] = { fieldManager: FIELD_MANAGER };
+    const query: RequestOptions['query'] = { fieldManager: this.#fieldManager };
     if (type === 'apply' && force) query.force = true;
     return this.request<T>('PATCH', path, { body, contentType: PATCH_CONTENT_TYPES[type], query });
   }
