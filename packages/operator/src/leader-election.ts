@@ -72,12 +72,15 @@ export class LeaderElector {
     this.#running ??= this.#loop();
   }
 
-  /** Stops campaigning; a leader stops leading and releases the Lease. */
+  /**
+   * Stops campaigning; a leader releases the Lease (onStoppedLeading is not called: the caller
+   * stopped acting before asking).
+   */
   async stop(): Promise<void> {
     this.#abort.abort();
     await this.#running;
     if (this.#leading) {
-      this.#setLeading(false);
+      this.#leading = false;
       await this.#release().catch((err: unknown) => this.#options.onError?.(err));
     }
   }

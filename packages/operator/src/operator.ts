@@ -65,6 +65,7 @@ export class Operator {
   #metricsServer: http.Server | undefined;
   #finish!: (reason: StopReason) => void;
   #synced = false;
+  #stopping = false;
   #monitorCheck: { at: number; served: boolean } | undefined;
 
   constructor(options: OperatorOptions) {
@@ -108,6 +109,7 @@ export class Operator {
       },
       onStoppedLeading: () => {
         this.#log.warn('lost the leader Lease: stopping', { identity: this.#elector?.identity });
+        if (this.#stopping) return;
         void this.#stopControllers().then(() => this.#finish('lost-lease'));
       },
       onError: (err) => this.#log.warn('leader election', { error: err }),
@@ -117,6 +119,7 @@ export class Operator {
   }
 
   async stop(): Promise<void> {
+    this.#stopping = true;
     await this.#stopControllers();
     await this.#elector?.stop();
     await new Promise<void>((resolve) => (this.#metricsServer ? this.#metricsServer.close(() => resolve()) : resolve()));
