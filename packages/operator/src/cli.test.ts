@@ -35,11 +35,12 @@ describe('parseOperatorArgs', () => {
       '--metrics-address=127.0.0.1',
       '--metrics-port=0',
       '--concurrency=8',
+      '--resync-seconds=7',
       '--log-level=debug',
     ]);
     assert.deepEqual(
-      [a.kubeconfig, a.namespace, a.leaseNamespace, a.leaseName, a.identity, a.metricsAddress, a.metricsPort, a.concurrency, a.logLevel],
-      ['/k', 'ml', 'ops', 'l', 'me', '127.0.0.1', 0, 8, 'debug'],
+      [a.kubeconfig, a.namespace, a.leaseNamespace, a.leaseName, a.identity, a.metricsAddress, a.metricsPort, a.concurrency, a.resyncSeconds, a.logLevel],
+      ['/k', 'ml', 'ops', 'l', 'me', '127.0.0.1', 0, 8, 7, 'debug'],
     );
   });
 

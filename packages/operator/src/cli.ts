@@ -33,6 +33,8 @@ Options:
   --metrics-address <host>            address of /metrics, /healthz, /readyz (default 0.0.0.0)
   --metrics-port <port>               port of that endpoint (default 8080; 0 picks a free one)
   --concurrency <n>                   keys reconciled at once per kind (default 4)
+  --resync-seconds <n>                re-check settled resources this often: ConfigMap model
+                                      sources, restarted server processes (default 60)
   --log-level <debug|info|warn|error> (default info)
   -h, --help                          this text
 `;
@@ -53,6 +55,7 @@ export interface ParsedOperatorArgs {
   metricsAddress: string;
   metricsPort: number;
   concurrency: number;
+  resyncSeconds: number;
   logLevel: LogLevel;
 }
 
@@ -89,6 +92,7 @@ export function parseOperatorArgs(argv: readonly string[]): ParsedOperatorArgs {
         'metrics-address': { type: 'string' },
         'metrics-port': { type: 'string' },
         concurrency: { type: 'string' },
+        'resync-seconds': { type: 'string' },
         'log-level': { type: 'string' },
       },
     }));
@@ -118,6 +122,7 @@ export function parseOperatorArgs(argv: readonly string[]): ParsedOperatorArgs {
     metricsAddress: str('metrics-address') ?? '0.0.0.0',
     metricsPort: integer('metrics-port', str('metrics-port'), 8080, 0, 65535),
     concurrency: integer('concurrency', str('concurrency'), 4, 1, 64),
+    resyncSeconds: integer('resync-seconds', str('resync-seconds'), 60, 1, 86400),
     logLevel: logLevel as LogLevel,
   };
   if (parsed.renewDeadlineSeconds >= parsed.leaseDurationSeconds) {
@@ -185,6 +190,7 @@ export async function runOperator(argv: readonly string[]): Promise<number> {
       metricsAddress: args.metricsAddress,
       metricsPort: args.metricsPort,
       concurrency: args.concurrency,
+      resyncSeconds: args.resyncSeconds,
     };
     operator = new Operator(options);
     await operator.start();

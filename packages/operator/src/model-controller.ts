@@ -225,7 +225,7 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
   await writeModelStatus(ctx, model, { replicas: pods.length, readyReplicas: readyCount, pods: clean }, condition);
   ctx.enqueueGate(serverKey);
   ctx.enqueueServer(serverKey);
-  return { requeueAfterMs: condition.status === 'True' ? 60_000 : 10_000 };
+  return { requeueAfterMs: condition.status === 'True' ? ctx.resyncMs : Math.min(10_000, ctx.resyncMs) };
 }
 
 async function writeModelStatus(

@@ -42,6 +42,8 @@ export interface OperatorOptions {
   /** 0: the OS picks a port. */
   metricsPort: number;
   concurrency: number;
+  /** Seconds between re-checks of settled objects (default 60). */
+  resyncSeconds?: number;
 }
 
 export type StopReason = 'stopped' | 'lost-lease';
@@ -165,6 +167,7 @@ export class Operator {
       pods,
       events: new EventRecorder(this.client, this.#elector?.identity ?? 'nereid-operator', (err) => this.#log.warn('event not recorded', { error: err })),
       log: this.#log,
+      resyncMs: (this.#options.resyncSeconds ?? 60) * 1000,
       serviceMonitorsServed: () => this.#serviceMonitorsServed(),
       enqueueGate: (key) => gateQueue.add(key),
       enqueueServer: (key) => serverQueue.add(key),

@@ -50,7 +50,7 @@ export async function reconcileServer(ctx: ControllerContext, key: string): Prom
     }
   }
   const ready = result.object?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-  return { requeueAfterMs: ready ? 60_000 : 10_000 };
+  return { requeueAfterMs: ready ? ctx.resyncMs : Math.min(10_000, ctx.resyncMs) };
 }
 
 function serverStatus(
