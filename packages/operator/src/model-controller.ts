@@ -29,19 +29,25 @@ export const FAILED_LOAD_RETRY_MS = 30_000;
 
 export const modelNameOf = (model: NereidModel): string => model.spec.modelName ?? model.metadata.name ?? '';
 
-/** Pods of `serverName` whose containers are ready and that are not terminating. */
-export function readyPods(ctx: ControllerContext, namespace: string, serverName: string): Pod[] {
+/** Pods of `serverName` that are not terminating. */
+export function serverPods(ctx: ControllerContext, namespace: string, serverName: string): Pod[] {
   return ctx.pods
     .list(
       (p) =>
         p.metadata.namespace === namespace &&
         p.metadata.labels?.[LABELS.instance] === serverName &&
         p.metadata.labels?.[LABELS.component] === 'server' &&
-        !p.metadata.deletionTimestamp &&
-        Boolean(p.status?.podIP) &&
-        p.status?.conditions?.some((c) => c.type === 'ContainersReady' && c.status === 'True') === true,
+        !p.metadata.deletionTimestamp,
     )
     .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+}
+
+export const containersReady = (p: Pod): boolean =>
+  Boolean(p.status?.podIP) && p.status?.conditions?.some((c) => c.type === 'ContainersReady' && c.status === 'True') === true;
+
+/** Pods of `serverName` whose containers are ready and that are not terminating. */
+export function readyPods(ctx: ControllerContext, namespace: string, serverName: string): Pod[] {
+  return serverPods(ctx, namespace, serverName).filter(containersReady);
 }
 
 export function httpPortOf(pod: Pod): number {
@@ -148,6 +154,26 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
     return; // a NereidServer add event re-queues the models that name it
   }
 
+  const rival = ctx.models
+    .list(
+      (m) =>
+        m !== model &&
+        m.metadata.namespace === namespace &&
+        m.spec.server === model.spec.server &&
+        !m.metadata.deletionTimestamp &&
+        modelNameOf(m) === modelNameOf(model),
+    )
+    .find((m) => (m.metadata.creationTimestamp ?? '') < (model.metadata.creationTimestamp ?? '') || ((m.metadata.creationTimestamp ?? '') === (model.metadata.creationTimestamp ?? '') && (m.metadata.name ?? '') < (model.metadata.name ?? '')));
+  if (rival) {
+    await writeModelStatus(ctx, model, { replicas: 0, readyReplicas: 0, pods: [] }, {
+      type: 'Ready',
+      status: 'False',
+      reason: 'NameConflict',
+      message: `NereidModel ${rival.metadata.name} already deploys model ${modelNameOf(model)} on NereidServer ${model.spec.server}`,
+    });
+    return { requeueAfterMs: ctx.resyncMs };
+  }
+
   let source: ResolvedSource;
   try {
     source = await resolveSource(ctx, model, server);
@@ -249,6 +275,15 @@ async function writeModelStatus(
 
 async function unloadEverywhere(ctx: ControllerContext, model: NereidModel): Promise<void> {
   const name = modelNameOf(model);
+  const sameModel = ctx.models.list(
+    (m) =>
+      m !== model &&
+      m.metadata.namespace === model.metadata.namespace &&
+      m.spec.server === model.spec.server &&
+      !m.metadata.deletionTimestamp &&
+      modelNameOf(m) === name,
+  );
+  if (sameModel.length > 0) return; // another NereidModel deploys this model: it stays loaded
   const pods = readyPods(ctx, model.metadata.namespace ?? '', model.spec.server);
   await Promise.all(
     pods.map(async (pod) => {
@@ -263,9 +298,10 @@ async function unloadEverywhere(ctx: ControllerContext, model: NereidModel): Pro
 }
 
 /**
- * Sets `nereid.dev/models-ready` on every ready-container pod of a server: True when each of its
- * NereidModels reports READY at its current generation on that pod, else False naming those
- * that are not. Writes only changed conditions (a strategic merge patch of pods/status keyed by
+ * Sets `nereid.dev/models-ready` on every pod of a server: True when its containers are ready and
+ * each NereidModel of the server reports READY at its current generation on that pod, else False
+ * naming those that are not (a pod whose containers stopped being ready gets False, so that a
+ * restarted server process is not Ready before its models are loaded again). Writes only changed conditions (a strategic merge patch of pods/status keyed by
  * type keeps the kubelet's conditions).
  */
 export async function reconcileGate(ctx: ControllerContext, key: string): Promise<ReconcileResult> {
@@ -273,9 +309,10 @@ export async function reconcileGate(ctx: ControllerContext, key: string): Promis
   const models = ctx.models.list(
     (m) => m.metadata.namespace === namespace && m.spec.server === serverName && !m.metadata.deletionTimestamp,
   );
-  for (const pod of readyPods(ctx, namespace, serverName)) {
+  for (const pod of serverPods(ctx, namespace, serverName)) {
     const missing: string[] = [];
-    for (const model of models) {
+    if (!containersReady(pod)) missing.push('all models (the containers are not ready: a restarted server loads them again)');
+    else for (const model of models) {
       const entry = model.status?.pods?.find((p) => p.uid === pod.metadata.uid);
       const current = entry && entry.generation === (model.metadata.generation ?? 0);
       if (!current || entry.state !== 'READY') missing.push(`${modelNameOf(model)} (${entry?.state ?? 'not loaded yet'})`);
