@@ -58,6 +58,13 @@ describe('buildDeployment', () => {
     assert.deepEqual(d.spec.strategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
   });
 
+  it("runs the spec's image, else the operator's default image", () => {
+    const image = (d: unknown): string => (d as Json).spec.template.spec.containers[0].image;
+    assert.equal(image(buildDeployment(server())), 'localhost/nereid:0.1.0');
+    assert.equal(image(buildDeployment(server(), 'registry.example/nereid:2')), 'registry.example/nereid:2');
+    assert.equal(image(buildDeployment(server({ image: 'mine:1' }), 'registry.example/nereid:2')), 'mine:1');
+  });
+
   it('polls only s3 repositories by default, and as often as pollSeconds says', () => {
     assert.ok(serverArgs(server({ modelRepository: { uri: '/srv/models' } })).includes('--repository-poll-secs=0'));
     assert.ok(serverArgs(server({ pollSeconds: 3 })).includes('--repository-poll-secs=3'));

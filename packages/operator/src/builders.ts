@@ -97,13 +97,13 @@ function s3Env(server: NereidServer): Json[] {
 }
 
 /** The generated pod spec, before the user's podTemplate.spec is merged over it. */
-export function basePodSpec(server: NereidServer): Json {
+export function basePodSpec(server: NereidServer, defaultImage: string = DEFAULT_IMAGE): Json {
   const ports = portsOf(server);
   const drain = server.spec.drainSeconds ?? DEFAULT_DRAIN_SECONDS;
   const volume = server.spec.modelRepository.volume;
   const container: Json = {
     name: 'nereid',
-    image: server.spec.image ?? DEFAULT_IMAGE,
+    image: server.spec.image ?? defaultImage,
     ...(server.spec.imagePullPolicy ? { imagePullPolicy: server.spec.imagePullPolicy } : {}),
     command: ['nereid'],
     args: serverArgs(server),
@@ -154,7 +154,8 @@ export function mergeOver(base: unknown, over: unknown): unknown {
   return over;
 }
 
-export function buildDeployment(server: NereidServer): KubeObject {
+/** The Deployment; `defaultImage` is used when the spec names no image (the operator's --server-image). */
+export function buildDeployment(server: NereidServer, defaultImage: string = DEFAULT_IMAGE): KubeObject {
   const template = server.spec.podTemplate ?? {};
   const podLabels = { ...template.metadata?.labels, ...commonLabels(server) };
   const podAnnotations = { ...prometheusAnnotations(server), ...template.metadata?.annotations };
@@ -168,7 +169,7 @@ export function buildDeployment(server: NereidServer): KubeObject {
       strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
       template: {
         metadata: { labels: podLabels, annotations: podAnnotations },
-        spec: mergeOver(basePodSpec(server), template.spec),
+        spec: mergeOver(basePodSpec(server, defaultImage), template.spec),
       },
     },
   };

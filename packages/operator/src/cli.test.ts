@@ -36,11 +36,12 @@ describe('parseOperatorArgs', () => {
       '--metrics-port=0',
       '--concurrency=8',
       '--resync-seconds=7',
+      '--server-image=registry.example/nereid:1',
       '--log-level=debug',
     ]);
     assert.deepEqual(
-      [a.kubeconfig, a.namespace, a.leaseNamespace, a.leaseName, a.identity, a.metricsAddress, a.metricsPort, a.concurrency, a.resyncSeconds, a.logLevel],
-      ['/k', 'ml', 'ops', 'l', 'me', '127.0.0.1', 0, 8, 7, 'debug'],
+      [a.kubeconfig, a.namespace, a.leaseNamespace, a.leaseName, a.identity, a.metricsAddress, a.metricsPort, a.concurrency, a.resyncSeconds, a.serverImage, a.logLevel],
+      ['/k', 'ml', 'ops', 'l', 'me', '127.0.0.1', 0, 8, 7, 'registry.example/nereid:1', 'debug'],
     );
   });
 

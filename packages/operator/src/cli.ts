@@ -23,15 +23,19 @@ Options:
                                       else $KUBECONFIG, else ~/.kube/config)
   --namespace <ns>                    watch only this namespace (default: all namespaces)
   --leader-elect[=true|false]         elect a leader on a coordination.k8s.io Lease (default true)
-  --leader-election-namespace <ns>    namespace of the Lease (default: --namespace, else the pod's
-                                      namespace in a cluster, else "default")
+  --leader-election-namespace <ns>    namespace of the Lease (default: --namespace, else
+                                      $POD_NAMESPACE or the service account's namespace in a
+                                      cluster, else "default")
   --lease-name <name>                 name of the Lease (default nereid-operator)
-  --leader-election-id <id>           this process's identity in the Lease (default host_random)
+  --leader-election-id <id>           this process's identity in the Lease (default $POD_NAME,
+                                      else host_random)
   --lease-duration-seconds <n>        how long a Lease is valid after its renewal (default 15)
   --renew-deadline-seconds <n>        a leader that cannot renew for this long stops (default 10)
   --retry-period-seconds <n>          interval of acquire/renew attempts (default 2)
   --metrics-address <host>            address of /metrics, /healthz, /readyz (default 0.0.0.0)
   --metrics-port <port>               port of that endpoint (default 8080; 0 picks a free one)
+  --server-image <image>              image of NereidServers that name none
+                                      (default localhost/nereid:0.1.0)
   --concurrency <n>                   keys reconciled at once per kind (default 4)
   --resync-seconds <n>                re-check settled resources this often: ConfigMap model
                                       sources, restarted server processes (default 60)
@@ -56,6 +60,7 @@ export interface ParsedOperatorArgs {
   metricsPort: number;
   concurrency: number;
   resyncSeconds: number;
+  serverImage?: string;
   logLevel: LogLevel;
 }
 
@@ -93,6 +98,7 @@ export function parseOperatorArgs(argv: readonly string[]): ParsedOperatorArgs {
         'metrics-port': { type: 'string' },
         concurrency: { type: 'string' },
         'resync-seconds': { type: 'string' },
+        'server-image': { type: 'string' },
         'log-level': { type: 'string' },
       },
     }));
@@ -123,8 +129,10 @@ export function parseOperatorArgs(argv: readonly string[]): ParsedOperatorArgs {
     metricsPort: integer('metrics-port', str('metrics-port'), 8080, 0, 65535),
     concurrency: integer('concurrency', str('concurrency'), 4, 1, 64),
     resyncSeconds: integer('resync-seconds', str('resync-seconds'), 60, 1, 86400),
+    serverImage: str('server-image'),
     logLevel: logLevel as LogLevel,
   };
+  if (parsed.serverImage !== undefined && !/^\S+$/.test(parsed.serverImage)) throw bad(`--server-image must be an image reference, got "${parsed.serverImage}"`);
   if (parsed.renewDeadlineSeconds >= parsed.leaseDurationSeconds) {
     throw bad(`--renew-deadline-seconds (${parsed.renewDeadlineSeconds}) must be shorter than --lease-duration-seconds (${parsed.leaseDurationSeconds})`);
   }
@@ -175,7 +183,8 @@ export async function runOperator(argv: readonly string[]): Promise<number> {
   let operator: Operator;
   try {
     const { kubeConfig, inCluster } = loadKubeConfig(args.kubeconfig);
-    const podNamespace = inCluster && existsSync(SERVICE_ACCOUNT_NAMESPACE) ? readFileSync(SERVICE_ACCOUNT_NAMESPACE, 'utf8').trim() : undefined;
+    const podNamespace =
+      process.env.POD_NAMESPACE || (inCluster && existsSync(SERVICE_ACCOUNT_NAMESPACE) ? readFileSync(SERVICE_ACCOUNT_NAMESPACE, 'utf8').trim() : undefined);
     const options: OperatorOptions = {
       kubeConfig,
       log,
@@ -183,7 +192,7 @@ export async function runOperator(argv: readonly string[]): Promise<number> {
       leaderElect: args.leaderElect,
       leaseNamespace: args.leaseNamespace ?? args.namespace ?? podNamespace ?? 'default',
       leaseName: args.leaseName,
-      identity: args.identity,
+      identity: args.identity ?? (process.env.POD_NAME || undefined),
       leaseDurationSeconds: args.leaseDurationSeconds,
       renewDeadlineSeconds: args.renewDeadlineSeconds,
       retryPeriodSeconds: args.retryPeriodSeconds,
@@ -191,6 +200,7 @@ export async function runOperator(argv: readonly string[]): Promise<number> {
       metricsPort: args.metricsPort,
       concurrency: args.concurrency,
       resyncSeconds: args.resyncSeconds,
+      serverImage: args.serverImage,
     };
     operator = new Operator(options);
     await operator.start();

@@ -27,6 +27,8 @@ export interface ControllerContext {
   log: Logger;
   /** Interval of the periodic re-check of settled objects (ConfigMap sources, restarted pods). */
   resyncMs: number;
+  /** The server image of NereidServers that name none. */
+  serverImage: string;
   /** Whether monitoring.coreos.com/v1 ServiceMonitor is served (discovery, cached briefly). */
   serviceMonitorsServed(): Promise<boolean>;
   /** Re-checks the models-ready readiness gate of a server's pods (key `namespace/server`). */

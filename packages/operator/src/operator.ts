@@ -22,7 +22,7 @@ import { reconcileGate, reconcileModel } from './model-controller.js';
 import { reconcileServer } from './server-controller.js';
 import { EventRecorder } from './status.js';
 import type { NereidModel, NereidServer } from './types.js';
-import { LABELS, MANAGED_BY } from './types.js';
+import { DEFAULT_IMAGE, LABELS, MANAGED_BY } from './types.js';
 import { WorkQueue } from './work-queue.js';
 import type { ReconcileResult } from './work-queue.js';
 
@@ -44,6 +44,8 @@ export interface OperatorOptions {
   concurrency: number;
   /** Seconds between re-checks of settled objects (default 60). */
   resyncSeconds?: number;
+  /** The image of NereidServers that name none (default localhost/nereid:0.1.0). */
+  serverImage?: string;
 }
 
 export type StopReason = 'stopped' | 'lost-lease';
@@ -168,6 +170,7 @@ export class Operator {
       events: new EventRecorder(this.client, this.#elector?.identity ?? 'nereid-operator', (err) => this.#log.warn('event not recorded', { error: err })),
       log: this.#log,
       resyncMs: (this.#options.resyncSeconds ?? 60) * 1000,
+      serverImage: this.#options.serverImage ?? DEFAULT_IMAGE,
       serviceMonitorsServed: () => this.#serviceMonitorsServed(),
       enqueueGate: (key) => gateQueue.add(key),
       enqueueServer: (key) => serverQueue.add(key),

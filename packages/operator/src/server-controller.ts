@@ -30,7 +30,7 @@ export async function reconcileServer(ctx: ControllerContext, key: string): Prom
 
   const deployment = await ctx.client.apply<KubeObject & { spec: { replicas: number }; status?: DeploymentStatus }>(
     objectPath(RESOURCES.deployment, namespace, name),
-    buildDeployment(server),
+    buildDeployment(server, ctx.serverImage),
   );
   await ctx.client.apply(objectPath(RESOURCES.service, namespace, name), buildService(server));
   await ctx.client.apply(objectPath(RESOURCES.pdb, namespace, name), buildPodDisruptionBudget(server));

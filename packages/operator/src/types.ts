@@ -98,7 +98,8 @@ export const LABELS = {
 export const MANAGED_BY = 'nereid-operator';
 export const MODELS_READY_CONDITION = 'nereid.dev/models-ready';
 export const MODEL_FINALIZER = 'nereid.dev/unload';
-export const DEFAULT_IMAGE = 'nereid:0.1.0';
+/** The server image when neither the NereidServer nor the operator's --server-image names one. */
+export const DEFAULT_IMAGE = 'localhost/nereid:0.1.0';
 
 /**
  * Sets (or replaces) the condition of `type` in `conditions`, keeping lastTransitionTime when the
