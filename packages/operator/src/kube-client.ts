@@ -185,7 +185,9 @@ export class KubeClient {
   ): Promise<void> {
     let res: http.IncomingMessage;
     try {
-      res = await this.#send('GET', path, { query: { ...query, watch: true }, signal, timeoutMs: 0 });
+      // A connection that goes silent past the server's own timeout is dead: drop it.
+      const idleMs = (Number(query?.timeoutSeconds ?? 300) + 30) * 1000;
+      res = await this.#send('GET', path, { query: { ...query, watch: true }, signal, timeoutMs: idleMs });
     } catch (err) {
       if (signal.aborted) return;
       throw err;

@@ -56,6 +56,16 @@ interface Controllers {
 }
 
 const keyOf = (o: KubeObject): string => `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`;
+/**
+ * Whether an update is more than the operator's own status write (which needs no reconcile of
+ * the object itself): generation, deletion, finalizers, labels or annotations changed.
+ */
+const specChanged = (a: KubeObject, b: KubeObject): boolean =>
+  a.metadata.generation !== b.metadata.generation ||
+  a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
+  JSON.stringify(a.metadata.finalizers) !== JSON.stringify(b.metadata.finalizers) ||
+  JSON.stringify(a.metadata.labels) !== JSON.stringify(b.metadata.labels) ||
+  JSON.stringify(a.metadata.annotations) !== JSON.stringify(b.metadata.annotations);
 const containersReady = (p: Pod): boolean => p.status?.conditions?.some((c) => c.type === 'ContainersReady' && c.status === 'True') === true;
 
 export class Operator {
@@ -181,12 +191,12 @@ export class Operator {
     const modelsOf = (namespace: string | undefined, server: string): NereidModel[] =>
       models.list((m) => m.metadata.namespace === namespace && m.spec.server === server);
 
-    servers.on((event, server) => {
-      serverQueue.add(keyOf(server));
+    servers.on((event, server, previous) => {
+      if (!previous || specChanged(previous, server)) serverQueue.add(keyOf(server));
       if (event !== 'update') for (const m of modelsOf(server.metadata.namespace, server.metadata.name ?? '')) modelQueue.add(keyOf(m));
     });
     models.on((_event, model, previous) => {
-      modelQueue.add(keyOf(model));
+      if (!previous || specChanged(previous, model)) modelQueue.add(keyOf(model));
       for (const m of previous && previous.spec.server !== model.spec.server ? [previous, model] : [model]) {
         const serverKey = `${m.metadata.namespace}/${m.spec.server}`;
         gateQueue.add(serverKey);
