@@ -208,7 +208,9 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
         prior.generation !== generation ||
         prior.sourceVersion !== source.sourceVersion ||
         state.state === 'NOT_LOADED' ||
-        (state.state !== 'READY' && now - Date.parse(prior.lastLoadTime ?? '0') > FAILED_LOAD_RETRY_MS);
+        ((prior.loadError !== undefined || state.state !== 'READY') && now - Date.parse(prior.lastLoadTime ?? '0') > FAILED_LOAD_RETRY_MS);
+      // A load that failed while an earlier copy still serves keeps reporting the failure until its retry.
+      if (!stale && prior.loadError !== undefined) return prior;
       if (!stale) return { ...prior, state: state.state, ...(state.reason ? { reason: state.reason } : { reason: undefined }) };
       let loadError: string | undefined;
       try {
@@ -230,7 +232,8 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
         ...(source.sourceVersion ? { sourceVersion: source.sourceVersion } : {}),
         state: state.state,
         ...(state.reason ? { reason: state.reason } : {}),
-        lastLoadTime: new Date(now).toISOString(),
+        ...(loadError !== undefined ? { loadError } : {}),
+        lastLoadTime: new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z'),
       };
     }),
   );

@@ -70,6 +70,8 @@ export interface ModelPodStatus {
   sourceVersion?: string;
   state: string;
   reason?: string;
+  /** The error of the last load on this pod, when it failed (the pod may still serve an earlier copy). */
+  loadError?: string;
   lastLoadTime?: string;
 }
 
