@@ -137,13 +137,13 @@ export class KubeClient {
     return this.request<KubeList<T>>('GET', path, { query, signal });
   }
 
-  async create<T extends KubeObject>(path: string, body: KubeObject): Promise<T> {
-    return this.request<T>('POST', path, { body, query: { fieldManager: this.#fieldManager } });
+  async create<T extends KubeObject>(path: string, body: KubeObject, options: { timeoutMs?: number } = {}): Promise<T> {
+    return this.request<T>('POST', path, { body, query: { fieldManager: this.#fieldManager }, timeoutMs: options.timeoutMs });
   }
 
   /** PUT: the body's metadata.resourceVersion makes it conditional (409 Conflict when stale). */
-  async replace<T extends KubeObject>(path: string, body: KubeObject): Promise<T> {
-    return this.request<T>('PUT', path, { body, query: { fieldManager: this.#fieldManager } });
+  async replace<T extends KubeObject>(path: string, body: KubeObject, options: { timeoutMs?: number } = {}): Promise<T> {
+    return this.request<T>('PUT', path, { body, query: { fieldManager: this.#fieldManager }, timeoutMs: options.timeoutMs });
   }
 
   async patch<T extends KubeObject>(path: string, type: PatchType, body: unknown, force = false): Promise<T> {

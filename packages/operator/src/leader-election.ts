@@ -4,8 +4,9 @@
  * in the past), the leader renews it every retry period, and every write carries the Lease's
  * resourceVersion so two candidates never both win (the loser gets 409 Conflict).
  *
- * Losing: a leader that has not renewed within the renew deadline, or finds another holder,
- * calls `onStoppedLeading` at once and becomes a candidate again. A clean `stop()` releases the
+ * Losing: a leader that has not renewed within the renew deadline (a watchdog checks, however
+ * long a request hangs), or finds another holder, calls `onStoppedLeading` at once and stops
+ * campaigning (the operator process exits and is restarted, as client-go operators do). A clean `stop()` releases the
  * Lease (holder cleared) so a standby takes over without waiting for expiry.
  */
 import { hostname } from 'node:os';
@@ -51,6 +52,7 @@ export class LeaderElector {
   #running: Promise<void> | undefined;
   #lastRenew = 0;
   #lease: Lease | undefined;
+  #watchdog: NodeJS.Timeout | undefined;
 
   constructor(client: KubeClient, options: LeaderElectionOptions) {
     this.#client = client;
@@ -79,6 +81,7 @@ export class LeaderElector {
   async stop(): Promise<void> {
     this.#abort.abort();
     await this.#running;
+    clearInterval(this.#watchdog);
     if (this.#leading) {
       this.#leading = false;
       await this.#release().catch((err: unknown) => this.#options.onError?.(err));
@@ -113,17 +116,30 @@ export class LeaderElector {
 
   #setLeading(leading: boolean): void {
     this.#leading = leading;
-    if (leading) this.#options.onStartedLeading();
-    else this.#options.onStoppedLeading();
+    clearInterval(this.#watchdog);
+    if (leading) {
+      // However long a renewal request hangs, a leader stops once the renew deadline has passed.
+      this.#watchdog = setInterval(() => {
+        if (this.#leading && Date.now() - this.#lastRenew > this.#options.renewDeadlineSeconds * 1000) this.#setLeading(false);
+      }, 250);
+      this.#watchdog.unref();
+      this.#options.onStartedLeading();
+    } else {
+      // Leadership is not taken up again by this elector: the process exits and starts afresh.
+      this.#abort.abort();
+      this.#options.onStoppedLeading();
+    }
   }
 
   async #tryAcquireOrRenew(): Promise<boolean> {
     const { namespace, name, leaseDurationSeconds } = this.#options;
     const now = new Date();
     const path = objectPath(RESOURCES.lease, namespace, name);
+    // No request may outlast the renew deadline: a leader must know in time that it failed to renew.
+    const timeoutMs = this.#options.renewDeadlineSeconds * 1000;
     let lease: Lease | undefined;
     try {
-      lease = await this.#client.get<Lease>(path, { timeoutMs: this.#options.renewDeadlineSeconds * 1000 });
+      lease = await this.#client.get<Lease>(path, { timeoutMs });
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -134,10 +150,10 @@ export class LeaderElector {
           kind: 'Lease',
           metadata: { name, namespace },
           spec: { holderIdentity: this.identity, leaseDurationSeconds, acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 },
-        });
+        }, { timeoutMs });
         return true;
       } catch (err) {
-        if (isConflict(err) || (err as { status?: number }).status === 409) return false;
+        if (isConflict(err)) return false;
         throw err;
       }
     }
@@ -160,7 +176,7 @@ export class LeaderElector {
       },
     };
     try {
-      this.#lease = await this.#client.replace<Lease>(path, next);
+      this.#lease = await this.#client.replace<Lease>(path, next, { timeoutMs });
       return true;
     } catch (err) {
       if (isConflict(err)) return false;
