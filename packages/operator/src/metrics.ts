@@ -20,12 +20,9 @@ export class OperatorMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
-  readonly queueDepth = new Gauge({
-    name: 'nereid_operator_workqueue_depth',
-    help: 'Keys waiting in the work queue, by kind.',
-    labelNames: ['kind'],
-    registers: [this.registry],
-  });
+  /** Queue depths by kind, read at each scrape. */
+  depthSources = new Map<string, () => number>();
+  readonly queueDepth: Gauge<'kind'>;
   readonly leader = new Gauge({
     name: 'nereid_operator_leader',
     help: '1 while this process holds the leader Lease (or runs without leader election), else 0.',
@@ -39,6 +36,16 @@ export class OperatorMetrics {
   });
 
   constructor() {
+    const sources = this.depthSources;
+    this.queueDepth = new Gauge({
+      name: 'nereid_operator_workqueue_depth',
+      help: 'Keys waiting in the work queue, by kind.',
+      labelNames: ['kind'],
+      registers: [this.registry],
+      collect() {
+        for (const [kind, depth] of sources) this.set({ kind }, depth());
+      },
+    });
     collectDefaultMetrics({ register: this.registry, prefix: 'nereid_operator_' });
   }
 }

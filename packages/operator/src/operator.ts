@@ -165,11 +165,11 @@ export class Operator {
         onResult: (key, result, seconds, error) => {
           this.metrics.reconciles.inc({ kind, result });
           this.metrics.durations.observe({ kind }, seconds);
-          this.metrics.queueDepth.set({ kind }, q.depth);
           if (error) this.#log.warn('reconcile failed; retrying', { kind, key, error });
           else this.#log.debug('reconciled', { kind, key, result });
         },
       });
+      this.metrics.depthSources.set(kind, () => q.depth);
       return q;
     };
     const ctx: ControllerContext = {
