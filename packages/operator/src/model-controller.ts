@@ -22,7 +22,7 @@ import type { LoadRequest } from './repository-api.js';
 import { setFinalizers, updateStatus } from './status.js';
 import type { ReconcileResult } from './work-queue.js';
 import type { Condition, ModelPodStatus, NereidModel, NereidModelStatus, NereidServer } from './types.js';
-import { LABELS, MODELS_READY_CONDITION, MODEL_FINALIZER, getCondition, setCondition } from './types.js';
+import { LABELS, MODELS_READY_CONDITION, MODEL_FINALIZER, setCondition } from './types.js';
 
 /** A failed load is retried on a pod after this long (a fixed model may have been uploaded). */
 export const FAILED_LOAD_RETRY_MS = 30_000;
@@ -338,4 +338,3 @@ export async function reconcileGate(ctx: ControllerContext, key: string): Promis
   }
 }
 
-export { getCondition };

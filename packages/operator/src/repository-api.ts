@@ -22,7 +22,10 @@ export interface RepositoryApiOptions {
   timeoutMs?: number;
 }
 
-/** HTTP calls to `http://<podIP>:<port>`; failures throw NereidError KUBERNETES_API-free codes. */
+/**
+ * HTTP calls to `http://<podIP>:<port>`. Failures throw NereidError: UNAVAILABLE when the pod
+ * cannot be reached, MODEL_LOAD_FAILED / MODEL_UNLOAD_FAILED with the server's error text.
+ */
 export class RepositoryApi {
   readonly base: string;
   #timeoutMs: number;

@@ -94,4 +94,3 @@ export class EventRecorder {
   }
 }
 
-export { objectPath };
