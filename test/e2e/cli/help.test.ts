@@ -51,15 +51,16 @@ function parseHelp(help: string): { entries: Map<string, HelpEntry>; groups: str
 }
 
 describe('nereid --help', () => {
-  it('lists serve, config, perf and analyze, one line each, and says how to get each one\'s help', async () => {
+  it('lists serve, config, perf, analyze and operator, one line each, and says how to get each one\'s help', async () => {
     const { exit, stdout } = await runNereid(['--help']);
     assert.deepEqual(exit, { code: 0, signal: null });
-    for (const command of ['serve', 'config', 'perf', 'analyze']) {
+    for (const command of ['serve', 'config', 'perf', 'analyze', 'operator']) {
       assert.match(stdout, new RegExp(`^ {2}${command} +\\S.*$`, 'm'), stdout);
       assert.match(stdout, new RegExp(`^ {2}nereid ${command} --help +\\S`, 'm'), stdout);
     }
-    const commandLines = stdout.slice(stdout.indexOf('Commands:')).split('\n').slice(1, 5);
-    assert.deepEqual(commandLines.map((l) => l.trim().split(/\s+/)[0]), ['serve', 'config', 'perf', 'analyze'], stdout);
+    // Commander wraps long descriptions onto indented lines of their own: only command lines count.
+    const commandLines = stdout.slice(stdout.indexOf('Commands:')).split('\n').slice(1).filter((l) => /^ {2}\S/.test(l)).slice(0, 5);
+    assert.deepEqual(commandLines.map((l) => l.trim().split(/\s+/)[0]), ['serve', 'config', 'perf', 'analyze', 'operator'], stdout);
   });
 
   it('nereid help <command> is <command> --help', async () => {
@@ -73,6 +74,16 @@ describe('nereid --help', () => {
     const config = await runNereid(['help', 'config']);
     assert.equal(config.exit.code, 0);
     assert.match(config.stdout, /^Usage: nereid config \[options\] <model-directory>/);
+    const operator = await runNereid(['help', 'operator']);
+    assert.equal(operator.exit.code, 0);
+    assert.match(operator.stdout, /^Usage: nereid operator \[options\]/);
+    assert.equal(operator.stdout, (await runNereid(['operator', '--help'])).stdout);
+  });
+
+  it('nereid operator rejects a bad flag with status 2, naming it', async () => {
+    const bad = await runNereid(['operator', '--metrics-port=eighty']);
+    assert.equal(bad.exit.code, 2);
+    assert.match(bad.stderr, /nereid operator: --metrics-port must be a whole number, got "eighty"/);
   });
 });
 

@@ -96,7 +96,7 @@ export async function main(argv: readonly string[]): Promise<void> {
 
   program
     .command('operator')
-    .description('run the Kubernetes operator for NereidServer and NereidModel resources')
+    .description('run the Kubernetes operator (NereidServer, NereidModel resources)')
     .helpOption(false)
     .allowUnknownOption(true)
     .allowExcessArguments(true)
