@@ -19,6 +19,7 @@ import { inspect } from 'node:util';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { REPO_ROOT, atExit, freePort, spawnManaged, type ManagedProcess } from './processes.js';
+import { Rest } from './rest.js';
 
 export { KubeConfig, REPO_ROOT };
 export { startKubelet, NODE_NAME, type Kubelet, type KubeletOptions } from './kubelet.js';
@@ -435,7 +436,20 @@ async function applyManifests(kc: KubeConfig, manifests: string | object[], opti
     // A kind whose CRD was just established may be missing from discovery for a moment.
     for (let attempt = 0; ; attempt++) {
       try {
-        applied = await client.patch(structuredClone(obj), undefined, options.dryRun ? 'All' : undefined, 'nereid-tests', true, PatchStrategy.ServerSideApply);
+        if (isCrd) {
+          // A CRD goes as the JSON it is: client-node's typed serializer knows JSONSchemaProps'
+          // x-kubernetes-* keys only by their camelCase names and drops them from YAML-parsed
+          // objects (int-or-string fields become invalid, CEL rules vanish).
+          const query = `?fieldManager=nereid-tests&force=true${options.dryRun ? '&dryRun=All' : ''}`;
+          applied = await new Rest(kc).request<KubernetesObject>(
+            'PATCH',
+            `/apis/${obj.apiVersion}/customresourcedefinitions/${encodeURIComponent(obj.metadata!.name!)}${query}`,
+            obj,
+            'application/apply-patch+yaml',
+          );
+        } else {
+          applied = await client.patch(structuredClone(obj), undefined, options.dryRun ? 'All' : undefined, 'nereid-tests', true, PatchStrategy.ServerSideApply);
+        }
         break;
       } catch (err) {
         const message = (err as Error).message ?? String(err);
