@@ -1,0 +1,239 @@
+/**
+ * Nereid's Helm chart (deploy/helm/nereid) rendered by a real Helm (helm.sh/helm/v4, built by
+ * scripts/fleet-infra.mjs): lint, the default values (the operator), the plain server mode with
+ * Triton's chart's values, an S3 repository, and the values schema's refusals.
+ */
+import { before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+
+const root = fileURLToPath(new URL('../../../..', import.meta.url));
+const chart = join(root, 'deploy', 'helm', 'nereid');
+
+interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [key: string]: unknown;
+}
+// The shapes the assertions read; rendered objects are plain JSON.
+interface Container {
+  name: string;
+  image: string;
+  args: string[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean } } }[];
+  ports: { name: string; containerPort: number }[];
+  readinessProbe: { httpGet: { path: string; port: string } };
+  livenessProbe: { httpGet: { path: string; port: string } };
+  resources: { limits?: Record<string, unknown>; requests?: Record<string, unknown> };
+}
+interface Deployment extends Manifest {
+  spec: {
+    replicas: number;
+    selector: { matchLabels: Record<string, string> };
+    template: { metadata: { labels: Record<string, string>; annotations?: Record<string, string> }; spec: { serviceAccountName?: string; containers: Container[]; securityContext: { runAsNonRoot?: boolean } } };
+  };
+}
+interface Service extends Manifest {
+  spec: { type: string; selector: Record<string, string>; ports: { name: string; port: number; targetPort: string }[] };
+}
+
+/** The documents of a YAML stream as plain objects, empty documents left out. */
+function parseYaml(text: string): unknown[] {
+  return parseAllDocuments(text)
+    .map((doc) => {
+      assert.equal(doc.errors.length, 0, `YAML: ${doc.errors.map((e) => e.message).join('; ')}`);
+      return doc.toJS() as unknown;
+    })
+    .filter((d) => d !== null && d !== undefined);
+}
+
+let helmBinary = '';
+const helmEnv = (() => {
+  const home = mkdtempSync(join(tmpdir(), 'nereid-helm-'));
+  return { ...process.env, HELM_CACHE_HOME: join(home, 'cache'), HELM_CONFIG_HOME: join(home, 'config'), HELM_DATA_HOME: join(home, 'data') };
+})();
+
+function exec(file: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(file, args, { env, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Runs helm; the result whatever the exit status. */
+const helm = (...args: string[]) => exec(helmBinary, args, helmEnv);
+
+/** `helm template` of the chart with --set values; fails the test when Helm refuses. */
+async function render(...sets: string[]): Promise<Manifest[]> {
+  const r = await helm('template', 'demo', chart, '--namespace', 'inference', '--include-crds', ...sets.flatMap((s) => ['--set', s]));
+  assert.equal(r.code, 0, `helm template failed: ${r.stderr}`);
+  return parseYaml(r.stdout) as Manifest[];
+}
+
+function find<T extends Manifest>(manifests: Manifest[], kind: string, name: string): T {
+  const found = manifests.find((m) => m.kind === kind && m.metadata.name === name);
+  assert.ok(found, `no ${kind} ${name} among ${manifests.map((m) => `${m.kind}/${m.metadata.name}`).join(', ')}`);
+  return found as T;
+}
+
+const kinds = (manifests: Manifest[]) => manifests.map((m) => `${m.kind}/${m.metadata.name}`).sort();
+
+function assertLabels(m: Manifest, component: 'server' | 'operator') {
+  const labels = m.metadata.labels ?? {};
+  assert.equal(labels['app.kubernetes.io/name'], 'nereid', `${m.kind}/${m.metadata.name}: app.kubernetes.io/name`);
+  assert.equal(labels['app.kubernetes.io/instance'], 'demo', `${m.kind}/${m.metadata.name}: app.kubernetes.io/instance`);
+  assert.equal(labels['app.kubernetes.io/component'], component, `${m.kind}/${m.metadata.name}: app.kubernetes.io/component`);
+  assert.equal(labels['app.kubernetes.io/managed-by'], 'Helm', `${m.kind}/${m.metadata.name}: app.kubernetes.io/managed-by`);
+}
+
+before(async () => {
+  const r = await exec(process.execPath, [join(root, 'scripts', 'fleet-infra.mjs'), 'path', 'helm']);
+  assert.equal(r.code, 0, `Helm is not built: run node scripts/fleet-infra.mjs build helm (${r.stderr.trim()})`);
+  helmBinary = r.stdout.trim();
+});
+
+describe('Helm chart: rendering', () => {
+  test('helm lint --strict passes for the default, plain-server and S3 values', async () => {
+    for (const sets of [[], ['operator.enabled=false', 'server.enabled=true'], ['server.enabled=true', 'image.modelRepositoryPath=s3://models/prod', 'secret.id=aWQ=', 'secret.key=a2V5']]) {
+      const r = await helm('lint', '--strict', chart, ...sets.flatMap((s) => ['--set', s]));
+      assert.equal(r.code, 0, `helm lint ${sets.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+      assert.doesNotMatch(r.stdout, /\[(WARNING|ERROR)\]/);
+    }
+  });
+
+  test('default values: the CRDs and the operator with leader election, its RBAC from files/operator-rules.yaml and a metrics Service; no plain server', async () => {
+    const manifests = await render();
+    assert.deepEqual(kinds(manifests), [
+      'ClusterRole/demo-nereid-operator',
+      'ClusterRoleBinding/demo-nereid-operator',
+      'CustomResourceDefinition/nereidmodels.nereid.dev',
+      'CustomResourceDefinition/nereidservers.nereid.dev',
+      'Deployment/demo-nereid-operator',
+      'Service/demo-nereid-operator-metrics',
+      'ServiceAccount/demo-nereid-operator',
+    ]);
+    for (const m of manifests.filter((m) => m.kind !== 'CustomResourceDefinition')) assertLabels(m, 'operator');
+
+    const deployment = find<Deployment>(manifests, 'Deployment', 'demo-nereid-operator');
+    assert.equal(deployment.metadata.namespace, 'inference');
+    assert.equal(deployment.spec.replicas, 2);
+    const pod = deployment.spec.template;
+    assert.equal(pod.spec.serviceAccountName, 'demo-nereid-operator');
+    assert.equal(pod.spec.securityContext.runAsNonRoot, true);
+    const [container] = pod.spec.containers;
+    assert.equal(container!.image, 'localhost/nereid:0.1.0');
+    assert.deepEqual(container!.args.slice(0, 2), ['operator', '--leader-elect']);
+    for (const [key, value] of Object.entries(deployment.spec.selector.matchLabels)) assert.equal(pod.metadata.labels[key], value);
+    assert.equal(pod.metadata.annotations?.['prometheus.io/scrape'], 'true');
+
+    const role = find<Manifest & { rules: unknown[] }>(manifests, 'ClusterRole', 'demo-nereid-operator');
+    const rules = parseYaml(readFileSync(join(chart, 'files', 'operator-rules.yaml'), 'utf8'))[0] as unknown[];
+    assert.ok(Array.isArray(rules) && rules.length > 0, 'files/operator-rules.yaml is a YAML list of PolicyRules');
+    assert.deepEqual(role.rules, rules, "the ClusterRole's rules are exactly files/operator-rules.yaml");
+    const binding = find<Manifest & { roleRef: { name: string }; subjects: { kind: string; name: string; namespace: string }[] }>(manifests, 'ClusterRoleBinding', 'demo-nereid-operator');
+    assert.equal(binding.roleRef.name, 'demo-nereid-operator');
+    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: 'demo-nereid-operator', namespace: 'inference' }]);
+
+    const service = find<Service>(manifests, 'Service', 'demo-nereid-operator-metrics');
+    assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
+    assert.deepEqual(service.spec.ports.map((p) => p.targetPort), ['metrics']);
+  });
+
+  test('plain server mode with the values of Triton\'s chart: Deployment, Service, probes, ports, GPUs, Prometheus annotations', async () => {
+    const manifests = await render('operator.enabled=false', 'server.enabled=true', 'replicaCount=3', 'image.imageName=registry.example/nereid:1.2', 'image.pullPolicy=Always', 'image.numGpus=1', 'service.type=LoadBalancer', 'server.extraArgs={--log-verbose=1}');
+    assert.deepEqual(kinds(manifests), [
+      'CustomResourceDefinition/nereidmodels.nereid.dev',
+      'CustomResourceDefinition/nereidservers.nereid.dev',
+      'Deployment/demo-nereid-server',
+      'Service/demo-nereid-server',
+    ]);
+    const deployment = find<Deployment>(manifests, 'Deployment', 'demo-nereid-server');
+    const service = find<Service>(manifests, 'Service', 'demo-nereid-server');
+    assertLabels(deployment, 'server');
+    assertLabels(service, 'server');
+    assert.equal(deployment.spec.replicas, 3);
+    assert.deepEqual((deployment.spec as unknown as { strategy: unknown }).strategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    const pod = deployment.spec.template;
+    assert.deepEqual(pod.metadata.annotations, { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '8002', 'prometheus.io/path': '/metrics' });
+    const [container] = pod.spec.containers;
+    assert.equal(container!.name, 'nereid');
+    assert.equal(container!.image, 'registry.example/nereid:1.2');
+    assert.equal((container as unknown as { imagePullPolicy: string }).imagePullPolicy, 'Always');
+    assert.deepEqual(container!.args, [
+      'serve',
+      '--model-repository=/models',
+      '--model-control-mode=poll',
+      '--repository-poll-secs=5',
+      '--http-port=8000',
+      '--grpc-port=8001',
+      '--metrics-port=8002',
+      '--exit-grace-secs=5',
+      '--exit-timeout-secs=30',
+      '--log-verbose=1',
+    ]);
+    assert.deepEqual(container!.ports.map((p) => [p.name, p.containerPort]), [['http', 8000], ['grpc', 8001], ['metrics', 8002]]);
+    assert.deepEqual(container!.readinessProbe.httpGet, { path: '/v2/health/ready', port: 'http' });
+    assert.deepEqual(container!.livenessProbe.httpGet, { path: '/v2/health/live', port: 'http' });
+    assert.equal(container!.resources.limits?.['nvidia.com/gpu'], 1);
+    assert.equal(container!.env, undefined, 'no S3 settings, no environment');
+    assert.equal(service.spec.type, 'LoadBalancer');
+    assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
+    assert.deepEqual(service.spec.ports.map((p) => [p.name, p.port, p.targetPort]), [['http', 8000, 'http'], ['grpc', 8001, 'grpc'], ['metrics', 8002, 'metrics']]);
+  });
+
+  test('S3 repository: credentials from values make a Secret; an existing Secret is referenced; endpoint and region reach the environment', async () => {
+    const fromValues = await render('operator.enabled=false', 'server.enabled=true', 'image.modelRepositoryPath=s3://models/prod', 'secret.region=ZXUtd2VzdC0x', 'secret.id=QUtJRA==', 'secret.key=c2VjcmV0', 's3.endpoint=http://seaweedfs.storage:8333');
+    const secret = find<Manifest & { data: Record<string, string> }>(fromValues, 'Secret', 'demo-nereid-aws-credentials');
+    assert.deepEqual(secret.data, { AWS_ACCESS_KEY_ID: 'QUtJRA==', AWS_SECRET_ACCESS_KEY: 'c2VjcmV0', AWS_REGION: 'ZXUtd2VzdC0x' });
+    const container = find<Deployment>(fromValues, 'Deployment', 'demo-nereid-server').spec.template.spec.containers[0]!;
+    assert.equal(container.args[1], '--model-repository=s3://models/prod');
+    const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e]));
+    assert.deepEqual(Object.keys(env).sort(), ['AWS_ACCESS_KEY_ID', 'AWS_ENDPOINT_URL_S3', 'AWS_REGION', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN']);
+    assert.deepEqual(env['AWS_ACCESS_KEY_ID']!.valueFrom?.secretKeyRef, { name: 'demo-nereid-aws-credentials', key: 'AWS_ACCESS_KEY_ID' });
+    assert.deepEqual(env['AWS_SESSION_TOKEN']!.valueFrom?.secretKeyRef, { name: 'demo-nereid-aws-credentials', key: 'AWS_SESSION_TOKEN', optional: true });
+    assert.deepEqual(env['AWS_REGION']!.valueFrom?.secretKeyRef, { name: 'demo-nereid-aws-credentials', key: 'AWS_REGION', optional: true });
+    assert.equal(env['AWS_ENDPOINT_URL_S3']!.value, 'http://seaweedfs.storage:8333');
+
+    const existing = await render('operator.enabled=false', 'server.enabled=true', 'image.modelRepositoryPath=s3://models/prod', 's3.existingSecret=store-keys', 's3.region=us-east-2');
+    assert.equal(existing.filter((m) => m.kind === 'Secret').length, 0, 'an existing Secret: the chart makes none');
+    const env2 = find<Deployment>(existing, 'Deployment', 'demo-nereid-server').spec.template.spec.containers[0]!.env ?? [];
+    assert.deepEqual(env2.map((e) => e.name), ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_REGION']);
+    assert.ok(env2.slice(0, 3).every((e) => e.valueFrom?.secretKeyRef?.name === 'store-keys'));
+    assert.deepEqual(env2[3], { name: 'AWS_REGION', value: 'us-east-2' });
+  });
+
+  test('the values schema refuses bad values, naming the value and what is allowed', async () => {
+    const cases: [string, RegExp][] = [
+      ['service.type=Public', /at '\/service\/type': value must be one of 'ClusterIP', 'NodePort', 'LoadBalancer'/],
+      ['replicaCount=-1', /at '\/replicaCount': minimum: got -1, want 0/],
+      ['image.modelRepositoryPath=models', /at '\/image\/modelRepositoryPath': 'models' does not match pattern/],
+      ['image.imagename=typo', /at '\/image': additional properties 'imagename' not allowed/],
+      ['server.modelControlMode=sometimes', /at '\/server\/modelControlMode': value must be one of 'none', 'poll', 'explicit'/],
+      ['secret.id=not-base64!', /at '\/secret\/id': 'not-base64!' does not match pattern/],
+    ];
+    for (const [set, message] of cases) {
+      const r = await helm('template', 'demo', chart, '--set', set);
+      assert.notEqual(r.code, 0, `--set ${set} was accepted`);
+      assert.match(r.stderr, /values don't meet the specifications of the schema/, `--set ${set}: ${r.stderr}`);
+      assert.match(r.stderr, message, `--set ${set}: ${r.stderr}`);
+    }
+  });
+
+  test('two operator replicas without leader election are refused', async () => {
+    const r = await helm('template', 'demo', chart, '--set', 'operator.leaderElect=false');
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /operator\.replicaCount above 1 needs operator\.leaderElect: true/);
+    const single = await render('operator.leaderElect=false', 'operator.replicaCount=1');
+    const container = find<Deployment>(single, 'Deployment', 'demo-nereid-operator').spec.template.spec.containers[0]!;
+    assert.ok(!container.args.includes('--leader-elect'));
+  });
+});
