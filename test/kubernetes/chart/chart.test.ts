@@ -1,16 +1,23 @@
 /**
  * Nereid's Helm chart (deploy/helm/nereid) rendered by a real Helm (helm.sh/helm/v4, built by
  * scripts/fleet-infra.mjs): lint, the default values (the operator), the plain server mode with
- * Triton's chart's values, an S3 repository, and the values schema's refusals.
+ * Triton's chart's values, an S3 repository, and the values schema's refusals; then against a real
+ * kube-apiserver: every rendered manifest in a server-side dry run, and plain-server installs (a
+ * volume repository, and an S3 bucket on a real SeaweedFS) whose pods run real Nereid processes
+ * under the simulated kubelet until they are Ready and answer inferences.
  */
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
+import { startS3, type S3Store } from '../helpers/s3.js';
+import { putModel, readModelDirectory } from '../helpers/s3-models.js';
 
 const root = fileURLToPath(new URL('../../../..', import.meta.url));
 const chart = join(root, 'deploy', 'helm', 'nereid');
@@ -71,9 +78,11 @@ function exec(file: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ 
 /** Runs helm; the result whatever the exit status. */
 const helm = (...args: string[]) => exec(helmBinary, args, helmEnv);
 
-/** `helm template` of the chart with --set values; fails the test when Helm refuses. */
-async function render(...sets: string[]): Promise<Manifest[]> {
-  const r = await helm('template', 'demo', chart, '--namespace', 'inference', '--include-crds', ...sets.flatMap((s) => ['--set', s]));
+/** `helm template` of the chart (release demo, namespace inference) with --set values; fails the test when Helm refuses. */
+const render = (...sets: string[]) => renderIn('inference', ...sets);
+
+async function renderIn(namespace: string, ...sets: string[]): Promise<Manifest[]> {
+  const r = await helm('template', 'demo', chart, '--namespace', namespace, '--include-crds', ...sets.flatMap((s) => ['--set', s]));
   assert.equal(r.code, 0, `helm template failed: ${r.stderr}`);
   return parseYaml(r.stdout) as Manifest[];
 }
@@ -235,5 +244,124 @@ describe('Helm chart: rendering', () => {
     const single = await render('operator.leaderElect=false', 'operator.replicaCount=1');
     const container = find<Deployment>(single, 'Deployment', 'demo-nereid-operator').spec.template.spec.containers[0]!;
     assert.ok(!container.args.includes('--leader-elect'));
+  });
+});
+
+describe('Helm chart: against a real kube-apiserver', () => {
+  let cluster: Cluster | undefined;
+  const kubelets: Kubelet[] = [];
+  let s3: S3Store | undefined;
+
+  before(async () => {
+    cluster = await startCluster();
+  });
+  after(async () => {
+    for (const kubelet of kubelets) await kubelet.stop();
+    await s3?.stop();
+    await cluster?.stop();
+  });
+
+  test('every rendered manifest passes the API server\'s server-side dry run, the CRDs installed first', async () => {
+    await cluster!.apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'inference' } }]);
+    const variants = [
+      [],
+      ['operator.enabled=false', 'server.enabled=true', 'image.numGpus=1', 'service.type=LoadBalancer'],
+      ['server.enabled=true', 'image.modelRepositoryPath=s3://models/prod', 'secret.region=ZXUtd2VzdC0x', 'secret.id=QUtJRA==', 'secret.key=c2VjcmV0', 's3.endpoint=http://seaweedfs.storage:8333'],
+      ['operator.enabled=false', 'server.enabled=true', 's3.existingSecret=store-keys', 's3.region=us-east-2', 'server.modelControlMode=explicit', 'server.loadModels={*}'],
+    ];
+    for (const sets of variants) {
+      const manifests = await render(...sets);
+      const crds = manifests.filter((m) => m.kind === 'CustomResourceDefinition');
+      assert.equal(crds.length, 2);
+      await cluster!.apply(crds);
+      const rest = manifests.filter((m) => m.kind !== 'CustomResourceDefinition');
+      const answered = (await cluster!.apply(rest, { dryRun: true })) as Manifest[];
+      assert.deepEqual(answered.map((m) => `${m.kind}/${m.metadata.name}`), rest.map((m) => `${m.kind}/${m.metadata.name}`), `--set ${sets.join(' ')}`);
+    }
+    // The dry run validates: a port name Kubernetes refuses is refused here too.
+    const broken = structuredClone((await render('operator.enabled=false', 'server.enabled=true')).find((m) => m.kind === 'Deployment')!) as Deployment;
+    broken.spec.template.spec.containers[0]!.ports[0]!.name = 'HTTP_PORT';
+    await assert.rejects(cluster!.apply([broken], { dryRun: true }), /HTTP_PORT/);
+    // The dry run stored nothing.
+    const apps = cluster!.kubeConfig.makeApiClient(AppsV1Api);
+    assert.equal((await apps.listNamespacedDeployment({ namespace: 'inference' })).items.length, 0);
+  });
+
+  /**
+   * Applies a plain-server render in `namespace` (a new one) under a kubelet for it, waits for the
+   * server pod to be Ready and checks that it answers an inference on `simple`; returns the pod.
+   */
+  async function installAndInfer(namespace: string, sets: string[], objects: object[] = []): Promise<V1Pod> {
+    await cluster!.apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, ...objects], { namespace });
+    kubelets.push(await startKubelet(cluster!, { namespace }));
+    const kubelet = kubelets.at(-1)!;
+    const manifests = await renderIn(namespace, 'operator.enabled=false', 'server.enabled=true', ...sets);
+    await cluster!.apply(manifests.filter((m) => m.kind !== 'CustomResourceDefinition'));
+
+    const core = cluster!.kubeConfig.makeApiClient(CoreV1Api);
+    const apps = cluster!.kubeConfig.makeApiClient(AppsV1Api);
+    const pod = await waitFor(
+      `the plain server pod in ${namespace} to be Ready`,
+      async () => {
+        const pods = await core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/instance=demo,app.kubernetes.io/component=server' });
+        return pods.items.find((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      },
+      120_000,
+    ).catch(async (err: Error) => {
+      const pods = await core.listNamespacedPod({ namespace });
+      const logs = pods.items.map((p) => `${p.metadata!.name}: ${JSON.stringify(p.status?.conditions)}\n${kubelet.logs(namespace, p.metadata!.name!)}`);
+      throw new Error(`${err.message}\n${logs.join('\n')}`);
+    });
+    const ip = pod.status!.podIP!;
+    const response = await fetch(`http://${ip}:8000/v2/models/simple/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        inputs: [
+          { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: Array.from({ length: 16 }, (_, i) => i) },
+          { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: Array(16).fill(1) },
+        ],
+      }),
+    });
+    assert.equal(response.status, 200, await response.clone().text());
+    const body = (await response.json()) as { outputs: { name: string; data: number[] }[] };
+    assert.deepEqual(body.outputs.find((o) => o.name === 'OUTPUT0')?.data, Array.from({ length: 16 }, (_, i) => i + 1));
+    const metrics = await (await fetch(`http://${ip}:8002/metrics`)).text();
+    assert.match(metrics, /nv_inference_request_success\{model="simple",version="1"\} 1/);
+
+    const deployment = await waitFor(`the Deployment in ${namespace} to report 1 ready replica`, async () => {
+      const d = await apps.readNamespacedDeployment({ name: 'demo-nereid-server', namespace });
+      return d.status?.readyReplicas === 1 ? d : undefined;
+    });
+    assert.equal(deployment.spec?.template.spec?.containers[0]?.name, 'nereid');
+    return pod;
+  }
+
+  test('a plain-server install with a volume repository: its pod becomes Ready under the simulated kubelet and answers an inference', async () => {
+    const repository = join(root, 'examples', 'model_repository');
+    await installAndInfer('serving', [
+      'server.extraVolumes[0].name=models',
+      `server.extraVolumes[0].hostPath.path=${repository}`,
+      'server.extraVolumeMounts[0].name=models',
+      'server.extraVolumeMounts[0].mountPath=/models',
+      'server.extraVolumeMounts[0].readOnly=true',
+    ]);
+  });
+
+  test("a plain-server install on an S3 bucket with Triton's secret values: the chart's Secret reaches the server, which serves the bucket's model", async () => {
+    s3 = await startS3();
+    await s3.createBucket('models');
+    const files = await readModelDirectory(join(root, 'examples', 'model_repository', 'simple'));
+    await putModel(s3.client, 'models', 'prod/', 'simple', files, { manifest: true });
+    const b64 = (v: string) => Buffer.from(v).toString('base64');
+    const pod = await installAndInfer('serving-s3', [
+      'image.modelRepositoryPath=s3://models/prod',
+      `s3.endpoint=${s3.endpoint}`,
+      `secret.region=${b64(s3.region)}`,
+      `secret.id=${b64(s3.accessKeyId)}`,
+      `secret.key=${b64(s3.secretAccessKey)}`,
+    ]);
+    const index = await fetch(`http://${pod.status!.podIP!}:8000/v2/repository/index`, { method: 'POST', body: '{}' });
+    assert.deepEqual(((await index.json()) as { name: string; state: string }[]).map((m) => [m.name, m.state]), [['simple', 'READY']]);
   });
 });
