@@ -140,7 +140,12 @@ describe('Helm chart: rendering', () => {
     assert.equal(pod.spec.securityContext.runAsNonRoot, true);
     const [container] = pod.spec.containers;
     assert.equal(container!.image, 'localhost/nereid:0.1.0');
-    assert.deepEqual(container!.args.slice(0, 2), ['operator', '--leader-elect']);
+    assert.deepEqual(container!.args, ['operator', '--leader-elect', '--metrics-port=8080', '--server-image=localhost/nereid:0.1.0']);
+    assert.deepEqual((container as unknown as { ports: unknown }).ports, [{ name: 'metrics', containerPort: 8080, protocol: 'TCP' }]);
+    assert.deepEqual(
+      [(container as unknown as { readinessProbe: { httpGet: unknown } }).readinessProbe.httpGet, (container as unknown as { livenessProbe: { httpGet: unknown } }).livenessProbe.httpGet],
+      [{ path: '/readyz', port: 'metrics' }, { path: '/healthz', port: 'metrics' }],
+    );
     for (const [key, value] of Object.entries(deployment.spec.selector.matchLabels)) assert.equal(pod.metadata.labels[key], value);
     assert.equal(pod.metadata.annotations?.['prometheus.io/scrape'], 'true');
 
