@@ -13,8 +13,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { AppsV1Api, CoreV1Api, loadAllYaml, type V1Pod } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
 import { startS3, type S3Store } from '../helpers/s3.js';
 import { putModel, readModelDirectory } from '../helpers/s3-models.js';
@@ -278,7 +278,10 @@ describe('Helm chart: against a real kube-apiserver', () => {
       const manifests = await render(...sets);
       const crds = manifests.filter((m) => m.kind === 'CustomResourceDefinition');
       assert.equal(crds.length, 2);
-      await cluster!.apply(crds);
+      // Typed objects: client-node serialises a CustomResourceDefinition from its model's property
+      // names (x_kubernetes_int_or_string), so the plain keys of a parsed YAML
+      // (x-kubernetes-int-or-string) would be dropped on the way.
+      await cluster!.apply(loadAllYaml(crds.map((crd) => stringify(crd)).join('---\n')) as object[]);
       const rest = manifests.filter((m) => m.kind !== 'CustomResourceDefinition');
       const answered = (await cluster!.apply(rest, { dryRun: true })) as Manifest[];
       assert.deepEqual(answered.map((m) => `${m.kind}/${m.metadata.name}`), rest.map((m) => `${m.kind}/${m.metadata.name}`), `--set ${sets.join(' ')}`);
