@@ -242,6 +242,24 @@ describe('Helm chart: rendering', () => {
     }
   });
 
+  test('the install notes render for each mode and say what to run next', async () => {
+    const notes = async (...sets: string[]) => {
+      const r = await helm('install', 'demo', chart, '--dry-run=client', '--namespace', 'inference', ...sets.flatMap((s) => ['--set', s]));
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout.slice(r.stdout.indexOf('NOTES:'));
+    };
+    const operator = await notes();
+    assert.match(operator, /kubectl -n inference get deployment demo-nereid-operator/);
+    assert.match(operator, /kubectl explain nereidserver\.spec/);
+    assert.doesNotMatch(operator, /plain server/);
+    const server = await notes('operator.enabled=false', 'server.enabled=true');
+    assert.match(server, /port-forward service\/demo-nereid-server 8000:http 8001:grpc 8002:metrics/);
+    assert.match(server, /curl localhost:8000\/v2\/health\/ready/);
+    assert.doesNotMatch(server, /The operator/);
+    const balancer = await notes('operator.enabled=false', 'server.enabled=true', 'service.type=LoadBalancer');
+    assert.match(balancer, /get service demo-nereid-server -o jsonpath='\{\.status\.loadBalancer\.ingress\[0\]\}'/);
+  });
+
   test('two operator replicas without leader election are refused', async () => {
     const r = await helm('template', 'demo', chart, '--set', 'operator.leaderElect=false');
     assert.notEqual(r.code, 0);
