@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AppsV1Api, CoreV1Api, loadAllYaml, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, loadAllYaml, type V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
 import { startS3, type S3Store } from '../helpers/s3.js';
@@ -389,5 +389,54 @@ describe('Helm chart: against a real kube-apiserver', () => {
     ]);
     const index = await fetch(`http://${pod.status!.podIP!}:8000/v2/repository/index`, { method: 'POST', body: '{}' });
     assert.deepEqual(((await index.json()) as { name: string; state: string }[]).map((m) => [m.name, m.state]), [['simple', 'READY']]);
+  });
+
+  test("an operator install runs: two operator pods under their ServiceAccount and the chart's ClusterRole, one Lease holder, and a NereidServer becomes a Deployment of the chart's image", async () => {
+    const namespace = 'operators';
+    await cluster!.apply([
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'apps' } },
+    ]);
+    kubelets.push(await startKubelet(cluster!, { namespace }));
+    const kubelet = kubelets.at(-1)!;
+    // Each simulated pod is a process on this machine: the metrics endpoints listen on the pods' own
+    // addresses instead of 0.0.0.0, or the second pod could not bind its port.
+    const manifests = await renderIn(namespace, 'operator.env[0].name=POD_IP', 'operator.env[0].valueFrom.fieldRef.fieldPath=status.podIP', 'operator.extraArgs={--metrics-address=$(POD_IP)}');
+    const crds = manifests.filter((m) => m.kind === 'CustomResourceDefinition');
+    await cluster!.apply(loadAllYaml(crds.map((crd) => stringify(crd)).join('---\n')) as object[]);
+    await cluster!.apply(manifests.filter((m) => m.kind !== 'CustomResourceDefinition'));
+
+    const core = cluster!.kubeConfig.makeApiClient(CoreV1Api);
+    const apps = cluster!.kubeConfig.makeApiClient(AppsV1Api);
+    const pods = await waitFor(
+      'both operator pods to be Ready',
+      async () => {
+        const list = await core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/instance=demo,app.kubernetes.io/component=operator' });
+        const ready = list.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+        return ready.length === 2 ? ready : undefined;
+      },
+      120_000,
+    ).catch(async (err: Error) => {
+      const list = await core.listNamespacedPod({ namespace });
+      throw new Error(`${err.message}\n${list.items.map((p) => `${p.metadata!.name}: ${JSON.stringify(p.status?.conditions)}\n${kubelet.logs(namespace, p.metadata!.name!)}`).join('\n')}`);
+    });
+    const names = pods.map((p) => p.metadata!.name!);
+    const coordination = cluster!.kubeConfig.makeApiClient(CoordinationV1Api);
+    const lease = await waitFor('the operator Lease to have a holder', async () => {
+      const l = await coordination.readNamespacedLease({ name: 'nereid-operator', namespace }).catch(() => undefined);
+      return l?.spec?.holderIdentity ? l : undefined;
+    });
+    assert.ok(names.includes(lease.spec!.holderIdentity!), `the Lease holder ${lease.spec!.holderIdentity} is one of the operator pods ${names.join(', ')}`);
+
+    await cluster!.apply([{ apiVersion: 'nereid.dev/v1alpha1', kind: 'NereidServer', metadata: { name: 'fleet', namespace: 'apps' }, spec: { modelRepository: { uri: 's3://models/prod' } } }]);
+    const deployment = await waitFor(
+      "the operator to create the NereidServer's Deployment",
+      async () => apps.readNamespacedDeployment({ name: 'fleet', namespace: 'apps' }).catch(() => undefined),
+      60_000,
+    );
+    const container = deployment.spec!.template.spec!.containers[0]!;
+    assert.equal(container.name, 'nereid');
+    assert.equal(container.image, 'localhost/nereid:0.1.0', "a NereidServer that names no image runs the chart's image");
+    assert.equal(container.args?.[0], 'serve');
   });
 });
