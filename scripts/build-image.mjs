@@ -2,8 +2,8 @@
 // Builds Nereid's container image from deploy/Dockerfile with buildah (or podman), then runs the
 // server from it on the example model repository until the model `simple` answers an HTTP
 // inference, checks that a Python backend model answers too (python3 and numpy in the image), and
-// stops it with SIGTERM, which must end it cleanly. docs/deploy.md describes the image and this
-// script.
+// stops it with SIGTERM, which must end it cleanly; then `nereid operator --help` runs from the
+// image. docs/deploy.md describes the image and this script.
 //
 //   node scripts/build-image.mjs [--tag NAME] [--base IMAGE] [--with-torch] [--tool buildah|podman]
 //                                [--isolation chroot|oci] [--layers] [--rebuild-base] [--no-run]
@@ -471,6 +471,22 @@ async function runAndStop(tool, storage, isolation, tag, volumes, http, extra, c
   return answered;
 }
 
+/** `nereid operator --help` in the image: the operator's package and its dependencies load. */
+async function checkOperator(tool, storage, isolation, tag) {
+  let out;
+  if (tool === 'buildah') {
+    const ctr = (await run('operator-from', 'buildah', [...storage, 'from', '--pull-never', tag], { quiet: true })).trim().split('\n').at(-1);
+    try {
+      out = await run('operator-help', 'buildah', [...storage, 'run', `--isolation=${isolation}`, ctr, '--', 'nereid', 'operator', '--help'], { quiet: true });
+    } finally {
+      spawnSync('buildah', [...storage, 'rm', ctr]);
+    }
+  } else {
+    out = await run('operator-help', 'podman', [...storage, 'run', '--rm', tag, 'operator', '--help'], { quiet: true });
+  }
+  if (!/Usage: nereid operator/.test(out)) throw new Error(`nereid operator --help printed:\n    ${out.trim().split('\n').slice(0, 10).join('\n    ')}`);
+}
+
 async function main() {
   const options = parseArgs(process.argv.slice(2));
   const started = process.hrtime.bigint();
@@ -539,6 +555,7 @@ async function main() {
   if (options.run) {
     const answered = await step(`running the server from ${options.tag}`, () => runServer(tool, storage, isolation, options.tag));
     summary.push(['run', `first inference after ${fmt(answered.result)}`]);
+    await step(`running nereid operator --help from ${options.tag}`, () => checkOperator(tool, storage, isolation, options.tag));
   }
   summary.push(['total', fmt(seconds(started))]);
   say('summary');
