@@ -136,14 +136,16 @@ test('the runtime stage: non-root user, the nereid entrypoint, serve as the comm
   assert.ok(steps.some((s) => s.keyword === 'ARG' && /^BASE_IMAGE=docker\.io\/library\/node:20-bookworm-slim$/.test(s.args)));
 });
 
-test("the image's nereid command runs Nereid's CLI: --help and serve --help", async () => {
+test("the image's nereid command runs Nereid's CLI: --help, serve --help, operator --help", async () => {
   const script = join(root, 'deploy', 'nereid.sh');
   const env = { ...process.env, NEREID_HOME: root };
-  const [help, serve, version] = await Promise.all([
+  const [help, serve, operator, version] = await Promise.all([
     run('sh', [script, '--help'], { env }),
     run('sh', [script, 'serve', '--help'], { env }),
+    run('sh', [script, 'operator', '--help'], { env }),
     run('sh', [script, '--version'], { env }),
   ]);
+  assert.match(operator.stdout, /Usage: nereid operator/, 'the operator runs from the same tree');
   assert.match(help.stdout, /Usage: nereid/);
   assert.match(help.stdout, /\bserve\b/);
   assert.match(serve.stdout, /--model-repository <path>/);

@@ -13,8 +13,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, loadAllYaml, type V1Pod } from '@kubernetes/client-node';
-import { parseAllDocuments, stringify } from 'yaml';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
 import { startS3, type S3Store } from '../helpers/s3.js';
 import { putModel, readModelDirectory } from '../helpers/s3-models.js';
@@ -296,10 +296,7 @@ describe('Helm chart: against a real kube-apiserver', () => {
       const manifests = await render(...sets);
       const crds = manifests.filter((m) => m.kind === 'CustomResourceDefinition');
       assert.equal(crds.length, 2);
-      // Typed objects: client-node serialises a CustomResourceDefinition from its model's property
-      // names (x_kubernetes_int_or_string), so the plain keys of a parsed YAML
-      // (x-kubernetes-int-or-string) would be dropped on the way.
-      await cluster!.apply(loadAllYaml(crds.map((crd) => stringify(crd)).join('---\n')) as object[]);
+      await cluster!.apply(crds);
       const rest = manifests.filter((m) => m.kind !== 'CustomResourceDefinition');
       const answered = (await cluster!.apply(rest, { dryRun: true })) as Manifest[];
       assert.deepEqual(answered.map((m) => `${m.kind}/${m.metadata.name}`), rest.map((m) => `${m.kind}/${m.metadata.name}`), `--set ${sets.join(' ')}`);
@@ -403,7 +400,7 @@ describe('Helm chart: against a real kube-apiserver', () => {
     // addresses instead of 0.0.0.0, or the second pod could not bind its port.
     const manifests = await renderIn(namespace, 'operator.env[0].name=POD_IP', 'operator.env[0].valueFrom.fieldRef.fieldPath=status.podIP', 'operator.extraArgs={--metrics-address=$(POD_IP)}');
     const crds = manifests.filter((m) => m.kind === 'CustomResourceDefinition');
-    await cluster!.apply(loadAllYaml(crds.map((crd) => stringify(crd)).join('---\n')) as object[]);
+    await cluster!.apply(crds);
     await cluster!.apply(manifests.filter((m) => m.kind !== 'CustomResourceDefinition'));
 
     const core = cluster!.kubeConfig.makeApiClient(CoreV1Api);
