@@ -142,12 +142,16 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
   // A signal that arrives while the endpoints open (between the first "Started" line and the
   // last) is held and answered with the full shutdown once they are open, instead of killing the
   // process with requests the first endpoint already accepted.
+  // One listener for the whole life of the process: removing a signal's last listener stops
+  // Node's watcher for it, and a signal already received but not yet dispatched is then lost.
   let held: string | undefined;
-  const hold = (signal: string) => {
-    held ??= signal;
+  let open = false;
+  const onSignal = (signal: string) => {
+    if (open) void shutdown(signal);
+    else held ??= signal;
   };
-  process.on('SIGINT', hold);
-  process.on('SIGTERM', hold);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   /** The metrics endpoint stays up until the models are unloaded, so a drain can be watched. */
   let metricsEndpoint: Endpoint | undefined;
   const closeAll = () => {
@@ -160,8 +164,8 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       return true;
     } catch (err) {
       logger.error(toNereidError(err).message);
-      process.off('SIGINT', hold);
-      process.off('SIGTERM', hold);
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
       closeAll();
       await server.stop();
       return false;
@@ -279,10 +283,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     logger.info('all models unloaded; exiting');
     process.exit(0);
   };
-  process.off('SIGINT', hold);
-  process.off('SIGTERM', hold);
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  open = true;
   if (held !== undefined) void shutdown(held);
   return undefined;
 }
