@@ -14,27 +14,11 @@ import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { REPO_ROOT, startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
-import { pidAlive } from '../helpers/processes.js';
+import { nereidPidsOn, pidAlive } from '../helpers/processes.js';
 import { ApiError, Rest } from '../helpers/rest.js';
 
 const GATE = 'nereid.dev/models-ready';
 
-/** Pids of Nereid server processes listening on `ip` (found in /proc, not in the kubelet's books). */
-function nereidPidsOn(ip: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let cmdline: string;
-    try {
-      cmdline = readFileSync(join('/proc', entry, 'cmdline'), 'utf8');
-    } catch {
-      continue;
-    }
-    const argv = cmdline.split('\0');
-    if (argv.some((a) => a.endsWith('/bin/nereid.js')) && argv.includes(`--http-address=${ip}`)) pids.push(Number(entry));
-  }
-  return pids;
-}
 
 /** Pids of processes with an argument containing `text`. */
 function pidsWithArgument(text: string): number[] {

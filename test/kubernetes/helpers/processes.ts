@@ -4,8 +4,9 @@
  * and is killed with its whole group when stopped or when the test process exits, however it exits.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root (this file compiles to dist/test/kubernetes/helpers/processes.js). */
@@ -166,4 +167,26 @@ export function pidAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Pids of the Nereid server processes listening on `ip` (`nereid.js` with `--http-address=<ip>`),
+ * read from /proc rather than from the kubelet's books; with `childrenOf`, only that process's children.
+ */
+export function nereidPidsOn(ip: string, childrenOf?: number): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    let parent: number;
+    try {
+      argv = readFileSync(join('/proc', entry, 'cmdline'), 'utf8').split('\0');
+      parent = Number(readFileSync(join('/proc', entry, 'stat'), 'utf8').replace(/^.*\) /s, '').split(' ')[1]);
+    } catch {
+      continue; // the process ended while being read
+    }
+    if (childrenOf !== undefined && parent !== childrenOf) continue;
+    if (argv.some((a) => a.endsWith('/bin/nereid.js')) && argv.includes(`--http-address=${ip}`)) pids.push(Number(entry));
+  }
+  return pids;
 }

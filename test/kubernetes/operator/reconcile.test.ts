@@ -12,37 +12,13 @@
  * finalizer; deleting the NereidServer removing everything it owns.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { RESOURCES, objectPath, updateStatus, type KubeClient, type KubeObject, type NereidModel, type NereidServer } from '@nereid/operator';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
+import { nereidPidsOn } from '../helpers/processes.js';
 import { EXAMPLES, adminClient, applyRaw, installCrds, metricValue, operatorUser, startOperator, type InProcessOperator, type Json } from './setup.js';
 
 const NS = 'default';
-/** Pids of this test's Nereid server processes (children of this process) listening on `ip` (from /proc). */
-function nereidPidsOn(ip: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let cmdline: string;
-    try {
-      cmdline = readFileSync(join('/proc', entry, 'cmdline'), 'utf8');
-    } catch {
-      continue;
-    }
-    const argv = cmdline.split('\0');
-    let parent = -1;
-    try {
-      parent = Number(readFileSync(join('/proc', entry, 'stat'), 'utf8').replace(/^.*\) /s, '').split(' ')[1]);
-    } catch {
-      continue;
-    }
-    if (parent !== process.pid) continue;
-    if (argv.some((a) => a.endsWith('/bin/nereid.js')) && argv.includes(`--http-address=${ip}`)) pids.push(Number(entry));
-  }
-  return pids;
-}
 
 const cond = (o: Json | undefined, type: string): Json | undefined => o?.status?.conditions?.find((c: Json) => c.type === type);
 
@@ -267,7 +243,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
 
   it('loads the models again on a pod whose server process restarted, holding the gate closed until then', async () => {
     const [pod] = await serverPods('fleet');
-    const pids = nereidPidsOn(pod.status.podIP);
+    const pids = nereidPidsOn(pod.status.podIP, process.pid);
     assert.equal(pids.length, 1, `one server process on ${pod.status.podIP}`);
     process.kill(pids[0], 'SIGKILL');
     await waitFor('the gate closed while the containers are not ready', async () => {
