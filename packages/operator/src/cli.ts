@@ -45,24 +45,15 @@ Options:
 
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
-export interface ParsedOperatorArgs {
+/** The command line, parsed: the operator's own options but for the parts made from it at start. */
+export type ParsedOperatorArgs = Omit<OperatorOptions, 'kubeConfig' | 'log' | 'leaseNamespace' | 'resyncSeconds'> & {
   help: boolean;
   kubeconfig?: string;
-  namespace?: string;
-  leaderElect: boolean;
+  /** Undefined: the watched namespace, else the pod's own, else `default` (decided at start). */
   leaseNamespace?: string;
-  leaseName: string;
-  identity?: string;
-  leaseDurationSeconds: number;
-  renewDeadlineSeconds: number;
-  retryPeriodSeconds: number;
-  metricsAddress: string;
-  metricsPort: number;
-  concurrency: number;
   resyncSeconds: number;
-  serverImage?: string;
   logLevel: LogLevel;
-}
+};
 
 const bad = (message: string): NereidError => new NereidError('OPERATOR_OPTION', message);
 
