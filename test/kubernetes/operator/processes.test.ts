@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RESOURCES, objectPath, type KubeClient, type KubeObject } from '@nereid/operator';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
-import { EXAMPLES, adminClient, applyRaw, installCrds, metricValue, operatorUser, spawnOperator, type Json, type OperatorProcess } from './setup.js';
+import { EXAMPLES, adminClient, applyRaw, getObject, installCrds, metricValue, operatorUser, spawnOperator, type Json, type OperatorProcess } from './setup.js';
 
 const NS = 'default';
 const LEASE = ['--lease-duration-seconds=4', '--renew-deadline-seconds=3', '--retry-period-seconds=1'];
@@ -59,8 +59,7 @@ describe('nereid-operator processes: leader election and restarts', () => {
   let kubeconfig: string;
   const processes: OperatorProcess[] = [];
 
-  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> =>
-    admin.getOptional<KubeObject>(objectPath(type, NS, name)) as Promise<Json | undefined>;
+  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> => getObject(admin, type, NS, name);
   const lease = (): Promise<Json | undefined> => admin.getOptional<KubeObject>(objectPath(RESOURCES.lease, NS, 'nereid-operator')) as Promise<Json | undefined>;
   const spawn = async (identity: string, via: 'nereid-operator' | 'nereid' = 'nereid-operator'): Promise<OperatorProcess> => {
     const op = await spawnOperator(kubeconfig, identity, LEASE, via);

@@ -13,10 +13,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { RESOURCES, objectPath, updateStatus, type KubeClient, type KubeObject, type NereidModel, type NereidServer } from '@nereid/operator';
+import { RESOURCES, objectPath, updateStatus, type KubeClient, type NereidModel, type NereidServer } from '@nereid/operator';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
 import { nereidPidsOn } from '../helpers/processes.js';
-import { EXAMPLES, adminClient, applyRaw, installCrds, metricValue, operatorUser, startOperator, type InProcessOperator, type Json } from './setup.js';
+import { EXAMPLES, adminClient, applyRaw, getObject, installCrds, metricValue, operatorUser, serverPods, startOperator, type InProcessOperator, type Json } from './setup.js';
 
 const NS = 'default';
 
@@ -28,12 +28,8 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
   let op: InProcessOperator;
   let admin: KubeClient;
 
-  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> =>
-    admin.getOptional<KubeObject>(objectPath(type, NS, name)) as Promise<Json | undefined>;
-  const serverPods = async (name: string): Promise<Json[]> =>
-    ((await admin.list(`/api/v1/namespaces/${NS}/pods`, { labelSelector: `app.kubernetes.io/instance=${name}` })).items as Json[]).filter(
-      (p) => !p.metadata.deletionTimestamp,
-    );
+  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> => getObject(admin, type, NS, name);
+  const fleetPods = (name: string): Promise<Json[]> => serverPods(admin, NS, name);
   const index = async (pod: Json): Promise<Json[]> => {
     const res = await fetch(`http://${pod.status.podIP}:8000/v2/repository/index`, { method: 'POST', body: '{}' });
     return (await res.json()) as Json[];
@@ -117,7 +113,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
     assert.equal(cond(server, 'Progressing')?.status, 'False');
     assert.equal(cond(server, 'Degraded')?.status, 'False');
     for (const c of server.status.conditions) assert.equal(c.observedGeneration, server.metadata.generation);
-    for (const pod of await serverPods('fleet')) {
+    for (const pod of await fleetPods('fleet')) {
       assert.equal(cond(pod, 'nereid.dev/models-ready')?.status, 'True');
       assert.equal(cond(pod, 'Ready')?.status, 'True');
     }
@@ -150,7 +146,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
       assert.equal(model.status.pods.length, 2);
       for (const p of model.status.pods) assert.equal(p.state, 'READY');
     }
-    for (const pod of await serverPods('fleet')) {
+    for (const pod of await fleetPods('fleet')) {
       const entries = await index(pod);
       assert.ok(entries.some((e) => e.name === 'simple' && e.state === 'READY'), JSON.stringify(entries));
       assert.ok(entries.some((e) => e.name === 'simple_identity' && e.state === 'READY'), JSON.stringify(entries));
@@ -182,7 +178,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
     assert.match(ready.message, /READY on 0\/2 pods; fleet-.*: UNAVAILABLE: .+/);
     assert.equal(model.status.readyReplicas, 0);
     for (const p of model.status.pods) assert.equal(p.state, 'UNAVAILABLE');
-    for (const pod of await serverPods('fleet')) {
+    for (const pod of await fleetPods('fleet')) {
       const p = await waitFor('the gate to close', async () => {
         const fresh = await get(RESOURCES.pod, pod.metadata.name);
         return cond(fresh, 'nereid.dev/models-ready')?.status === 'False' ? fresh : undefined;
@@ -191,7 +187,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
     }
     await admin.delete(objectPath(RESOURCES.nereidModel, NS, 'missing'));
     await waitFor('the gates to open again', async () => {
-      const pods = await serverPods('fleet');
+      const pods = await fleetPods('fleet');
       return pods.length === 2 && pods.every((p) => cond(p, 'nereid.dev/models-ready')?.status === 'True');
     });
   });
@@ -242,7 +238,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
   });
 
   it('loads the models again on a pod whose server process restarted, holding the gate closed until then', async () => {
-    const [pod] = await serverPods('fleet');
+    const [pod] = await fleetPods('fleet');
     const pids = nereidPidsOn(pod.status.podIP, process.pid);
     assert.equal(pids.length, 1, `one server process on ${pod.status.podIP}`);
     process.kill(pids[0], 'SIGKILL');
@@ -274,7 +270,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
     assert.match(cond(dup, 'Ready')!.message, /NereidModel simple already deploys model simple on NereidServer fleet/);
     await admin.delete(objectPath(RESOURCES.nereidModel, NS, 'simple-again'));
     await waitFor('simple-again gone', async () => (await get(RESOURCES.nereidModel, 'simple-again')) === undefined);
-    for (const pod of await serverPods('fleet')) assert.ok((await index(pod)).some((e) => e.name === 'simple' && e.state === 'READY'));
+    for (const pod of await fleetPods('fleet')) assert.ok((await index(pod)).some((e) => e.name === 'simple' && e.state === 'READY'));
   });
 
   it('records Events for condition transitions', async () => {
@@ -287,12 +283,12 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
   });
 
   it('rolls a spec change out one pod at a time, each new pod Ready only with its models loaded', async () => {
-    const oldPods = new Set((await serverPods('fleet')).map((p) => p.metadata.uid as string));
+    const oldPods = new Set((await fleetPods('fleet')).map((p) => p.metadata.uid as string));
     let minReady = Infinity;
     let watching = true;
     const sampler = (async () => {
       while (watching) {
-        const ready = (await serverPods('fleet')).filter((p) => cond(p, 'Ready')?.status === 'True').length;
+        const ready = (await fleetPods('fleet')).filter((p) => cond(p, 'Ready')?.status === 'True').length;
         minReady = Math.min(minReady, ready);
         await new Promise((r) => setTimeout(r, 100));
       }
@@ -316,7 +312,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
       await waitFor(
         'two new pods Ready with both models and the old ones gone',
         async () => {
-          const pods = await serverPods('fleet');
+          const pods = await fleetPods('fleet');
           if (pods.length !== 2 || pods.some((p) => oldPods.has(p.metadata.uid) || cond(p, 'Ready')?.status !== 'True')) return false;
           for (const p of pods) {
             const entries = await index(p);
@@ -353,7 +349,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
       const d = await get(RESOURCES.deployment, 'fleet');
       return d?.spec.replicas === 2 && d.spec.strategy.rollingUpdate.maxUnavailable === 0;
     });
-    await waitFor('the fleet back to 2 ready pods', async () => (await get(RESOURCES.nereidServer, 'fleet'))?.status?.readyReplicas === 2 && (await serverPods('fleet')).length === 2, 60_000);
+    await waitFor('the fleet back to 2 ready pods', async () => (await get(RESOURCES.nereidServer, 'fleet'))?.status?.readyReplicas === 2 && (await fleetPods('fleet')).length === 2, 60_000);
   });
 
   it('retries a status write that meets a 409 Conflict with the fresh object', async () => {
@@ -411,7 +407,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
   });
 
   it('unloads a deleted NereidModel from every pod before its finalizer goes', async () => {
-    const pods = await serverPods('second');
+    const pods = await fleetPods('second');
     assert.equal(pods.length, 1);
     assert.ok((await index(pods[0])).some((e) => e.name === 'simple' && e.state === 'READY'));
     await admin.delete(objectPath(RESOURCES.nereidModel, NS, 'later'));
@@ -441,7 +437,7 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
         `the objects of ${name} garbage-collected`,
         async () => {
           const left = await Promise.all([RESOURCES.deployment, RESOURCES.service, RESOURCES.pdb].map((t) => get(t, name)));
-          return left.every((o) => o === undefined) && (await serverPods(name)).length === 0;
+          return left.every((o) => o === undefined) && (await fleetPods(name)).length === 0;
         },
         90_000,
       );

@@ -9,12 +9,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { RESOURCES, objectPath, type KubeClient, type KubeObject, type NereidModel } from '@nereid/operator';
+import { RESOURCES, objectPath, type KubeClient, type NereidModel } from '@nereid/operator';
 import { TAGGED_WIDTH, taggedFiles } from '../../helpers/lifecycle.js';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
 import { startS3, type S3Store } from '../helpers/s3.js';
 import { putModel } from '../helpers/s3-models.js';
-import { adminClient, applyRaw, installCrds, operatorUser, startOperator, type InProcessOperator, type Json } from './setup.js';
+import { adminClient, applyRaw, getObject, installCrds, operatorUser, serverPods, startOperator, type InProcessOperator, type Json } from './setup.js';
 
 const NS = 'default';
 const BUCKET = 'fleet-models';
@@ -39,12 +39,8 @@ describe('nereid operator with an S3 model repository (SeaweedFS)', () => {
   let op: InProcessOperator;
   let admin: KubeClient;
 
-  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> =>
-    admin.getOptional<KubeObject>(objectPath(type, NS, name)) as Promise<Json | undefined>;
-  const pods = async (): Promise<Json[]> =>
-    ((await admin.list(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app.kubernetes.io/instance=fleet' })).items as Json[]).filter(
-      (p) => !p.metadata.deletionTimestamp,
-    );
+  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> => getObject(admin, type, NS, name);
+  const pods = (): Promise<Json[]> => serverPods(admin, NS, 'fleet');
 
   before(async () => {
     [cluster, s3] = await Promise.all([startCluster(), startS3()]);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
-import { KubeClient, Operator, createLogger, type KubeObject, type OperatorOptions } from '@nereid/operator';
+import { KubeClient, Operator, RESOURCES, createLogger, objectPath, type KubeObject, type OperatorOptions } from '@nereid/operator';
 import { REPO_ROOT, waitFor, type Cluster } from '../helpers/cluster.js';
 import { freePort, spawnManaged, type ManagedProcess } from '../helpers/processes.js';
 
@@ -87,6 +87,17 @@ export async function operatorUser(cluster: Cluster, name = 'nereid-operator'): 
 /** The admin's client of this package (for reads and writes the tests make themselves). */
 export function adminClient(cluster: Cluster): KubeClient {
   return new KubeClient(cluster.kubeConfig, { fieldManager: 'nereid-tests' });
+}
+
+/** An object of one of the operator's resource types, or undefined when it does not exist. */
+export function getObject(client: KubeClient, type: (typeof RESOURCES)[keyof typeof RESOURCES], namespace: string, name: string): Promise<Json | undefined> {
+  return client.getOptional<KubeObject>(objectPath(type, namespace, name)) as Promise<Json | undefined>;
+}
+
+/** The pods of NereidServer `instance` that are not being deleted. */
+export async function serverPods(client: KubeClient, namespace: string, instance: string): Promise<Json[]> {
+  const list = await client.list(`/api/v1/namespaces/${namespace}/pods`, { labelSelector: `app.kubernetes.io/instance=${instance}` });
+  return (list.items as Json[]).filter((p) => !p.metadata.deletionTimestamp);
 }
 
 export interface InProcessOperator {

@@ -11,9 +11,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { RESOURCES, objectPath, type KubeClient, type KubeObject } from '@nereid/operator';
+import { RESOURCES, type KubeClient } from '@nereid/operator';
 import { startCluster, startKubelet, waitFor, type Cluster, type Kubelet } from '../helpers/cluster.js';
-import { EXAMPLES, adminClient, applyRaw, installCrds, operatorUser, startOperator, type InProcessOperator, type Json } from './setup.js';
+import { EXAMPLES, adminClient, applyRaw, getObject, installCrds, operatorUser, serverPods, startOperator, type InProcessOperator, type Json } from './setup.js';
 
 const NS = 'default';
 const cond = (o: Json | undefined, type: string): Json | undefined => o?.status?.conditions?.find((c: Json) => c.type === type);
@@ -58,12 +58,8 @@ describe('nereid operator: ConfigMap and uri model sources, ServiceMonitor', () 
   let op: InProcessOperator;
   let admin: KubeClient;
 
-  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> =>
-    admin.getOptional<KubeObject>(objectPath(type, NS, name)) as Promise<Json | undefined>;
-  const pods = async (): Promise<Json[]> =>
-    ((await admin.list(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app.kubernetes.io/instance=fleet' })).items as Json[]).filter(
-      (p) => !p.metadata.deletionTimestamp,
-    );
+  const get = (type: (typeof RESOURCES)[keyof typeof RESOURCES], name: string): Promise<Json | undefined> => getObject(admin, type, NS, name);
+  const pods = (): Promise<Json[]> => serverPods(admin, NS, 'fleet');
   const readyModel = (name: string, pred: (m: Json) => boolean = () => true) =>
     waitFor(
       `NereidModel ${name} Ready 2/2`,
