@@ -53,10 +53,14 @@ export class Rest {
     return options;
   }
 
-  /** A JSON request; resolves to the parsed body, throws ApiError on a non-2xx status. */
-  async request<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+  /**
+   * A JSON request; resolves to the parsed body, throws ApiError on a non-2xx status. `accept`
+   * asks for another representation (for example a meta.k8s.io Table, as kubectl get does).
+   */
+  async request<T = unknown>(method: string, path: string, body?: unknown, contentType = 'application/json', accept?: string): Promise<T> {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const headers: Record<string, string> = payload ? { 'Content-Type': contentType, 'Content-Length': String(payload.length) } : {};
+    if (accept !== undefined) headers.Accept = accept;
     const options = await this.#options(method, path, headers);
     const res = await new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = request(options, (r) => {

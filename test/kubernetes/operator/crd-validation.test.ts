@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startCluster, type Cluster } from '../helpers/cluster.js';
+import { Rest } from '../helpers/rest.js';
 import { applyRaw, installCrds, type Json } from './setup.js';
 
 const server = (spec: Json, name = 'fleet'): Json => ({ apiVersion: 'nereid.dev/v1alpha1', kind: 'NereidServer', metadata: { name, namespace: 'default' }, spec });
@@ -96,5 +97,32 @@ describe('NereidServer and NereidModel CRDs on kube-apiserver', () => {
     await applyRaw(cluster, [model({ server: 'fleet', modelName: 'x', source: { repository: {} } }, 'immutable')]);
     await assert.rejects(applyRaw(cluster, [model({ server: 'other', modelName: 'x', source: { repository: {} } }, 'immutable')]), /server is immutable/);
     await assert.rejects(applyRaw(cluster, [model({ server: 'fleet', modelName: 'y', source: { repository: {} } }, 'immutable')]), /modelName is immutable/);
+  });
+
+  it('shows the printer columns that kubectl get shows, from spec and status', async () => {
+    const ns = '/apis/nereid.dev/v1alpha1/namespaces/default';
+    await applyRaw(cluster, [server({ replicas: 3, modelRepository: { uri: 's3://bucket/models' } }, 'columns'), model({ server: 'columns', source: { repository: {} } }, 'columns-model')]);
+    const rest = new Rest(cluster.kubeConfig);
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    await rest.request('PATCH', `${ns}/nereidservers/columns/status`, {
+      status: { readyReplicas: 2, conditions: [{ type: 'Ready', status: 'False', reason: 'Progressing', message: '2 of 3 ready', lastTransitionTime: now }] },
+    }, 'application/merge-patch+json');
+    const TABLE = 'application/json;as=Table;v=v1;g=meta.k8s.io';
+    type Table = { columnDefinitions: { name: string; priority: number }[]; rows: { cells: unknown[] }[] };
+    const cells = (t: Table): Record<string, unknown> => Object.fromEntries(t.columnDefinitions.map((c, i) => [c.name, t.rows[0]!.cells[i]]));
+
+    const servers = await rest.request<Table>('GET', `${ns}/nereidservers?fieldSelector=metadata.name%3Dcolumns`, undefined, 'application/json', TABLE);
+    assert.deepEqual(servers.columnDefinitions.filter((c) => c.priority === 0).map((c) => c.name), ['Name', 'Ready', 'Replicas', 'ReadyReplicas', 'Age']);
+    const s = cells(servers);
+    assert.equal(s.Name, 'columns');
+    assert.equal(s.Ready, 'False');
+    assert.equal(s.Replicas, 3);
+    assert.equal(s.ReadyReplicas, 2);
+    assert.equal(s.Repository, 's3://bucket/models', 'the wide column (priority 1) names the repository');
+
+    const models = await rest.request<Table>('GET', `${ns}/nereidmodels?fieldSelector=metadata.name%3Dcolumns-model`, undefined, 'application/json', TABLE);
+    const m = cells(models);
+    assert.equal(m.Name, 'columns-model');
+    assert.equal(m.Server, 'columns');
   });
 });
