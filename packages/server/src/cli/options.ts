@@ -255,6 +255,12 @@ const stripIpv6 = (v: string): string => v.replace(/^ipv6:\[(.*)\]$/, '$1');
  * all it takes for the parser to take it and for `--help` to describe it; the type requires a
  * group, a default and a description, and `options.test.ts` that they are not empty.
  */
+/** `--model-repository` and its other name: an S3 URI is checked at once, with the other option errors. */
+function addRepository(o: ServeOptions, v: string): void {
+  if (isS3Uri(v)) parseS3Uri(v);
+  o.modelRepositories.push(v);
+}
+
 const OPTIONS = {
   // ---------------------------------------------------------------- Server
   id: {
@@ -347,10 +353,7 @@ const OPTIONS = {
     repeatable: true,
     default: '(none)',
     description: 'Another name for --model-repository.',
-    apply: (o, v) => {
-      if (isS3Uri(v)) parseS3Uri(v);
-      o.modelRepositories.push(v);
-    },
+    apply: addRepository,
   },
   'model-repository': {
     group: 'Model Repository',
@@ -362,10 +365,7 @@ const OPTIONS = {
       'A model repository directory (one sub-directory per model) or an S3 bucket and prefix ' +
       '(s3://<bucket>/<prefix>, s3://<host>:<port>/<bucket>/<prefix>; docs/model-repository-s3.md). Give it again for ' +
       'more repositories; a model name found in two of them is reported UNAVAILABLE.',
-    apply: (o, v) => {
-      if (isS3Uri(v)) parseS3Uri(v);
-      o.modelRepositories.push(v);
-    },
+    apply: addRepository,
   },
   'exit-on-error': {
     group: 'Model Repository',

@@ -97,9 +97,10 @@ interface ModelEntry<S> {
   stamp: string | undefined;
   /** Loaded on request (or by the repository in modes none/poll), not only as a dependency (§1.11). */
   explicit: boolean;
-  /** The serving copies were made from a load's `config` parameter (§1.10). */
-  configOverride: boolean;
-  /** That `config` parameter, kept for the reloads of the explicit-mode re-check. */
+  /**
+   * The `config` parameter of the load the serving copies were made from (§1.10), kept for the
+   * reloads of the explicit-mode re-check; undefined when they came from the repository's file.
+   */
   overrideConfig: string | undefined;
   /** The serving copies were made from a load's file overrides, not from the repository. */
   fileOverride: boolean;
@@ -589,7 +590,6 @@ export class ModelManager<S extends Servable> {
         versions: new Map(),
         stamp: undefined,
         explicit: false,
-        configOverride: false,
         overrideConfig: undefined,
         fileOverride: false,
         dependencies: [],
@@ -756,7 +756,7 @@ export class ModelManager<S extends Servable> {
     // factory can (§1.10); the others get a new copy. A load with a `config` parameter loads every
     // version again (unless only instance groups change), and so does the next one without it,
     // which undoes the override (§1.10).
-    const force = request.config !== undefined || entry.configOverride;
+    const force = request.config !== undefined || entry.overrideConfig !== undefined;
     const fresh: number[] = [];
     const kept: number[] = [];
     const inPlace: number[] = [];
@@ -884,7 +884,6 @@ export class ModelManager<S extends Servable> {
       location,
       reason: '',
       stamp,
-      configOverride: request.config !== undefined,
       overrideConfig: request.config,
       fileOverride: override !== undefined,
       dependencies,
@@ -986,7 +985,7 @@ export class ModelManager<S extends Servable> {
         if (slot.servable !== undefined) this.#retire(slot, reason);
         else if (slot.state === 'UNAVAILABLE' || slot.state === 'UNKNOWN') patch(slot, { state: 'UNAVAILABLE', reason, failed: false });
       }
-      patch(entry, { location: undefined, reason: '', stamp: undefined, explicit: false, configOverride: false, overrideConfig: undefined, fileOverride: false });
+      patch(entry, { location: undefined, reason: '', stamp: undefined, explicit: false, overrideConfig: undefined, fileOverride: false });
     });
   }
 
