@@ -111,10 +111,10 @@ test('the runtime tree holds every workspace package the server and the operator
   const install = steps.find((s) => s.keyword === 'RUN' && /npm ci --omit=dev/.test(s.args));
   assert.ok(install, 'the build stage installs the production dependencies with npm ci --omit=dev');
   const kept = [...install.args.matchAll(/--workspace=packages\/([a-z]+)/g)].map((m) => m[1]!);
-  assert.deepEqual([...kept].sort(), ['operator', 'protocol', 'server']);
+  assert.deepEqual([...kept].sort(), ['client', 'operator', 'protocol', 'server']);
   const compiled = /for p in ([a-z ]+); do cp -a packages\/\$p\/dist/.exec(install.args)?.[1]?.trim().split(/\s+/) ?? [];
-  assert.deepEqual([...compiled].sort(), ['operator', 'protocol', 'server'], 'the compiled code of each installed package is copied');
-  for (const name of ['server', 'operator', 'protocol']) {
+  assert.deepEqual([...compiled].sort(), ['client', 'operator', 'protocol', 'server'], 'the compiled code of each installed package is copied');
+  for (const name of ['server', 'operator', 'protocol', 'client']) {
     const manifest = JSON.parse(readFileSync(join(root, 'packages', name, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
     for (const dep of Object.keys(manifest.dependencies ?? {}).filter((d) => d.startsWith('@nereid/'))) {
       assert.ok(kept.includes(dep.slice('@nereid/'.length)), `${name} depends on ${dep}, which the image leaves out`);

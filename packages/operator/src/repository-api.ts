@@ -1,15 +1,12 @@
 /**
- * The model repository API of one Nereid pod (Triton's repository extension over HTTP):
- * load with a `config` override and `file:` contents, unload, and the index.
+ * The model repository API of one Nereid pod (Triton's repository extension over HTTP), through
+ * `@nereid/client`'s HttpClient: load with a `config` override and `file:` contents, unload, and
+ * the index.
  */
-import { NereidError } from '@nereid/protocol';
+import { HttpClient, type RepositoryIndexEntry } from '@nereid/client';
+import { NereidError, type ErrorCode } from '@nereid/protocol';
 
-export interface IndexEntry {
-  name: string;
-  version?: string;
-  state?: string;
-  reason?: string;
-}
+export type IndexEntry = RepositoryIndexEntry;
 
 export interface LoadRequest {
   /** The repository API's `config` parameter (ModelConfig JSON), sent as a JSON string. */
@@ -23,59 +20,39 @@ export interface RepositoryApiOptions {
 }
 
 /**
- * HTTP calls to `http://<podIP>:<port>`. Failures throw NereidError: UNAVAILABLE when the pod
- * cannot be reached, MODEL_LOAD_FAILED / MODEL_UNLOAD_FAILED with the server's error text.
+ * Calls to `http://<podIP>:<port>`. Failures throw NereidError: UNAVAILABLE when the pod cannot
+ * be reached or answers the index with an error, MODEL_LOAD_FAILED / MODEL_UNLOAD_FAILED with the
+ * server's error text.
  */
 export class RepositoryApi {
   readonly base: string;
-  #timeoutMs: number;
+  readonly #client: HttpClient;
 
   constructor(host: string, port: number, options: RepositoryApiOptions = {}) {
     this.base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-    this.#timeoutMs = options.timeoutMs ?? 120_000;
+    this.#client = new HttpClient(this.base, { timeout: options.timeoutMs ?? 120_000 });
   }
 
   /** Loads (or reloads) `name`; throws MODEL_LOAD_FAILED with the server's error text. */
-  async load(name: string, request: LoadRequest = {}): Promise<void> {
-    const parameters: Record<string, string> = {};
-    if (request.config) parameters.config = JSON.stringify(request.config);
-    for (const [path, content] of Object.entries(request.files ?? {})) parameters[`file:${path}`] = content.toString('base64');
-    const body = Object.keys(parameters).length > 0 ? { parameters } : {};
-    await this.#post(`/v2/repository/models/${encodeURIComponent(name)}/load`, body, 'MODEL_LOAD_FAILED');
+  load(name: string, request: LoadRequest = {}): Promise<void> {
+    return failingAs('MODEL_LOAD_FAILED', this.#client.loadModel(name, request));
   }
 
-  async unload(name: string): Promise<void> {
-    await this.#post(`/v2/repository/models/${encodeURIComponent(name)}/unload`, {}, 'MODEL_UNLOAD_FAILED');
+  unload(name: string): Promise<void> {
+    return failingAs('MODEL_UNLOAD_FAILED', this.#client.unloadModel(name));
   }
 
-  async index(): Promise<IndexEntry[]> {
-    const text = await this.#post('/v2/repository/index', {}, 'UNAVAILABLE');
-    return JSON.parse(text) as IndexEntry[];
+  index(): Promise<IndexEntry[]> {
+    return failingAs('UNAVAILABLE', this.#client.repositoryIndex());
   }
+}
 
-  async #post(path: string, body: unknown, code: 'MODEL_LOAD_FAILED' | 'MODEL_UNLOAD_FAILED' | 'UNAVAILABLE'): Promise<string> {
-    let res: Response;
-    try {
-      res = await fetch(this.base + path, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.#timeoutMs),
-      });
-    } catch (err) {
-      throw new NereidError('UNAVAILABLE', `${this.base}${path}: ${(err as Error).message}`, { cause: err });
-    }
-    const text = await res.text();
-    if (!res.ok) {
-      let message = text;
-      try {
-        message = (JSON.parse(text) as { error?: string }).error ?? text;
-      } catch {
-        // plain text error
-      }
-      throw new NereidError(code, message);
-    }
-    return text;
+/** `call`, with its failure as a NereidError of `code`: the server's error text, or why the pod could not be reached. */
+async function failingAs<T>(code: ErrorCode, call: Promise<T>): Promise<T> {
+  try {
+    return await call;
+  } catch (err) {
+    throw new NereidError(code, (err as Error).message, { cause: err });
   }
 }
 
