@@ -166,6 +166,14 @@ const NEEDS = [
     service: true,
   },
   {
+    name: 'prometheus',
+    what: 'prometheus',
+    debian: ['prometheus'],
+    why: 'the autoscaling and canary tests scrape the pods with a real Prometheus',
+    present: () => onPath('prometheus'),
+    service: true,
+  },
+  {
     name: 'chromium',
     what: 'chromium (headless)',
     debian: ['chromium'],
@@ -231,7 +239,7 @@ const PROFILES = {
   corpus: ['grpc', 'protobuf'],
   conformance: ['numpy', 'venv', 'libb64', 'cc'],
   // The Debian needs first: building the servers needs them.
-  kubernetes: ['openssl', 'ca-certificates', 'python3', 'cc?', 'fleet'],
+  kubernetes: ['openssl', 'ca-certificates', 'python3', 'cc?', 'fleet', 'prometheus'],
   bench: ['numpy', 'venv', 'libb64', 'cc'],
 };
 

@@ -40,6 +40,7 @@ describe('buildDeployment', () => {
       '--http-port=9000',
       '--grpc-port=9001',
       '--metrics-port=9002',
+      '--metrics-config=histogram_latencies=true',
       '--log-verbose=1',
     ]);
     assert.deepEqual(

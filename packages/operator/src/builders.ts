@@ -68,6 +68,8 @@ export function serverArgs(server: NereidServer): string[] {
     `--http-port=${ports.http}`,
     `--grpc-port=${ports.grpc}`,
     `--metrics-port=${ports.metrics}`,
+    // Latency histograms by model and version: the canary analysis's p99 (serverArgs may turn them off).
+    '--metrics-config=histogram_latencies=true',
   ];
   return [...args, ...(server.spec.serverArgs ?? [])];
 }

@@ -39,6 +39,10 @@ Options:
   --concurrency <n>                   keys reconciled at once per kind (default 4)
   --resync-seconds <n>                re-check settled resources this often: ConfigMap model
                                       sources, restarted server processes (default 60)
+  --prometheus-url <url>              Prometheus that autoscaling (mode operator) and canary
+                                      analysis query, e.g. http://prometheus.monitoring:9090
+                                      (default: none; such resources then wait with a condition
+                                      saying so)
   --log-level <debug|info|warn|error> (default info)
   -h, --help                          this text
 `;
@@ -90,6 +94,7 @@ export function parseOperatorArgs(argv: readonly string[]): ParsedOperatorArgs {
         concurrency: { type: 'string' },
         'resync-seconds': { type: 'string' },
         'server-image': { type: 'string' },
+        'prometheus-url': { type: 'string' },
         'log-level': { type: 'string' },
       },
     }));
@@ -121,9 +126,21 @@ export function parseOperatorArgs(argv: readonly string[]): ParsedOperatorArgs {
     concurrency: integer('concurrency', str('concurrency'), 4, 1, 64),
     resyncSeconds: integer('resync-seconds', str('resync-seconds'), 60, 1, 86400),
     serverImage: str('server-image'),
+    prometheusUrl: str('prometheus-url'),
     logLevel: logLevel as LogLevel,
   };
   if (parsed.serverImage !== undefined && !/^\S+$/.test(parsed.serverImage)) throw bad(`--server-image must be an image reference, got "${parsed.serverImage}"`);
+  if (parsed.prometheusUrl !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(parsed.prometheusUrl);
+    } catch {
+      url = undefined;
+    }
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw bad(`--prometheus-url must be an http:// or https:// URL, got "${parsed.prometheusUrl}"`);
+    }
+  }
   if (parsed.renewDeadlineSeconds >= parsed.leaseDurationSeconds) {
     throw bad(`--renew-deadline-seconds (${parsed.renewDeadlineSeconds}) must be shorter than --lease-duration-seconds (${parsed.leaseDurationSeconds})`);
   }
@@ -192,6 +209,7 @@ export async function runOperator(argv: readonly string[]): Promise<number> {
       concurrency: args.concurrency,
       resyncSeconds: args.resyncSeconds,
       serverImage: args.serverImage,
+      prometheusUrl: args.prometheusUrl,
     };
     operator = new Operator(options);
     await operator.start();

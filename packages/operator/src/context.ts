@@ -2,6 +2,7 @@
 import type { Informer } from './informer.js';
 import type { KubeClient, KubeObject } from './kube-client.js';
 import type { Logger } from './log.js';
+import type { PrometheusClient } from './prometheus.js';
 import type { EventRecorder } from './status.js';
 import type { NereidModel, NereidServer } from './types.js';
 
@@ -29,6 +30,8 @@ export interface ControllerContext {
   resyncMs: number;
   /** The server image of NereidServers that name none. */
   serverImage: string;
+  /** The Prometheus of `--prometheus-url`; undefined when none is configured. */
+  prometheus: PrometheusClient | undefined;
   /** Whether monitoring.coreos.com/v1 ServiceMonitor is served (discovery, cached briefly). */
   serviceMonitorsServed(): Promise<boolean>;
   /** Re-checks the models-ready readiness gate of a server's pods (key `namespace/server`). */

@@ -18,6 +18,7 @@ import { KubeClient, RESOURCES, collectionPath, isNotFound } from './kube-client
 import { LeaderElector } from './leader-election.js';
 import type { Logger } from './log.js';
 import { OperatorMetrics, serveMetrics } from './metrics.js';
+import { PrometheusClient } from './prometheus.js';
 import { reconcileGate, reconcileModel } from './model-controller.js';
 import { reconcileServer } from './server-controller.js';
 import { EventRecorder } from './status.js';
@@ -46,6 +47,8 @@ export interface OperatorOptions {
   resyncSeconds?: number;
   /** The image of NereidServers that name none (default localhost/nereid:0.1.0). */
   serverImage?: string;
+  /** Prometheus's base URL (`--prometheus-url`) for autoscaling in mode operator and canary analysis. */
+  prometheusUrl?: string;
 }
 
 export type StopReason = 'stopped' | 'lost-lease';
@@ -181,6 +184,7 @@ export class Operator {
       log: this.#log,
       resyncMs: (this.#options.resyncSeconds ?? 60) * 1000,
       serverImage: this.#options.serverImage ?? DEFAULT_IMAGE,
+      prometheus: this.#options.prometheusUrl ? new PrometheusClient(this.#options.prometheusUrl) : undefined,
       serviceMonitorsServed: () => this.#serviceMonitorsServed(),
       enqueueGate: (key) => gateQueue.add(key),
       enqueueServer: (key) => serverQueue.add(key),

@@ -149,6 +149,8 @@ export const ERROR_CODES = {
   OPERATOR_OPTION: 'INVALID_ARG',
   /** `nereid operator`: the Kubernetes API answered an error or could not be reached. */
   KUBERNETES_API: 'UNAVAILABLE',
+  /** `nereid operator`: Prometheus (`--prometheus-url`) answered an error or could not be reached. */
+  PROMETHEUS_QUERY: 'UNAVAILABLE',
 
   // Execution
   BACKEND_ERROR: 'INTERNAL',
