@@ -30,6 +30,12 @@ export interface LoadModelOptions {
    * (`1/model.onnx`; a `file:` prefix is accepted and ignored). Requires `config`.
    */
   files?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
+  /**
+   * Weights of the served versions for requests that name no version (`{ '1': 90, '2': 10 }`),
+   * sent as the `version_weights` load parameter; `{}` clears them. Left out, the server keeps the
+   * weights it has.
+   */
+  versionWeights?: Readonly<Record<string, number>>;
 }
 
 export interface UnloadModelOptions {
@@ -40,6 +46,11 @@ export interface UnloadModelOptions {
 /** `config` as the JSON text the servers take. */
 export function configText(config: LoadModelOptions['config']): string | undefined {
   return config === undefined ? undefined : typeof config === 'string' ? config : JSON.stringify(config);
+}
+
+/** `versionWeights` as the JSON text of the `version_weights` load parameter. */
+export function versionWeightsText(weights: LoadModelOptions['versionWeights']): string | undefined {
+  return weights === undefined ? undefined : JSON.stringify(weights);
 }
 
 /** `[parameter key, bytes]` for each override file: `file:<path>`. */
