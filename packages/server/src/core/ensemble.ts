@@ -30,7 +30,19 @@ export interface EnsembleHost {
    * configuration changes); throws the lookup error when there is none (§1.7).
    */
   resolve(model: string, version: string): { readonly version: number; readonly config: ModelConfig };
+  /**
+   * `resolve` for a step request about to be sent: with '' (or -1) the version an unversioned
+   * request goes to, which follows the model's version weights when it has them. Each call counts
+   * as one routed request.
+   */
+  route(model: string, version: string): { readonly version: number; readonly config: ModelConfig };
 }
+
+/** A step's model version and configuration, as `EnsembleHost.resolve` answers. */
+type Resolved = { readonly version: number; readonly config: ModelConfig };
+
+/** Plans kept per ensemble for the version combinations its steps were routed to. */
+const MAX_PLANS = 8;
 
 /** Parameter key prefix of a conditional step. */
 export const STEP_CONDITION_PREFIX = 'step_condition:';
@@ -81,9 +93,10 @@ function dimsMatch(a: readonly number[], b: readonly number[]): boolean {
 /**
  * The ensemble's steps checked against the composing models' completed configurations
  * (models-and-scheduling.md §6.2), with the step conditions. Throws MODEL_LOAD_FAILED naming the
- * step and tensor for the first rule broken.
+ * step and tensor for the first rule broken. `resolved`: each step's version and configuration,
+ * already looked up; without it they are looked up through `host.resolve`.
  */
-export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsemblePlan {
+export function planEnsemble(config: ModelConfig, host: EnsembleHost, resolved?: readonly Resolved[]): EnsemblePlan {
   const name = config.name;
   const fail = (message: string): never => {
     throw new NereidError('MODEL_LOAD_FAILED', `ensemble '${name}': ${message}`);
@@ -125,7 +138,7 @@ export function planEnsemble(config: ModelConfig, host: EnsembleHost): EnsembleP
     const version = step.model_version >= 0 ? String(step.model_version) : '';
     let composing: ModelConfig;
     try {
-      composing = host.resolve(step.model_name, version).config;
+      composing = resolved?.[index]?.config ?? host.resolve(step.model_name, version).config;
     } catch (err) {
       const wanted = version === '' ? 'no version of it is ready' : `model_version ${version} is not ready`;
       return fail(`${label}: the composing model is not available (${wanted}): ${toNereidError(err).message}`);
@@ -271,7 +284,14 @@ export class EnsembleScheduler implements Scheduler {
   readonly #host: EnsembleHost;
   readonly #observer: SchedulerObserver;
   readonly #inflight = new Set<ScheduledRequest>();
-  readonly #needed = new Map<string, readonly PlannedStep[]>();
+  /** The steps each set of requested outputs needs, per plan. */
+  readonly #needed = new WeakMap<EnsemblePlan, Map<string, readonly PlannedStep[]>>();
+  /**
+   * Plans made for other combinations of composing versions, most recent first: weighted routing
+   * sends a step to one version or another from request to request, and each combination is
+   * checked once.
+   */
+  #plans: EnsemblePlan[] = [];
   /** Per step: internal requests outstanding, and dispatches waiting for `maxInflight` (§6.5). */
   readonly #stepInflight: number[];
   readonly #stepWaiting: (() => void)[][];
@@ -347,22 +367,25 @@ export class EnsembleScheduler implements Scheduler {
   }
 
   /** §6.3 step 2, per distinct set of requested outputs (usually one). */
-  #stepsFor(requested: readonly string[]): readonly PlannedStep[] {
+  #stepsFor(plan: EnsemblePlan, requested: readonly string[]): readonly PlannedStep[] {
     const key = requested.join('\0');
-    let steps = this.#needed.get(key);
+    let cache = this.#needed.get(plan);
+    if (cache === undefined) this.#needed.set(plan, (cache = new Map()));
+    let steps = cache.get(key);
     if (steps === undefined) {
-      steps = needed(this.#plan, requested);
-      if (this.#needed.size < 64) this.#needed.set(key, steps);
+      steps = needed(plan, requested);
+      if (cache.size < 64) cache.set(key, steps);
     }
     return steps;
   }
 
   /**
    * §6.3 step 1: resolves every step's model and version now (`model_version` -1: the latest
-   * ready version) and returns the version each step's requests name for the whole ensemble
-   * request. When a step resolves to a configuration other than the one the plan was checked
-   * against (the composing model was reloaded, or -1 now names another version), the ensemble is
-   * checked again (§6.2) and the new plan serves from then on. Throws a NereidError naming the
+   * ready version, or the one the model's version weights pick) and returns the version each
+   * step's requests name for the whole ensemble request. When a step resolves to a configuration
+   * other than the one the plan was checked against (the composing model was reloaded, or -1 now
+   * names another version), a plan made earlier for those configurations serves, or the ensemble
+   * is checked again (§6.2) and the new plan serves from then on. Throws a NereidError naming the
    * step when a step's model or version is not ready, or naming the rule the ensemble no longer
    * meets.
    */
@@ -371,36 +394,43 @@ export class EnsembleScheduler implements Scheduler {
     const resolveAll = (p: EnsemblePlan) =>
       p.steps.map((step) => {
         try {
-          return this.#host.resolve(step.model, step.version);
+          return this.#host.route(step.model, step.version);
         } catch (err) {
           const e = toNereidError(err, 'UNAVAILABLE');
           const wanted = step.version === '' ? 'the latest ready version' : `model_version ${step.version}`;
           throw new NereidError(e.code, `in ensemble '${p.name}', step ${step.index} (model '${step.model}', ${wanted}): ${e.message}`, { cause: e });
         }
       });
-    let resolved = resolveAll(plan);
-    if (resolved.every((r, i) => r.config === plan.steps[i]!.composing)) return resolved.map((r) => String(r.version));
+    const resolved = resolveAll(plan);
+    const versions = resolved.map((r) => String(r.version));
+    const fits = (p: EnsemblePlan) => resolved.every((r, i) => r.config === p.steps[i]!.composing);
+    if (fits(plan)) return versions;
+    const earlier = this.#plans.findIndex(fits);
     let next: EnsemblePlan;
-    try {
-      next = planEnsemble(this.#config, this.#host);
-    } catch (err) {
-      throw new NereidError(
-        'UNAVAILABLE',
-        `${toNereidError(err).message} (checked again because a composing model changed since the ensemble loaded); ` +
-          `fix or reload that model, or reload the ensemble`,
-        { cause: err },
-      );
+    if (earlier >= 0) {
+      next = this.#plans.splice(earlier, 1)[0]!;
+    } else {
+      try {
+        next = planEnsemble(this.#config, this.#host, resolved);
+      } catch (err) {
+        throw new NereidError(
+          'UNAVAILABLE',
+          `${toNereidError(err).message} (checked again because a composing model changed since the ensemble loaded); ` +
+            `fix or reload that model, or reload the ensemble`,
+          { cause: err },
+        );
+      }
+      if (next.decoupled !== plan.decoupled) {
+        throw new NereidError(
+          'UNAVAILABLE',
+          `ensemble '${plan.name}': a composing model became ${next.decoupled ? '' : 'not '}decoupled since the ensemble loaded; reload the ensemble`,
+        );
+      }
     }
-    if (next.decoupled !== plan.decoupled) {
-      throw new NereidError(
-        'UNAVAILABLE',
-        `ensemble '${plan.name}': a composing model became ${next.decoupled ? '' : 'not '}decoupled since the ensemble loaded; reload the ensemble`,
-      );
-    }
+    this.#plans.unshift(plan);
+    if (this.#plans.length > MAX_PLANS) this.#plans.length = MAX_PLANS;
     this.#plan = next;
-    this.#needed.clear();
-    resolved = resolveAll(next);
-    return resolved.map((r) => String(r.version));
+    return versions;
   }
 
   #run(request: ScheduledRequest): void {
@@ -412,7 +442,7 @@ export class EnsembleScheduler implements Scheduler {
       return;
     }
     const plan = this.#plan;
-    const root: Iteration = { table: new Map(), pending: new Set(this.#stepsFor(request.requestedOutputs)), running: 0 };
+    const root: Iteration = { table: new Map(), pending: new Set(this.#stepsFor(plan, request.requestedOutputs)), running: 0 };
     // §6.3 step 4: every step request carries the ensemble request's sequence parameters,
     // priority and timeout, so stateful composing models see the client's sequence.
     const forwarded: Record<string, ParameterValue> = { ...request.parameters };

@@ -44,9 +44,54 @@ function describe(p: RepositoryParameter): string {
   }
 }
 
+/** The largest weight `version_weights` takes for one version. */
+export const MAX_VERSION_WEIGHT = 1_000_000;
+
+const VERSION_WEIGHTS_FORM = `a JSON object of version numbers to integer weights from 0 to ${MAX_VERSION_WEIGHT}, e.g. {"1": 90, "2": 10}, or {} to clear the weights`;
+
+/**
+ * A `version_weights` value (a Nereid addition, docs/protocol.md) checked and turned into the map
+ * the model manager takes: version → weight, empty to clear the weights. Keys are version numbers,
+ * values integers from 0 to MAX_VERSION_WEIGHT; unless the object is empty, one weight must be
+ * above 0. Throws LOAD_PARAMETER naming the model, the key and the rule.
+ */
+export function versionWeightsOf(model: string, value: unknown): Map<number, number> {
+  const bad = (why: string) => new NereidError('LOAD_PARAMETER', `load parameter 'version_weights' of model '${model}': ${why}; it must be ${VERSION_WEIGHTS_FORM}`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw bad(`got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : `the ${typeof value} ${JSON.stringify(value)?.slice(0, 40)}`}, not an object`);
+  }
+  const weights = new Map<number, number>();
+  for (const [key, weight] of Object.entries(value)) {
+    if (!/^[0-9]+$/.test(key) || !Number.isSafeInteger(Number(key))) throw bad(`key '${key.slice(0, 40)}' is not a version number`);
+    if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 0 || weight > MAX_VERSION_WEIGHT) {
+      throw bad(`the weight of version ${key} is ${JSON.stringify(weight)?.slice(0, 40) ?? String(weight)}, not an integer from 0 to ${MAX_VERSION_WEIGHT}`);
+    }
+    weights.set(Number(key), weight);
+  }
+  if (weights.size > 0 && [...weights.values()].every((w) => w === 0)) throw bad('every weight is 0, so no version would take requests');
+  return weights;
+}
+
+/** The `version_weights` parameter as either wire carries it: a JSON object (HTTP) or its JSON text. */
+function versionWeightsParameter(model: string, p: RepositoryParameter): Map<number, number> {
+  if (p.kind === 'json') return versionWeightsOf(model, p.value);
+  if (p.kind !== 'string') {
+    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_weights' of model '${model}' must be ${VERSION_WEIGHTS_FORM} (over gRPC: its JSON text in string_param), got ${describe(p)}`);
+  }
+  if (p.value.trim() === '') return new Map();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(p.value);
+  } catch {
+    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_weights' of model '${model}' is not JSON (${JSON.stringify(p.value.slice(0, 40))}); it must be ${VERSION_WEIGHTS_FORM}`);
+  }
+  return versionWeightsOf(model, parsed);
+}
+
 /**
  * Load parameters → `LoadModelOptions`. `config` must be a string; `file:<path>` a base64 string
- * over HTTP (`files: 'base64'`) or bytes over gRPC (`files: 'raw'`); any other key is refused.
+ * over HTTP (`files: 'base64'`) or bytes over gRPC (`files: 'raw'`); `version_weights` a JSON
+ * object or its JSON text; any other key is refused.
  */
 export function loadOptionsFromParameters(
   model: string,
@@ -61,6 +106,8 @@ export function loadOptionsFromParameters(
         throw new NereidError('LOAD_PARAMETER', `load parameter 'config' of model '${model}' must be a string holding ModelConfig JSON, got ${describe(p)}`);
       }
       options.config = p.value;
+    } else if (key === 'version_weights') {
+      options.versionWeights = Object.fromEntries(versionWeightsParameter(model, p));
     } else if (key.startsWith(FILE_PREFIX)) {
       const path = key.slice(FILE_PREFIX.length);
       if (files === 'raw') {
@@ -80,7 +127,7 @@ export function loadOptionsFromParameters(
     } else {
       throw new NereidError(
         'LOAD_PARAMETER',
-        `Unrecognized load parameter '${key}'. A load takes 'config' (ModelConfig JSON) and 'file:<version>/<path>' parameters`,
+        `Unrecognized load parameter '${key}'. A load takes 'config' (ModelConfig JSON), 'file:<version>/<path>' and 'version_weights' parameters`,
       );
     }
   }
@@ -98,9 +145,16 @@ export function unloadOptionsFromParameters(parameters: Readonly<Record<string, 
   return { unloadDependents: p.value };
 }
 
-/** The facade's load options as the model manager takes them: config as JSON text, files as a map. */
-export function loadRequestOf(options: LoadModelOptions): { config?: string; files?: ReadonlyMap<string, Uint8Array> } {
-  const request: { config?: string; files?: ReadonlyMap<string, Uint8Array> } = {};
+/**
+ * The facade's load options as the model manager takes them: config as JSON text, files and
+ * version weights as maps (`versionWeights` checked here; throws LOAD_PARAMETER).
+ */
+export function loadRequestOf(
+  model: string,
+  options: LoadModelOptions,
+): { config?: string; files?: ReadonlyMap<string, Uint8Array>; versionWeights?: ReadonlyMap<number, number> } {
+  const request: { config?: string; files?: ReadonlyMap<string, Uint8Array>; versionWeights?: ReadonlyMap<number, number> } = {};
+  if (options.versionWeights !== undefined) request.versionWeights = versionWeightsOf(model, options.versionWeights);
   if (options.config !== undefined) request.config = typeof options.config === 'string' ? options.config : JSON.stringify(options.config);
   if (options.files !== undefined) {
     request.files = options.files instanceof Map ? options.files : new Map(Object.entries(options.files as Readonly<Record<string, Uint8Array>>));

@@ -247,7 +247,12 @@ export class Server {
     this.#responseTimeoutMs = options.decoupledResponseTimeoutMs ?? DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS;
     this.logger = options.logger ?? createLogger(options.log);
     this.sharedMemory = new SharedMemoryManager({ allowClient: options.allowClientShm ?? false });
-    this.metrics = new ServerMetrics(() => this.#models.readyServables().map((s) => s.servable), options.metrics, this.logger);
+    this.metrics = new ServerMetrics(
+      () => this.#models.readyServables().map((s) => s.servable),
+      options.metrics,
+      this.logger,
+      () => this.#models.versionWeights(),
+    );
     const registry = new BackendRegistry(undefined, { backendDirectory: options.backendDirectory });
     for (const b of options.backends ?? []) registry.register(b);
     this.#registry = registry;
@@ -269,6 +274,10 @@ export class Server {
         inferStream: (request, streamOptions) => this.inferStream(request, streamOptions),
         resolve: (model, version) => {
           const mv = this.#resolve(model, version);
+          return { version: mv.version, config: mv.config };
+        },
+        route: (model, version) => {
+          const mv = this.#route(model, version);
           return { version: mv.version, config: mv.config };
         },
       },
@@ -375,6 +384,14 @@ export class Server {
       throw new NereidError('SERVER_NOT_READY', 'Server not ready');
     }
     return this.#models.resolve(model, version).servable;
+  }
+
+  /** `#resolve` for an inference request: one naming no version follows the model's version weights. */
+  #route(model: string, version?: string): ModelVersion {
+    if (this.#state !== 'ready' && this.#state !== 'loading') {
+      throw new NereidError('SERVER_NOT_READY', 'Server not ready');
+    }
+    return this.#models.route(model, version).servable;
   }
 
   /**
@@ -531,7 +548,7 @@ export class Server {
    */
   async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {
     this.#checkLive();
-    await this.#models.load(model, loadRequestOf(options));
+    await this.#models.load(model, loadRequestOf(model, options));
   }
 
   /**
@@ -582,7 +599,7 @@ export class Server {
    */
   async infer(request: InferRequest, options: InferOptions = {}): Promise<InferResponse> {
     const requestTime = process.hrtime.bigint();
-    const mv = this.#resolve(request.model, request.version);
+    const mv = this.#route(request.model, request.version);
     if (mv.config.model_transaction_policy?.decoupled) {
       throw new NereidError(
         'MODEL_DECOUPLED_UNSUPPORTED',
@@ -606,7 +623,7 @@ export class Server {
    */
   async #inferTimed(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }> {
     const requestTime = process.hrtime.bigint();
-    const mv = this.#resolve(request.model, request.version);
+    const mv = this.#route(request.model, request.version);
     if (mv.config.model_transaction_policy?.decoupled) {
       throw new NereidError('MODEL_DECOUPLED_UNSUPPORTED', `model '${mv.name}' is decoupled; decoupled ensemble steps are not supported yet`);
     }
@@ -742,7 +759,7 @@ export class Server {
    */
   async inferStream(request: InferRequest, options: StreamInferOptions): Promise<void> {
     const requestTime = process.hrtime.bigint();
-    const mv = this.#resolve(request.model, request.version);
+    const mv = this.#route(request.model, request.version);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';
     const shm = this.#bindSharedMemory(request, false);

@@ -179,6 +179,12 @@ export interface LoadModelOptions {
    * a path that would leave it is refused.
    */
   files?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
+  /**
+   * Weights of the versions that serve requests naming no version (`{ '1': 90, '2': 10 }`: 90%
+   * to version 1); `{}` clears them; left out, the weights stay as they are (docs/protocol.md,
+   * `version_weights`). Every key must name a version the load serves.
+   */
+  versionWeights?: Readonly<Record<string, number>>;
 }
 
 /** Parameters of a model unload (models-and-scheduling.md §1.10–§1.11). */

@@ -116,6 +116,16 @@ export interface MeteredVersion {
   readonly histograms: VersionHistograms | undefined;
 }
 
+/** One weighted version of a model (`nereid_model_version_weight`). */
+export interface VersionWeightSample {
+  readonly model: string;
+  readonly version: number;
+  readonly weight: number;
+}
+
+/** Nereid's gauge of the weights set by the `version_weights` load parameter (docs/operations.md). */
+export const VERSION_WEIGHT_FAMILY = 'nereid_model_version_weight';
+
 type Labels = Record<string, string>;
 
 interface Sample {
@@ -290,6 +300,7 @@ export class ServerMetrics {
   /** The Content-Type of `text()` (protocol.md §5.1). */
   readonly contentType = 'text/plain; charset=utf-8';
   readonly #versions: () => Iterable<MeteredVersion>;
+  readonly #weights: () => Iterable<VersionWeightSample>;
   readonly #options: Required<Omit<MetricsOptions, 'buckets'>> & { buckets: Readonly<Record<string, readonly number[]>> };
   readonly #logger: Logger | undefined;
   readonly #histogramFamilies: readonly string[];
@@ -301,8 +312,10 @@ export class ServerMetrics {
   #cpuMemoryTotal: Gauge | undefined;
   #cpuMemoryUsed: Gauge | undefined;
 
-  constructor(versions: () => Iterable<MeteredVersion>, options: MetricsOptions = {}, logger?: Logger) {
+  /** `weights`: the version weights in effect at the time of a scrape (the server passes its model manager's). */
+  constructor(versions: () => Iterable<MeteredVersion>, options: MetricsOptions = {}, logger?: Logger, weights: () => Iterable<VersionWeightSample> = () => []) {
     this.#versions = versions;
+    this.#weights = weights;
     this.#logger = logger;
     this.#options = {
       counterLatencies: options.counterLatencies ?? true,
@@ -444,6 +457,11 @@ export class ServerMetrics {
       'Instantaneous number of pending requests awaiting execution per-model.',
       each((v) => v.scheduler.queuedCount),
     );
+    gauge(VERSION_WEIGHT_FAMILY, 'Weight of a model version for requests that name no version (load parameter version_weights)', () => {
+      const out: Sample[] = [];
+      for (const w of this.#weights()) out.push({ labels: { model: w.model, version: String(w.version) }, value: w.weight });
+      return out;
+    });
     gauge('nv_model_load_duration_secs', 'Model load time in seconds', each((v) => v.loadDurationSecs));
     gauge(LOAD_PHASE_FAMILY, 'Model load time per phase (read, parse, auto_complete, backend_init, warmup), in seconds', () => {
       const out: Sample[] = [];

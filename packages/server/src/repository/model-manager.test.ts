@@ -584,3 +584,149 @@ describe('file overrides', () => {
     await m.shutdown();
   });
 });
+
+describe('version weights', () => {
+  const policyAll = 'version_policy: { all: { } }\n';
+  const weights = (w: Record<number, number>) => new Map(Object.entries(w).map(([v, n]) => [Number(v), n]));
+  const route = (m: ModelManager<FakeVersion>, n: number, version?: string) => {
+    const out: Record<number, number> = {};
+    for (let i = 0; i < n; i++) {
+      const v = m.route('m', version).version;
+      out[v] = (out[v] ?? 0) + 1;
+    }
+    return out;
+  };
+
+  it('routes requests that name no version by weight; named versions, resolve and the fallback stay', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' }, policyAll);
+    const factory = new FakeFactory();
+    const lines: string[] = [];
+    const m = manager('explicit', factory, 4, 0, infoLines(lines));
+    await m.startup(['m']);
+    assert.deepEqual(route(m, 10), { 2: 10 });
+
+    await m.load('m', { versionWeights: weights({ 1: 90, 2: 10 }) });
+    assert.deepEqual(factory.loads.sort(), ['m/1', 'm/2'], 'new weights for the same files load nothing');
+    assert.deepEqual(route(m, 1000), { 1: 900, 2: 100 });
+    assert.deepEqual(route(m, 1000, '-1'), { 1: 900, 2: 100 });
+    assert.deepEqual(route(m, 5, '1'), { 1: 5 });
+    assert.deepEqual(route(m, 5, '2'), { 2: 5 });
+    assert.equal(m.resolve('m').version, 2, 'metadata lookups keep the highest ready version');
+    assert.deepEqual(m.versionWeights(), [
+      { model: 'm', version: 1, weight: 90 },
+      { model: 'm', version: 2, weight: 10 },
+    ]);
+    assert.deepEqual(
+      (await m.index()).map((e) => [e.version, e.weight]),
+      [
+        ['1', 90],
+        ['2', 10],
+      ],
+    );
+    assert.ok(lines.includes(`model 'm': version weights {"1":90,"2":10} for requests that name no version`), lines.join('\n'));
+
+    // Only version 1 weighted: everything goes there.
+    await m.load('m', { versionWeights: weights({ 1: 1, 2: 0 }) });
+    assert.deepEqual(route(m, 20), { 1: 20 });
+
+    // {} clears: the highest ready version again.
+    await m.load('m', { versionWeights: new Map() });
+    assert.deepEqual(route(m, 10), { 2: 10 });
+    assert.deepEqual(m.versionWeights(), []);
+    assert.ok(lines.some((l) => l.startsWith(`model 'm': version weights cleared`)));
+    assert.deepEqual(factory.loads.sort(), ['m/1', 'm/2']);
+    await m.shutdown();
+  });
+
+  it('the same config with new weights reloads nothing; a changed config still reloads what changed', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' }, policyAll);
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    const config = (extra: Record<string, unknown> = {}) =>
+      JSON.stringify({
+        name: 'm',
+        backend: 'fake',
+        version_policy: { all: {} },
+        input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1] }],
+        output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }],
+        ...extra,
+      });
+    // A config parameter alone always reloads (§1.10).
+    await m.load('m', { config: config() });
+    assert.equal(factory.loads.length, 4);
+    const v1 = m.resolve('m', '1').servable;
+    await m.load('m', { config: config(), versionWeights: weights({ 1: 50, 2: 50 }) });
+    await m.load('m', { config: config(), versionWeights: weights({ 1: 10, 2: 90 }) });
+    assert.equal(factory.loads.length, 4);
+    assert.equal(m.resolve('m', '1').servable, v1);
+    assert.deepEqual(route(m, 10), { 1: 1, 2: 9 });
+    // A weights load without config goes back to the files: the same configuration, nothing reloads.
+    await m.load('m', { versionWeights: weights({ 1: 1, 2: 1 }) });
+    assert.equal(factory.loads.length, 4);
+    await m.load('m', { config: config({ parameters: { k: { string_value: 'v' } } }), versionWeights: weights({ 1: 1, 2: 1 }) });
+    assert.equal(factory.loads.length, 6);
+    await m.shutdown();
+  });
+
+  it('refuses weights for versions the load does not serve, changing nothing', async () => {
+    await addFake('m', { 1: 'one', 2: 'two', 3: 'three' }, 'version_policy: { specific: { versions: [1, 2] } }\n');
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    await m.load('m', { versionWeights: weights({ 1: 50, 2: 50 }) });
+    await assert.rejects(
+      m.load('m', { versionWeights: weights({ 2: 50, 3: 50 }) }),
+      (err: NereidError) => {
+        assert.equal(err.code, 'LOAD_PARAMETER');
+        assert.equal(
+          err.message,
+          "load parameter 'version_weights' of model 'm' names version 3, which this load does not serve " +
+            '(it serves versions 1, 2, per the version policy in effect after the load); weight only served versions, or widen the version_policy in the load\'s config',
+        );
+        return true;
+      },
+    );
+    assert.deepEqual(route(m, 10), { 1: 5, 2: 5 });
+    assert.deepEqual(factory.loads.sort(), ['m/1', 'm/2']);
+    assert.deepEqual(await states(m), ['m/1:READY', 'm/2:READY']);
+    await m.shutdown();
+  });
+
+  it('a load without weights keeps them less the versions it no longer serves; a failed load keeps them; unload clears them', async () => {
+    await addFake('m', { 1: 'one', 2: 'two', 3: 'three' }, policyAll);
+    const m = manager('explicit');
+    await m.startup(['m']);
+    await m.load('m', { versionWeights: weights({ 1: 1, 2: 1, 3: 2 }) });
+    await write('m/config.pbtxt', fakeConfig('m', 'version_policy: { specific: { versions: [1, 2] } }\n'));
+    await m.load('m');
+    assert.deepEqual(m.versionWeights().map((w) => [w.version, w.weight]), [[1, 1], [2, 1]]);
+    assert.deepEqual(route(m, 10), { 1: 5, 2: 5 });
+
+    await write('m/2/model.fake', 'broken');
+    await assert.rejects(m.load('m', { versionWeights: weights({ 2: 1 }) }), /the model file is corrupt/);
+    assert.deepEqual(route(m, 10), { 1: 5, 2: 5 }, 'weights change only once a load succeeds');
+
+    await m.unload('m');
+    assert.deepEqual(m.versionWeights(), []);
+    await write('m/2/model.fake', 'two');
+    await m.load('m');
+    assert.deepEqual(route(m, 4), { 2: 4 });
+    await m.shutdown();
+  });
+
+  it('weights of versions a reload drops go; with no weight above 0 left, the highest ready version serves', async () => {
+    await addFake('m', { 1: 'one', 2: 'two', 3: 'three' }, policyAll);
+    const m = manager('explicit');
+    await m.startup(['m']);
+    await m.load('m', { versionWeights: weights({ 1: 1, 2: 3 }) });
+    await write('m/config.pbtxt', fakeConfig('m', 'version_policy: { specific: { versions: [1, 3] } }\n'));
+    await m.load('m');
+    assert.deepEqual(route(m, 4), { 1: 4 });
+    await write('m/config.pbtxt', fakeConfig('m', 'version_policy: { specific: { versions: [3] } }\n'));
+    await m.load('m');
+    assert.deepEqual(m.versionWeights(), []);
+    assert.deepEqual(route(m, 4), { 3: 4 });
+    await m.shutdown();
+  });
+});

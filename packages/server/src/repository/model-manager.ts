@@ -14,6 +14,12 @@
  * in the same synchronous step. A failed reload discards what it made (new copies and prepared
  * updates) and leaves the serving copies as they were.
  *
+ * Version weights (`version_weights`, a Nereid addition): a model may carry weights for its
+ * versions; requests that name no version are then routed between the READY weighted versions by
+ * `route` (smooth weighted round-robin, version-weights.ts). Weights change only when a load that
+ * sets them succeeds, and such a load reloads only the versions whose configuration or files
+ * changed.
+ *
  * Concurrency: operations on one model (load, unload, a poll's reload) run one at a time, in
  * arrival order; operations on different models run in parallel, their loads bounded by the load
  * pool (`--model-load-thread-count`). Dependencies (ensembles, §1.11) are resolved before a
@@ -35,6 +41,7 @@ import { LoadPool } from './load-pool.js';
 import { checkRepositories, listVersions, scanRepositories, type ModelLocation } from './repository-scanner.js';
 import { selectVersions } from './version-policy.js';
 import { hasRemoteRepositories, RepositoryMirrors } from './repository-mirrors.js';
+import { VersionWeights } from './version-weights.js';
 
 export type VersionState = 'UNKNOWN' | 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
 
@@ -105,6 +112,8 @@ interface ModelEntry<S> {
   /** The serving copies were made from a load's file overrides, not from the repository. */
   fileOverride: boolean;
   dependencies: readonly Dependency[];
+  /** How requests that name no version are spread over the versions; undefined: the highest READY one. */
+  weights: VersionWeights | undefined;
 }
 
 export interface ModelManagerOptions extends ConfigLoadOptions {
@@ -128,6 +137,14 @@ export interface LoadRequest {
   readonly config?: string;
   /** Files of an override model directory, by path relative to it (`1/model.onnx`); needs `config`. */
   readonly files?: ReadonlyMap<string, Uint8Array>;
+  /**
+   * Weights of the versions for requests that name no version (checked: non-negative integers,
+   * one above 0); empty: no weights. Every version must be one the load serves. Left out, the
+   * weights stay (less the versions the load no longer serves). With it, a load reloads only
+   * versions whose configuration or files changed, even with `config` (which otherwise always
+   * reloads, §1.10).
+   */
+  readonly versionWeights?: ReadonlyMap<number, number>;
 }
 
 export interface UnloadRequest {
@@ -148,6 +165,8 @@ export interface IndexEntry {
   version?: string;
   state?: VersionState;
   reason?: string;
+  /** The version's weight for requests that name no version, when the model has weights. */
+  weight?: number;
 }
 
 interface LoadContext {
@@ -467,7 +486,14 @@ export class ModelManager<S extends Servable> {
         for (const v of [...entry.versions.keys()].sort((a, b) => a - b)) {
           const slot = entry.versions.get(v)!;
           if (readyOnly && slot.state !== 'READY') continue;
-          out.push({ name, version: String(v), state: slot.state, ...(slot.reason ? { reason: slot.reason } : {}) });
+          const weight = entry.weights?.weights.get(v);
+          out.push({
+            name,
+            version: String(v),
+            state: slot.state,
+            ...(slot.reason ? { reason: slot.reason } : {}),
+            ...(weight !== undefined ? { weight } : {}),
+          });
         }
       } else if (!reason && !readyOnly) {
         out.push({ name });
@@ -477,6 +503,36 @@ export class ModelManager<S extends Servable> {
   }
 
   // ---------------------------------------------------------------- lookups
+
+  /**
+   * The servable an inference request goes to: `resolve`, except that a request naming no version
+   * (empty, absent or -1) of a model with version weights goes to one of its READY versions with a
+   * weight above 0, picked by smooth weighted round-robin; with none of them READY, to the highest
+   * READY version. Each call counts as one routed request.
+   */
+  route(name: string, version?: string): { servable: S; version: number } {
+    if (version === undefined || version === '' || version === '-1') {
+      const entry = this.#models.get(name);
+      const weights = entry?.weights;
+      if (weights !== undefined) {
+        const versions = entry!.versions;
+        const picked = weights.pick((v) => versions.get(v)?.state === 'READY');
+        if (picked !== undefined) return { servable: versions.get(picked)!.servable!, version: picked };
+      }
+    }
+    return this.resolve(name, version);
+  }
+
+  /** Every weighted version of every model, sorted by model name then version (the weight gauge). */
+  versionWeights(): { model: string; version: number; weight: number }[] {
+    const out: { model: string; version: number; weight: number }[] = [];
+    for (const name of [...this.#models.keys()].sort(compareNames)) {
+      const weights = this.#models.get(name)!.weights;
+      if (weights === undefined) continue;
+      for (const [version, weight] of weights.weights) out.push({ model: name, version, weight });
+    }
+    return out;
+  }
 
   /**
    * The servable for a request (protocol.md §2.1). `version` empty, absent or -1: the highest
@@ -593,6 +649,7 @@ export class ModelManager<S extends Servable> {
         overrideConfig: undefined,
         fileOverride: false,
         dependencies: [],
+        weights: undefined,
       };
       this.#models.set(name, entry);
     }
@@ -745,6 +802,7 @@ export class ModelManager<S extends Servable> {
     } catch (err) {
       throw this.#modelFailed(entry, err);
     }
+    if (request.versionWeights !== undefined) checkWeightedVersions(name, request.versionWeights, selected);
     const dependencies = dependenciesOf(prepared.config);
     const unmet = this.#unmetDependencies(dependencies);
     if (unmet.length > 0) {
@@ -755,8 +813,9 @@ export class ModelManager<S extends Servable> {
     // those whose configuration differs in instance groups only are updated in place when the
     // factory can (§1.10); the others get a new copy. A load with a `config` parameter loads every
     // version again (unless only instance groups change), and so does the next one without it,
-    // which undoes the override (§1.10).
-    const force = request.config !== undefined || entry.overrideConfig !== undefined;
+    // which undoes the override (§1.10). A load with version weights (a Nereid addition) reloads
+    // only what changed, so that new weights for the same configuration reload nothing.
+    const force = request.versionWeights === undefined && (request.config !== undefined || entry.overrideConfig !== undefined);
     const fresh: number[] = [];
     const kept: number[] = [];
     const inPlace: number[] = [];
@@ -773,7 +832,10 @@ export class ModelManager<S extends Servable> {
       for (const v of kept) patch(entry.versions.get(v)!, { reason: '', wanted: true });
       this.#settleUnselected(entry, selected);
       patch(entry, { reason: '', stamp, dependencies });
+      // Unforced: the configuration in use is the one this load named (or the files' when none).
+      if (request.versionWeights !== undefined) entry.overrideConfig = request.config;
       entry.explicit ||= context.explicit;
+      this.#setWeights(entry, request, selected);
       return;
     }
 
@@ -889,8 +951,34 @@ export class ModelManager<S extends Servable> {
       dependencies,
     });
     entry.explicit ||= context.explicit;
+    this.#setWeights(entry, request, selected);
     for (const v of fresh) logger.info(`successfully loaded '${name}' version ${v}`);
     for (const v of updates.keys()) logger.info(`successfully updated '${name}' version ${v} in place`);
+  }
+
+  /**
+   * After a successful load: the request's weights, or without them the current ones less the
+   * versions no longer served. Logged when they change.
+   */
+  #setWeights(entry: ModelEntry<S>, request: LoadRequest, selected: readonly number[]): void {
+    const before = entry.weights;
+    if (request.versionWeights !== undefined) {
+      entry.weights = request.versionWeights.size > 0 ? new VersionWeights(request.versionWeights) : undefined;
+    } else {
+      entry.weights = before?.restrictedTo(new Set(selected));
+    }
+    if (entry.weights === before) return;
+    const now = entry.weights?.toString();
+    if (now === before?.toString()) {
+      // The same weights again: routing goes on where it was.
+      entry.weights = before;
+      return;
+    }
+    this.#options.logger.info(
+      now === undefined
+        ? `model '${entry.name}': version weights cleared; requests that name no version go to the highest ready version`
+        : `model '${entry.name}': version weights ${now} for requests that name no version`,
+    );
   }
 
   /**
@@ -985,7 +1073,16 @@ export class ModelManager<S extends Servable> {
         if (slot.servable !== undefined) this.#retire(slot, reason);
         else if (slot.state === 'UNAVAILABLE' || slot.state === 'UNKNOWN') patch(slot, { state: 'UNAVAILABLE', reason, failed: false });
       }
-      patch(entry, { location: undefined, reason: '', stamp: undefined, explicit: false, overrideConfig: undefined, fileOverride: false });
+      if (entry.weights !== undefined) this.#options.logger.info(`model '${name}': version weights cleared by the unload`);
+      patch(entry, {
+        location: undefined,
+        reason: '',
+        stamp: undefined,
+        explicit: false,
+        overrideConfig: undefined,
+        fileOverride: false,
+        weights: undefined,
+      });
     });
   }
 
@@ -1072,6 +1169,19 @@ async function versionFingerprints(prepared: PreparedModel, versions: readonly n
     out.set(v, { full: hash(`${dir}\n${config}\n${shared}\n${own}`), shape: hash(`${dir}\n${shapeConfig}\n${shared}\n${own}`) });
   }
   return out;
+}
+
+/** Refuses weights for versions the load will not serve (after its version policy). */
+function checkWeightedVersions(model: string, weights: ReadonlyMap<number, number>, selected: readonly number[]): void {
+  const unknown = [...weights.keys()].filter((v) => !selected.includes(v));
+  if (unknown.length === 0) return;
+  const served = selected.length > 0 ? `it serves version${selected.length > 1 ? 's' : ''} ${[...selected].sort((a, b) => a - b).join(', ')}` : 'it serves no version';
+  throw new NereidError(
+    'LOAD_PARAMETER',
+    `load parameter 'version_weights' of model '${model}' names version${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}, ` +
+      `which this load does not serve (${served}, per the version policy in effect after the load); ` +
+      `weight only served versions, or widen the version_policy in the load's config`,
+  );
 }
 
 function parseVersion(model: string, text: string): number {
