@@ -96,7 +96,7 @@ const json = property(
 
 const repositoryParameter: fc.Arbitrary<RepositoryParameter> = fc.oneof(
   fc.string({ maxLength: 12 }).map((v) => ({ kind: 'string' as const, value: v })),
-  fc.constantFrom('eA==', 'e', '====', '{}', '{"name":"m"}').map((v) => ({ kind: 'string' as const, value: v })),
+  fc.constantFrom('eA==', 'e', '====', '{}', '{"name":"m"}', '{"1":90,"2":10}', '{"1":-1}', '[1]', '{"1":0}').map((v) => ({ kind: 'string' as const, value: v })),
   fc.boolean().map((v) => ({ kind: 'bool' as const, value: v })),
   fc.bigInt({ min: -(1n << 63n), max: (1n << 63n) - 1n }).map((v) => ({ kind: 'int64' as const, value: v })),
   fc.uint8Array({ maxLength: 8 }).map((v) => ({ kind: 'bytes' as const, value: v })),
@@ -105,7 +105,7 @@ const repositoryParameter: fc.Arbitrary<RepositoryParameter> = fc.oneof(
 );
 
 const overrideKey = fc.oneof(
-  fc.constantFrom('config', 'file:1/model.onnx', 'file:', 'file:../x', 'file:/etc/passwd', 'file:1/../../x', 'file:a\\b', 'file:./x', 'file:1//x', 'unknown'),
+  fc.constantFrom('config', 'file:1/model.onnx', 'file:', 'file:../x', 'file:/etc/passwd', 'file:1/../../x', 'file:a\\b', 'file:./x', 'file:1//x', 'version_weights', 'unknown'),
   fc.array(fc.constantFrom('1', '..', '.', '', 'model.onnx', 'a\0', '\\', '%2e%2e'), { minLength: 1, maxLength: 4 }).map((parts) => `file:${parts.join('/')}`),
   fc.string({ maxLength: 8 }),
 );
