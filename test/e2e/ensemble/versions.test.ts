@@ -149,6 +149,19 @@ describe('ensemble step versions', () => {
     await server.loadModel('versioned', { config: baseJson() });
     assert.equal(await run('ens_latest', 1), 301);
   });
+
+  it('steps with model_version -1 follow the composing model\'s version weights, each step one routed request', async () => {
+    await server.loadModel('versioned', { config: baseJson(), versionWeights: { 1: 1, 2: 1 } });
+    const outputs = [];
+    for (let i = 0; i < 10; i++) outputs.push(await run('ens_latest', 1));
+    assert.deepEqual(outputs, [101, 201, 101, 201, 101, 201, 101, 201, 101, 201]);
+    assert.equal(await run('ens_v1', 1), 101, 'a pinned step keeps its version');
+    // Two -1 steps of one request: the first takes version 1, the second version 2.
+    assert.equal(await run('ens_chain', 1), 301);
+    assert.equal(await run('ens_chain', 1), 301);
+    await server.loadModel('versioned', { config: baseJson(), versionWeights: {} });
+    assert.equal(await run('ens_latest', 1), 301, 'without weights, the highest version');
+  });
 });
 
 /** The composing model's configuration as a load's `config` parameter (every version). */
