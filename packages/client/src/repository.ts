@@ -15,6 +15,8 @@ export interface RepositoryIndexEntry {
   version?: string;
   state?: ModelState | string;
   reason?: string;
+  /** Nereid over HTTP: the version's weight for requests that name no version, when the model has weights. */
+  weight?: number;
 }
 
 export interface RepositoryIndexOptions {

@@ -164,6 +164,8 @@ export interface RepositoryIndexEntry {
   version?: string;
   state?: ModelVersionState;
   reason?: string;
+  /** The version's weight for requests that name no version, when the model has weights (`version_weights`). */
+  weight?: number;
 }
 
 /** `--model-control-mode` (models-and-scheduling.md §1.9). */
