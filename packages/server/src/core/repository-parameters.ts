@@ -62,7 +62,8 @@ export function versionWeightsOf(model: string, value: unknown): Map<number, num
   }
   const weights = new Map<number, number>();
   for (const [key, weight] of Object.entries(value)) {
-    if (!/^[0-9]+$/.test(key) || !Number.isSafeInteger(Number(key))) throw bad(`key '${key.slice(0, 40)}' is not a version number`);
+    // Canonical numbers only: '01' beside '1' would name one version twice.
+    if (!/^(0|[1-9][0-9]*)$/.test(key) || !Number.isSafeInteger(Number(key))) throw bad(`key '${key.slice(0, 40)}' is not a version number`);
     if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 0 || weight > MAX_VERSION_WEIGHT) {
       throw bad(`the weight of version ${key} is ${JSON.stringify(weight)?.slice(0, 40) ?? String(weight)}, not an integer from 0 to ${MAX_VERSION_WEIGHT}`);
     }

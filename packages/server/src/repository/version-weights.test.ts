@@ -86,6 +86,7 @@ describe('version_weights checks', () => {
       ['{"1":1}', /got the string "\{\\"1\\":1\}", not an object/],
       [{ one: 1 }, /key 'one' is not a version number/],
       [{ '-1': 1 }, /key '-1' is not a version number/],
+      [{ '01': 1 }, /key '01' is not a version number/],
       [{ 1: -5 }, /the weight of version 1 is -5, not an integer from 0 to 1000000/],
       [{ 1: 1.5 }, /the weight of version 1 is 1.5/],
       [{ 1: '90' }, /the weight of version 1 is "90"/],
