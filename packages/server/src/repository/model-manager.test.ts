@@ -669,6 +669,34 @@ describe('version weights', () => {
     await m.shutdown();
   });
 
+  it('a canary: widening the policy with weights loads only the new version; narrowing it drains the old one', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' }, 'version_policy: { specific: { versions: [1] } }\n');
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    const config = (versions: number[]) =>
+      JSON.stringify({
+        name: 'm',
+        backend: 'fake',
+        version_policy: { specific: { versions } },
+        input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1] }],
+        output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }],
+      });
+    const stable = m.resolve('m', '1').servable;
+    await m.load('m', { config: config([1, 2]), versionWeights: weights({ 1: 90, 2: 10 }) });
+    assert.deepEqual(factory.loads, ['m/1', 'm/2'], 'only the canary loads');
+    assert.equal(m.resolve('m', '1').servable, stable);
+    assert.deepEqual(route(m, 100), { 1: 90, 2: 10 });
+    const canary = m.resolve('m', '2').servable;
+    await m.load('m', { config: config([2]), versionWeights: weights({ 2: 100 }) });
+    assert.deepEqual(factory.loads, ['m/1', 'm/2'], 'promotion loads nothing');
+    assert.equal(m.resolve('m', '2').servable, canary);
+    assert.deepEqual(route(m, 10), { 2: 10 });
+    await settle();
+    assert.equal(stable.unloaded, true);
+    await m.shutdown();
+  });
+
   it('refuses weights for versions the load does not serve, changing nothing', async () => {
     await addFake('m', { 1: 'one', 2: 'two', 3: 'three' }, 'version_policy: { specific: { versions: [1, 2] } }\n');
     const factory = new FakeFactory();
