@@ -1,6 +1,6 @@
 /**
  * Pure builders: the objects a NereidServer owns (Deployment, Service, PodDisruptionBudget,
- * ServiceMonitor), as server-side apply bodies. Same input, same output: the operator applies
+ * ServiceMonitor, HorizontalPodAutoscaler), as server-side apply bodies. Same input, same output: the operator applies
  * them on every reconcile and the API server reports no change when nothing drifted.
  */
 import type { KubeObject, OwnerReference } from './kube-client.js';
@@ -156,7 +156,11 @@ export function mergeOver(base: unknown, over: unknown): unknown {
   return over;
 }
 
-/** The Deployment; `defaultImage` is used when the spec names no image (the operator's --server-image). */
+/**
+ * The Deployment; `defaultImage` is used when the spec names no image (the operator's --server-image).
+ * With spec.autoscaling the body has no replicas: the autoscaler (the operator's, or the HPA)
+ * owns that field, and an apply that carried it would take it back.
+ */
 export function buildDeployment(server: NereidServer, defaultImage: string = DEFAULT_IMAGE): KubeObject {
   const template = server.spec.podTemplate ?? {};
   const podLabels = { ...template.metadata?.labels, ...commonLabels(server) };
@@ -166,7 +170,7 @@ export function buildDeployment(server: NereidServer, defaultImage: string = DEF
     kind: 'Deployment',
     metadata: meta(server),
     spec: {
-      replicas: server.spec.replicas ?? 1,
+      ...(server.spec.autoscaling ? {} : { replicas: server.spec.replicas ?? 1 }),
       selector: { matchLabels: selectorLabels(server) },
       strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
       template: {
@@ -214,6 +218,51 @@ export function buildServiceMonitor(server: NereidServer): KubeObject {
     spec: {
       selector: { matchLabels: selectorLabels(server) },
       endpoints: [{ port: 'metrics', path: '/metrics', interval: '15s' }],
+    },
+  };
+}
+
+/** The replica count an autoscaled Deployment starts with: spec.replicas within [minReplicas, maxReplicas]. */
+export function initialReplicas(server: NereidServer): number {
+  const { replicas = 1, minReplicas = 1, maxReplicas } = server.spec;
+  return Math.min(Math.max(replicas, minReplicas), maxReplicas ?? Number.MAX_SAFE_INTEGER);
+}
+
+/** The Pods metric names a prometheus-adapter serves for each autoscaling metric (deploy/helm/nereid/files/prometheus-adapter-rules.yaml). */
+export const HPA_METRIC_NAMES = {
+  inferenceRate: 'nereid_inference_rate',
+  queueTime: 'nereid_queue_time_us',
+  pendingRequests: 'nereid_pending_requests',
+} as const;
+
+/**
+ * The autoscaling/v2 HorizontalPodAutoscaler of mode hpa: the Deployment between minReplicas and
+ * maxReplicas on one Pods metric with an AverageValue target, behavior as given (the API server
+ * fills in HPA's defaults), tolerance as both directions' tolerance when set.
+ */
+export function buildHorizontalPodAutoscaler(server: NereidServer): KubeObject {
+  const autoscaling = server.spec.autoscaling;
+  if (!autoscaling) throw new Error('buildHorizontalPodAutoscaler: the NereidServer has no spec.autoscaling');
+  const behavior: Record<string, unknown> = {};
+  for (const direction of ['scaleUp', 'scaleDown'] as const) {
+    const rules = { ...autoscaling.behavior?.[direction], ...(autoscaling.tolerance !== undefined ? { tolerance: String(autoscaling.tolerance) } : {}) };
+    if (Object.keys(rules).length > 0) behavior[direction] = rules;
+  }
+  return {
+    apiVersion: 'autoscaling/v2',
+    kind: 'HorizontalPodAutoscaler',
+    metadata: meta(server),
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: server.metadata.name },
+      minReplicas: server.spec.minReplicas ?? 1,
+      maxReplicas: server.spec.maxReplicas,
+      metrics: [
+        {
+          type: 'Pods',
+          pods: { metric: { name: HPA_METRIC_NAMES[autoscaling.metric] }, target: { type: 'AverageValue', averageValue: String(autoscaling.target) } },
+        },
+      ],
+      ...(Object.keys(behavior).length > 0 ? { behavior } : {}),
     },
   };
 }

@@ -24,6 +24,8 @@ export interface ControllerContext {
   servers: Informer<NereidServer>;
   models: Informer<NereidModel>;
   pods: Informer<Pod>;
+  /** HorizontalPodAutoscalers the operator made (autoscaling mode hpa). */
+  hpas: Informer<KubeObject>;
   events: EventRecorder;
   log: Logger;
   /** Interval of the periodic re-check of settled objects (ConfigMap sources, restarted pods). */

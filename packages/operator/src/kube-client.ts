@@ -152,9 +152,13 @@ export class KubeClient {
     return this.request<T>('PATCH', path, { body, contentType: PATCH_CONTENT_TYPES[type], query });
   }
 
-  /** Server-side apply of an object the operator owns, taking over fields others changed (drift). */
-  async apply<T extends KubeObject>(path: string, body: KubeObject): Promise<T> {
-    return this.patch<T>(path, 'apply', body, true);
+  /**
+   * Server-side apply of an object the operator owns, taking over fields others changed (drift).
+   * `fieldManager` applies as another manager than the client's (a hand-over of one field).
+   */
+  async apply<T extends KubeObject>(path: string, body: KubeObject, fieldManager?: string): Promise<T> {
+    if (fieldManager === undefined) return this.patch<T>(path, 'apply', body, true);
+    return this.request<T>('PATCH', path, { body, contentType: PATCH_CONTENT_TYPES.apply, query: { fieldManager, force: true } });
   }
 
   async delete(path: string, options: { propagationPolicy?: 'Foreground' | 'Background' | 'Orphan' } = {}): Promise<void> {
@@ -306,6 +310,7 @@ export const RESOURCES = {
   deployment: { group: 'apps', version: 'v1', plural: 'deployments', kind: 'Deployment', namespaced: true },
   service: { group: '', version: 'v1', plural: 'services', kind: 'Service', namespaced: true },
   pdb: { group: 'policy', version: 'v1', plural: 'poddisruptionbudgets', kind: 'PodDisruptionBudget', namespaced: true },
+  hpa: { group: 'autoscaling', version: 'v2', plural: 'horizontalpodautoscalers', kind: 'HorizontalPodAutoscaler', namespaced: true },
   serviceMonitor: { group: 'monitoring.coreos.com', version: 'v1', plural: 'servicemonitors', kind: 'ServiceMonitor', namespaced: true },
   pod: { group: '', version: 'v1', plural: 'pods', kind: 'Pod', namespaced: true },
   configMap: { group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true },

@@ -3,6 +3,9 @@
  * objects, three work queues (servers, models, readiness gates), leader election and the
  * metrics endpoint.
  *
+ * A fourth queue runs the autoscaler of NereidServers in autoscaling mode operator, each key
+ * every intervalSeconds.
+ *
  * Lifecycle: `start()` serves /metrics and campaigns for the Lease (or, without leader
  * election, leads at once). Only a leader starts informers and queues. A leader that loses the
  * Lease stops its queues at once and `done` resolves with `lost-lease` (the process exits
@@ -21,6 +24,7 @@ import { OperatorMetrics, serveMetrics } from './metrics.js';
 import { PrometheusClient } from './prometheus.js';
 import { reconcileGate, reconcileModel } from './model-controller.js';
 import { reconcileServer } from './server-controller.js';
+import { reconcileAutoscaling } from './autoscaling-controller.js';
 import { EventRecorder } from './status.js';
 import type { NereidModel, NereidServer } from './types.js';
 import { DEFAULT_IMAGE, LABELS, MANAGED_BY } from './types.js';
@@ -159,7 +163,8 @@ export class Operator {
     const servers = informer<NereidServer>(RESOURCES.nereidServer);
     const models = informer<NereidModel>(RESOURCES.nereidModel);
     const pods = informer<Pod>(RESOURCES.pod, `${owned},${LABELS.component}=server`);
-    const ownedInformers = [RESOURCES.deployment, RESOURCES.service, RESOURCES.pdb].map((type) => informer<KubeObject>(type, owned));
+    const hpas = informer<KubeObject>(RESOURCES.hpa, owned);
+    const ownedInformers = [...[RESOURCES.deployment, RESOURCES.service, RESOURCES.pdb].map((type) => informer<KubeObject>(type, owned)), hpas];
 
     const queue = (kind: string, handler: (key: string) => Promise<ReconcileResult>): WorkQueue => {
       const q: WorkQueue = new WorkQueue(handler, {
@@ -180,6 +185,7 @@ export class Operator {
       servers,
       models,
       pods,
+      hpas,
       events: new EventRecorder(this.client, this.#elector?.identity ?? 'nereid-operator', (err) => this.#log.warn('event not recorded', { error: err })),
       log: this.#log,
       resyncMs: (this.#options.resyncSeconds ?? 60) * 1000,
@@ -192,11 +198,15 @@ export class Operator {
     const serverQueue = queue('NereidServer', (key) => reconcileServer(ctx, key));
     const modelQueue = queue('NereidModel', (key) => reconcileModel(ctx, key));
     const gateQueue = queue('ModelsReadyGate', (key) => reconcileGate(ctx, key));
+    const autoscalerQueue = queue('Autoscaler', (key) => reconcileAutoscaling(ctx, key));
     const modelsOf = (namespace: string | undefined, server: string): NereidModel[] =>
       models.list((m) => m.metadata.namespace === namespace && m.spec.server === server);
 
     servers.on((event, server, previous) => {
-      if (!previous || specChanged(previous, server)) serverQueue.add(keyOf(server));
+      if (!previous || specChanged(previous, server)) {
+        serverQueue.add(keyOf(server));
+        if (server.spec.autoscaling?.mode === 'operator') autoscalerQueue.add(keyOf(server));
+      }
       if (event !== 'update') for (const m of modelsOf(server.metadata.namespace, server.metadata.name ?? '')) modelQueue.add(keyOf(m));
     });
     models.on((_event, model, previous) => {
@@ -226,7 +236,7 @@ export class Operator {
       });
     }
     const informers = [servers, models, pods, ...ownedInformers] as Informer<KubeObject>[];
-    this.#controllers = { informers, queues: [serverQueue, modelQueue, gateQueue] };
+    this.#controllers = { informers, queues: [serverQueue, modelQueue, gateQueue, autoscalerQueue] };
     for (const inf of informers) inf.start();
     void Promise.all(informers.map((inf) => inf.synced())).then(() => {
       if (this.#controllers?.informers !== informers) return;

@@ -1,4 +1,5 @@
 /** The nereid.dev/v1alpha1 resources as the operator reads them (the CRDs' schemas are in deploy/helm/nereid/crds). */
+import type { BehaviorSpec, MetricName } from './autoscaler.js';
 import type { KubeObject } from './kube-client.js';
 
 export const API_GROUP = 'nereid.dev';
@@ -34,6 +35,71 @@ export interface NereidServerSpec {
   podDisruptionBudget?: { minAvailable?: number | string; maxUnavailable?: number | string };
   podTemplate?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: Record<string, unknown> };
   serviceType?: string;
+  autoscaling?: AutoscalingSpec;
+}
+
+/** spec.autoscaling: replicas between minReplicas and maxReplicas from a per-replica metric. */
+export interface AutoscalingSpec {
+  /** operator: the operator queries Prometheus and scales; hpa: an autoscaling/v2 HorizontalPodAutoscaler does. */
+  mode: 'operator' | 'hpa';
+  metric: MetricName;
+  /** The average per replica aimed at (a quantity). */
+  target: string | number;
+  /** Mode operator: seconds between decisions (default 15). */
+  intervalSeconds?: number;
+  /** Mode operator: the rate window of the queries in seconds (default 60). */
+  windowSeconds?: number;
+  /** Relative deviation from the target that changes nothing (default 0.1). */
+  tolerance?: number;
+  behavior?: BehaviorSpec;
+}
+
+/** One pod's sample in a recorded decision. */
+export interface AutoscalingPodSample {
+  pod: string;
+  ready: boolean;
+  pending?: boolean;
+  /** Absent when Prometheus had no sample for the pod. */
+  value?: number;
+}
+
+/** A decision of mode operator as status.autoscaling.lastDecision records it (its inputs and outcome). */
+export interface AutoscalingDecision {
+  /** Sequence number: the decisions made so far for this NereidServer. */
+  number: number;
+  /** RFC 3339 with milliseconds: the `now` of the decision. */
+  time: string;
+  currentReplicas: number;
+  pods?: AutoscalingPodSample[];
+  average?: number;
+  ratio?: number;
+  /** The replica calculation's count, before stabilisation and rate limits. */
+  recommendation?: number;
+  stabilizedReplicas?: number;
+  desiredReplicas: number;
+  reason: string;
+  ableToScale?: string;
+  limitedBy?: string;
+}
+
+export interface NereidServerAutoscalingStatus {
+  mode: 'operator' | 'hpa';
+  metric: MetricName;
+  target: string;
+  currentReplicas?: number;
+  desiredReplicas?: number;
+  /** The metric's current average per replica. */
+  currentAverage?: number;
+  lastScaleTime?: string;
+  /** Mode hpa: the HorizontalPodAutoscaler's name. */
+  hpa?: string;
+  lastDecision?: AutoscalingDecision;
+  /** Mode operator: the history later decisions use (HPA's recommendations and scale events). */
+  recommendations?: { time: string; replicas: number }[];
+  scaleUpEvents?: { time: string; change: number }[];
+  scaleDownEvents?: { time: string; change: number }[];
+  /** AbleToScale, ScalingActive and ScalingLimited, as an HPA reports them. */
+  conditions?: Condition[];
 }
 
 export interface NereidServerStatus {
@@ -42,6 +108,7 @@ export interface NereidServerStatus {
   readyReplicas?: number;
   conditions?: Condition[];
   models?: { name: string; readyReplicas: number }[];
+  autoscaling?: NereidServerAutoscalingStatus;
 }
 
 export interface NereidServer extends KubeObject {
