@@ -138,7 +138,6 @@ export async function reconcileAutoscaling(ctx: ControllerContext, key: string):
     },
     historyOf(previous),
   );
-  if (failure && decision.desiredReplicas === currentReplicas) decision.reason = failure.message;
 
   if (decision.rescale) {
     await ctx.client.patch(scalePath, 'merge', { spec: { replicas: decision.desiredReplicas } });
@@ -181,7 +180,7 @@ function nextStatus(
   set(
     decision.scalingActive
       ? { type: 'ScalingActive', status: 'True', reason: 'ValidMetricFound', message: `the HPA algorithm computed a replica count from ${autoscaling.metric}` }
-      : { type: 'ScalingActive', status: 'False', reason: failure?.reason ?? 'FailedGetPodsMetric', message: decision.reason },
+      : { type: 'ScalingActive', status: 'False', reason: failure?.reason ?? 'FailedGetPodsMetric', message: failure?.message ?? decision.reason },
   );
   set({
     type: 'AbleToScale',

@@ -4,7 +4,25 @@
  * `nereid-operator`); the rest is exported for tests and embedding.
  */
 export { API_GROUP, API_VERSION, GROUP_VERSION, LABELS, MANAGED_BY, MODELS_READY_CONDITION, MODEL_FINALIZER, setCondition, getCondition } from './types.js';
-export type { Condition, NereidModel, NereidModelSpec, NereidModelStatus, NereidServer, NereidServerSpec, NereidServerStatus, ModelPodStatus } from './types.js';
+export type {
+  AutoscalingDecision,
+  AutoscalingPodSample,
+  AutoscalingSpec,
+  Condition,
+  NereidModel,
+  NereidModelSpec,
+  NereidModelStatus,
+  NereidServer,
+  NereidServerAutoscalingStatus,
+  NereidServerSpec,
+  NereidServerStatus,
+  ModelPodStatus,
+} from './types.js';
+export { DEFAULT_BEHAVIOR, DEFAULT_TOLERANCE, decide, emptyHistory, metricReplicas, parseQuantity, resolveBehavior, scaleDownLimit, scaleUpLimit } from './autoscaler.js';
+export type { AutoscalerHistory, Behavior, BehaviorSpec, Decision, DecisionInput, MetricName, PodSample, ScaleEvent, ScalingPolicy, ScalingRules, TimedRecommendation } from './autoscaler.js';
+export { DEFAULT_INTERVAL_SECONDS, DEFAULT_WINDOW_SECONDS, historyOf, podLabelMatchers, podMetricQuery } from './autoscaling-controller.js';
+export { REPLICAS_HANDOVER_MANAGER } from './server-controller.js';
+export { PrometheusClient } from './prometheus.js';
 export { runOperator, parseOperatorArgs, loadKubeConfig, OPERATOR_HELP } from './cli.js';
 export type { ParsedOperatorArgs } from './cli.js';
 export { Operator } from './operator.js';
