@@ -111,7 +111,8 @@ describe('NereidServer autoscaling', () => {
         apiVersion: 'nereid.dev/v1alpha1',
         kind: 'NereidServer',
         metadata: { name: 'scaled', namespace: NS },
-        spec: { replicas: 1, minReplicas: 1, maxReplicas: 4, modelRepository: { volume }, drainSeconds: 0, autoscaling },
+        // drainSeconds: a pod the scale-down removes serves on until the balancer below has dropped it.
+        spec: { replicas: 1, minReplicas: 1, maxReplicas: 4, modelRepository: { volume }, drainSeconds: 2, autoscaling },
       },
       { apiVersion: 'nereid.dev/v1alpha1', kind: 'NereidModel', metadata: { name: 'simple', namespace: NS }, spec: { server: 'scaled', source: { repository: {} } } },
     ]);
