@@ -76,10 +76,12 @@ describe('HPA replica calculation (Pods metric, AverageValue target)', () => {
 
   it('changes nothing when filling in the missing pods flips the direction or lands in tolerance', () => {
     const flip = [...ready(12), { pod: 'a', ready: true }, { pod: 'b', ready: true }, { pod: 'c', ready: true }];
-    assert.equal((metricReplicas(flip, 4, 10, 0.1) as { replicas: number }).replicas, 4);
+    assert.deepEqual(metricReplicas(flip, 4, 10, 0.1), { replicas: 4, average: 12, ratio: 1.2, heldByUnsampled: true });
     const tolerance = [...ready(21), { pod: 'a', ready: true }];
     // 21 and 0: average 10.5, ratio 1.05 → within tolerance.
-    assert.equal((metricReplicas(tolerance, 2, 10, 0.1) as { replicas: number }).replicas, 2);
+    assert.deepEqual(metricReplicas(tolerance, 2, 10, 0.1), { replicas: 2, average: 21, ratio: 2.1, heldByUnsampled: true });
+    const d = decide(input({ currentReplicas: 2, pods: tolerance }), emptyHistory());
+    assert.equal(d.reason, 'the pods without samples or not ready hold the count');
   });
 
   it('reports an error when no pod has a usable sample', () => {
@@ -216,6 +218,8 @@ describe('HPA decisions with behavior', () => {
     };
     const d = decide(input({ currentReplicas: 3, behavior: DEFAULT_BEHAVIOR, pods: ready(10, 10, 10) }), history);
     assert.equal(d.reason, 'within tolerance');
+    // 7.85 per pod on 4 pods: ceil(0.785 · 4) = 4, outside the tolerance but no change.
+    assert.equal(decide(input({ currentReplicas: 4, pods: ready(7.85, 7.85, 7.85, 7.85) }), emptyHistory()).reason, 'the recommendation is the current count');
     assert.deepEqual(d.history, {
       recommendations: [{ time: s(-10), replicas: 3 }, { time: T0, replicas: 3 }],
       scaleUpEvents: [],

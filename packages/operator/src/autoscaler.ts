@@ -165,7 +165,7 @@ export function metricReplicas(
   currentReplicas: number,
   target: number,
   tolerance: number,
-): { replicas: number; average: number; ratio: number } | { error: string } {
+): { replicas: number; average: number; ratio: number; heldByUnsampled?: true } | { error: string } {
   const used = new Map<string, number>();
   const unready: string[] = [];
   const missing: string[] = [];
@@ -189,10 +189,12 @@ export function metricReplicas(
   if (scaleUpWithUnready) for (const pod of unready) filled.set(pod, 0);
   const newRatio = averageOf(filled) / target;
   if (Math.abs(1 - newRatio) <= tolerance || (ratio < 1 && newRatio > 1) || (ratio > 1 && newRatio < 1)) {
-    return { replicas: currentReplicas, average, ratio };
+    return { replicas: currentReplicas, average, ratio, heldByUnsampled: true };
   }
   const replicas = Math.ceil(newRatio * filled.size);
-  if ((newRatio < 1 && replicas > currentReplicas) || (newRatio > 1 && replicas < currentReplicas)) return { replicas: currentReplicas, average, ratio };
+  if ((newRatio < 1 && replicas > currentReplicas) || (newRatio > 1 && replicas < currentReplicas)) {
+    return { replicas: currentReplicas, average, ratio, heldByUnsampled: true };
+  }
   return { replicas, average, ratio };
 }
 
@@ -301,9 +303,11 @@ export function decide(input: DecisionInput, history: AutoscalerHistory): Decisi
       : desired < currentReplicas
         ? 'All metrics below target'
         : recommended === currentReplicas
-          ? Math.abs(1 - calc.ratio) <= input.tolerance
-            ? 'within tolerance'
-            : 'the pods without samples or not ready hold the count'
+          ? calc.heldByUnsampled
+            ? 'the pods without samples or not ready hold the count'
+            : Math.abs(1 - calc.ratio) <= input.tolerance
+              ? 'within tolerance'
+              : 'the recommendation is the current count'
           : ableToScale !== 'ReadyForNewScale'
             ? `${ableToScale}: recommendation ${recommended} held at ${stabilized}`
             : `${limitedBy}: recommendation ${recommended} held at ${desired}`;

@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   buildDeployment,
+  buildHorizontalPodAutoscaler,
   buildPodDisruptionBudget,
+  initialReplicas,
   buildService,
   buildServiceMonitor,
   mergeOver,
@@ -176,5 +178,45 @@ describe('buildService, buildPodDisruptionBudget, buildServiceMonitor', () => {
 
   it('scrapes the metrics port', () => {
     assert.deepEqual((buildServiceMonitor(server()) as Json).spec.endpoints, [{ port: 'metrics', path: '/metrics', interval: '15s' }]);
+  });
+});
+
+describe('autoscaling', () => {
+  const autoscaling = { mode: 'hpa' as const, metric: 'inferenceRate' as const, target: 20 };
+
+  it('leaves replicas out of an autoscaled Deployment (the autoscaler owns the field)', () => {
+    assert.equal((buildDeployment(server({ replicas: 3 })) as Json).spec.replicas, 3);
+    assert.equal('replicas' in (buildDeployment(server({ replicas: 3, maxReplicas: 5, autoscaling })) as Json).spec, false);
+  });
+
+  it('starts an autoscaled Deployment at spec.replicas within the bounds', () => {
+    assert.equal(initialReplicas(server({ replicas: 3, minReplicas: 2, maxReplicas: 5 })), 3);
+    assert.equal(initialReplicas(server({ minReplicas: 2, maxReplicas: 5 })), 2);
+    assert.equal(initialReplicas(server({ replicas: 9, maxReplicas: 5 })), 5);
+  });
+
+  it('builds an autoscaling/v2 HPA on the Pods metric with behavior and tolerance', () => {
+    const hpa = buildHorizontalPodAutoscaler(
+      server({
+        minReplicas: 2,
+        maxReplicas: 6,
+        autoscaling: { ...autoscaling, metric: 'pendingRequests', target: '500m', tolerance: 0.05, behavior: { scaleDown: { stabilizationWindowSeconds: 30 } } },
+      }),
+    ) as Json;
+    assert.equal(hpa.apiVersion, 'autoscaling/v2');
+    assert.equal(hpa.kind, 'HorizontalPodAutoscaler');
+    assert.equal(hpa.metadata.name, 'fleet');
+    assert.equal(hpa.metadata.ownerReferences[0].controller, true);
+    assert.deepEqual(hpa.spec, {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'fleet' },
+      minReplicas: 2,
+      maxReplicas: 6,
+      metrics: [{ type: 'Pods', pods: { metric: { name: 'nereid_pending_requests' }, target: { type: 'AverageValue', averageValue: '500m' } } }],
+      behavior: { scaleUp: { tolerance: '0.05' }, scaleDown: { stabilizationWindowSeconds: 30, tolerance: '0.05' } },
+    });
+    const plain = buildHorizontalPodAutoscaler(server({ maxReplicas: 3, autoscaling })) as Json;
+    assert.equal(plain.spec.minReplicas, 1);
+    assert.equal(plain.spec.metrics[0].pods.target.averageValue, '20');
+    assert.equal('behavior' in plain.spec, false);
   });
 });

@@ -252,6 +252,7 @@ describe('NereidServer autoscaling', () => {
             mode: 'hpa',
             metric: 'queueTime',
             target: '2k',
+            tolerance: 0.05,
             behavior: { scaleDown: { stabilizationWindowSeconds: 60, policies: [{ type: 'Pods', value: 1, periodSeconds: 30 }] }, scaleUp: { selectPolicy: 'Min' } },
           },
         },
@@ -266,11 +267,12 @@ describe('NereidServer autoscaling', () => {
     assert.equal(hpa.spec.minReplicas, 2);
     assert.equal(hpa.spec.maxReplicas, 5);
     assert.deepEqual(hpa.spec.metrics, [{ type: 'Pods', pods: { metric: { name: 'nereid_queue_time_us' }, target: { type: 'AverageValue', averageValue: '2k' } } }]);
-    // The API server filled in HPA's defaults around what was given.
-    assert.deepEqual(hpa.spec.behavior.scaleDown, { stabilizationWindowSeconds: 60, selectPolicy: 'Max', policies: [{ type: 'Pods', value: 1, periodSeconds: 30 }] });
+    // The API server filled in HPA's defaults around what was given; tolerance is kept (HPAConfigurableTolerance).
+    assert.deepEqual(hpa.spec.behavior.scaleDown, { stabilizationWindowSeconds: 60, selectPolicy: 'Max', policies: [{ type: 'Pods', value: 1, periodSeconds: 30 }], tolerance: '50m' });
     assert.deepEqual(hpa.spec.behavior.scaleUp, {
       stabilizationWindowSeconds: 0,
       selectPolicy: 'Min',
+      tolerance: '50m',
       policies: [
         { type: 'Pods', value: 4, periodSeconds: 15 },
         { type: 'Percent', value: 100, periodSeconds: 15 },
