@@ -79,6 +79,7 @@ describe('NereidServer autoscaling', () => {
   let admin: KubeClient;
   let operator: InProcessOperator;
   let prometheus: Prometheus;
+  let kubeconfig: string;
 
   before(async () => {
     cluster = await startCluster();
@@ -86,7 +87,8 @@ describe('NereidServer autoscaling', () => {
     admin = adminClient(cluster);
     kubelet = await startKubelet(cluster, { namespace: NS });
     prometheus = await startPrometheus(cluster, { namespaces: [NS] });
-    operator = await startOperator(await operatorUser(cluster), { prometheusUrl: prometheus.url });
+    kubeconfig = await operatorUser(cluster);
+    operator = await startOperator(kubeconfig, { prometheusUrl: prometheus.url });
   });
   after(async () => {
     await operator?.stop();
@@ -176,6 +178,12 @@ describe('NereidServer autoscaling', () => {
         assert.deepEqual(Object.keys(fromRule).sort(), [...pods].sort(), `${name}: a value for every pod`);
         if (metric === 'inferenceRate') for (const v of Object.values(fromRule)) assert.ok(v > 0, `${name}: each pod serves part of the load (${v} req/s over the last 60 s)`);
       }
+
+      // A new operator process continues from the history in status (the replay below checks it).
+      const beforeRestart = watch.versions.at(-1)!.status!.autoscaling!.lastDecision!.number;
+      await operator.stop();
+      operator = await startOperator(kubeconfig, { prometheusUrl: prometheus.url });
+      await waitFor('a decision by the new operator', async () => (watch.versions.at(-1)?.status?.autoscaling?.lastDecision?.number ?? 0) > beforeRestart);
 
       // Load down: back to minReplicas once the scale-down window has passed.
       load.setRate(4);
