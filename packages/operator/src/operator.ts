@@ -1,10 +1,8 @@
 /**
  * The operator process: informers for NereidServers, NereidModels, the server pods and the owned
- * objects, three work queues (servers, models, readiness gates), leader election and the
- * metrics endpoint.
- *
- * A fourth queue runs the autoscaler of NereidServers in autoscaling mode operator, each key
- * every intervalSeconds.
+ * objects, four work queues (servers, models, readiness gates, and the autoscaler of
+ * NereidServers in autoscaling mode operator, which runs each key every intervalSeconds), leader
+ * election and the metrics endpoint.
  *
  * Lifecycle: `start()` serves /metrics and campaigns for the Lease (or, without leader
  * election, leads at once). Only a leader starts informers and queues. A leader that loses the

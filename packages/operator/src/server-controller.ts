@@ -1,8 +1,9 @@
 /**
  * NereidServer reconciliation: server-side apply of the owned Deployment, Service,
  * PodDisruptionBudget (and ServiceMonitor where that API is served, and the
- * HorizontalPodAutoscaler of autoscaling mode hpa), then status from the Deployment. Owned objects carry a controller ownerReference, so deleting the NereidServer
- * lets the garbage collector delete them; a change to one of them (drift) re-queues its owner and
+ * HorizontalPodAutoscaler of autoscaling mode hpa), then status from the Deployment. Owned
+ * objects carry a controller ownerReference, so deleting the NereidServer lets the garbage
+ * collector delete them; a change to one of them (drift) re-queues its owner and
  * the next apply takes the operator's fields back.
  */
 import type { KubeObject } from './kube-client.js';
