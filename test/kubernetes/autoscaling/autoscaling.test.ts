@@ -179,11 +179,21 @@ describe('NereidServer autoscaling', () => {
         if (metric === 'inferenceRate') for (const v of Object.values(fromRule)) assert.ok(v > 0, `${name}: each pod serves part of the load (${v} req/s over the last 60 s)`);
       }
 
-      // A new operator process continues from the history in status (the replay below checks it).
-      const beforeRestart = watch.versions.at(-1)!.status!.autoscaling!.lastDecision!.number;
+      // An operator without Prometheus decides nothing and says why; a new one with Prometheus
+      // continues from the history in status (the replay below checks both).
+      const lastNumber = (): number => watch.versions.at(-1)?.status?.autoscaling?.lastDecision?.number ?? 0;
       await operator.stop();
+      operator = await startOperator(kubeconfig);
+      const blind = await waitFor('a decision without Prometheus', async () => {
+        const a = watch.versions.at(-1)?.status?.autoscaling;
+        return a?.conditions?.find((c) => c.type === 'ScalingActive' && c.status === 'False' && c.reason === 'NoPrometheus') ? a : undefined;
+      });
+      assert.equal(blind.lastDecision!.desiredReplicas, 4);
+      assert.match(blind.conditions!.find((c) => c.type === 'ScalingActive')!.message, /--prometheus-url/);
+      await operator.stop();
+      const beforeRestart = lastNumber();
       operator = await startOperator(kubeconfig, { prometheusUrl: prometheus.url });
-      await waitFor('a decision by the new operator', async () => (watch.versions.at(-1)?.status?.autoscaling?.lastDecision?.number ?? 0) > beforeRestart);
+      await waitFor('a decision by the new operator', async () => lastNumber() > beforeRestart && watch.versions.at(-1)?.status?.autoscaling?.conditions?.some((c) => c.type === 'ScalingActive' && c.status === 'True'));
 
       // Load down: back to minReplicas once the scale-down window has passed.
       load.setRate(4);
@@ -237,6 +247,13 @@ describe('NereidServer autoscaling', () => {
       });
       assert.deepEqual(events.map((e) => e.message).sort(), [...rescales].sort());
       assert.ok(events.every((e) => e.involvedObject.kind === 'NereidServer' && e.type === 'Normal'));
+      // ScalingActive's transitions: no samples before the first pod was Ready, no Prometheus, and back.
+      const active = (await admin.list(`/api/v1/namespaces/${NS}/events`, { fieldSelector: 'involvedObject.name=scaled' })).items as Json[];
+      const transitions = active
+        .filter((e) => ['FailedGetPodsMetric', 'NoPrometheus', 'ValidMetricFound'].includes(e.reason))
+        .sort((a, b) => (a.metadata.creationTimestamp < b.metadata.creationTimestamp ? -1 : a.metadata.creationTimestamp > b.metadata.creationTimestamp ? 1 : 0))
+        .map((e) => `${e.type}/${e.reason}`);
+      assert.deepEqual(transitions, ['Warning/FailedGetPodsMetric', 'Normal/ValidMetricFound', 'Warning/NoPrometheus', 'Normal/ValidMetricFound']);
     } finally {
       clearInterval(refresh);
       await load?.stop();
