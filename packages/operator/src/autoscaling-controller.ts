@@ -153,6 +153,15 @@ export async function reconcileAutoscaling(ctx: ControllerContext, key: string):
   if (result.object) {
     if (decision.rescale) {
       ctx.events.record(result.object, 'Normal', 'SuccessfulRescale', `New size: ${decision.desiredReplicas}; reason: ${decision.reason}`);
+    } else if (decision.metricReplicas !== undefined && decision.metricReplicas !== currentReplicas) {
+      // The metric asked for another size and a stabilisation window or a rate policy held it.
+      const heldBy = decision.ableToScale && decision.ableToScale !== 'ReadyForNewScale' ? decision.ableToScale : (decision.limitedBy ?? 'policy');
+      ctx.events.record(
+        result.object,
+        'Normal',
+        'RescaleHeld',
+        `Size stays ${currentReplicas} (the metric asks for ${decision.metricReplicas}); held by ${heldBy}: ${decision.reason}`,
+      );
     }
     for (const c of transitions) {
       if (c.type === 'ScalingActive') ctx.events.record(result.object, c.status === 'True' ? 'Normal' : 'Warning', c.reason, c.message);

@@ -65,9 +65,25 @@ export class EventRecorder {
     this.#onError = onError;
   }
 
+  /** Events recorded in the last 10 minutes by object, type, reason and message: repeats raise their count. */
+  readonly #recent = new Map<string, { namespace: string; name: string; count: number; at: number }>();
+
   record(object: KubeObject, type: EventType, reason: string, message: string): void {
     const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     const namespace = object.metadata.namespace ?? 'default';
+    const key = JSON.stringify([object.metadata.uid ?? `${namespace}/${object.metadata.name}`, type, reason, message.slice(0, 1024)]);
+    const at = Date.now();
+    for (const [k, r] of this.#recent) if (at - r.at > 600_000) this.#recent.delete(k);
+    const seen = this.#recent.get(key);
+    if (seen) {
+      // As client-go's event correlator does: one Event, its count and lastTimestamp raised.
+      seen.count++;
+      seen.at = at;
+      this.#client
+        .patch(`${collectionPath(RESOURCES.event, seen.namespace)}/${seen.name}`, 'merge', { count: seen.count, lastTimestamp: now })
+        .catch(this.#onError);
+      return;
+    }
     const event: KubeObject = {
       apiVersion: 'v1',
       kind: 'Event',
@@ -90,6 +106,7 @@ export class EventRecorder {
       lastTimestamp: now,
       count: 1,
     };
+    this.#recent.set(key, { namespace, name: event.metadata.name!, count: 1, at });
     this.#client.create(collectionPath(RESOURCES.event, namespace), event).catch(this.#onError);
   }
 }

@@ -247,6 +247,12 @@ describe('NereidServer autoscaling', () => {
       });
       assert.deepEqual(events.map((e) => e.message).sort(), [...rescales].sort());
       assert.ok(events.every((e) => e.involvedObject.kind === 'NereidServer' && e.type === 'Normal'));
+      // A decision whose metric asked for another size that a window held is an Event too.
+      const held = (await admin.list(`/api/v1/namespaces/${NS}/events`, { fieldSelector: 'involvedObject.name=scaled,reason=RescaleHeld' })).items as Json[];
+      assert.ok(
+        held.some((e) => /^Size stays \d+ \(the metric asks for \d+\); held by ScaleDownStabilized: /.test(e.message)),
+        held.map((e) => e.message).join('\n'),
+      );
       // ScalingActive's transitions: no samples before the first pod was Ready, no Prometheus, and back.
       const active = (await admin.list(`/api/v1/namespaces/${NS}/events`, { fieldSelector: 'involvedObject.name=scaled' })).items as Json[];
       const transitions = active
