@@ -23,6 +23,9 @@ export type { AutoscalerHistory, Behavior, BehaviorSpec, Decision, DecisionInput
 export { DEFAULT_INTERVAL_SECONDS, DEFAULT_WINDOW_SECONDS, historyOf, podLabelMatchers, podMetricQuery } from './autoscaling-controller.js';
 export { REPLICAS_HANDOVER_MANAGER } from './server-controller.js';
 export { PrometheusClient } from './prometheus.js';
+export type { CanaryAnalysis, CanaryPhase, CanarySpec, CanaryStatus, CanaryTransition } from './types.js';
+export { canaryPlan, analysisQueries, judgeStep, servingOf } from './canary.js';
+export type { CanaryPlan, Serving } from './canary.js';
 export { runOperator, parseOperatorArgs, loadKubeConfig, OPERATOR_HELP } from './cli.js';
 export type { ParsedOperatorArgs } from './cli.js';
 export { Operator } from './operator.js';

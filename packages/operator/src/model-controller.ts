@@ -18,11 +18,25 @@ import type { KubeObject } from './kube-client.js';
 import { repositoryUri } from './builders.js';
 import type { ControllerContext, Pod, PodCondition } from './context.js';
 import { RepositoryApi, modelState } from './repository-api.js';
-import type { LoadRequest } from './repository-api.js';
+import type { IndexEntry, LoadRequest } from './repository-api.js';
+import {
+  RECHECK_MS,
+  advanceCanary,
+  analysisDue,
+  canaryCondition,
+  canaryPlan,
+  canaryPlanError,
+  judgeStep,
+  queryStep,
+  sameRun,
+  servingOf,
+  startCanary,
+} from './canary.js';
+import type { CanaryDecision, CanaryInput, CanaryPlan } from './canary.js';
 import { setFinalizers, updateStatus } from './status.js';
 import type { ReconcileResult } from './work-queue.js';
-import type { Condition, ModelPodStatus, NereidModel, NereidModelStatus, NereidServer } from './types.js';
-import { LABELS, MODELS_READY_CONDITION, MODEL_FINALIZER, setCondition } from './types.js';
+import type { CanaryStatus, Condition, ModelPodStatus, NereidModel, NereidModelStatus, NereidServer } from './types.js';
+import { CANARY_CONDITION, LABELS, MODELS_READY_CONDITION, MODEL_FINALIZER, setCondition } from './types.js';
 
 /** A failed load is retried on a pod after this long (a fixed model may have been uploaded). */
 export const FAILED_LOAD_RETRY_MS = 30_000;
@@ -191,35 +205,57 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
   const pods = readyPods(ctx, namespace, model.spec.server);
   const previous = new Map((model.status?.pods ?? []).map((p) => [p.pod, p]));
   const now = Date.now();
+  const indexes = await Promise.all(
+    pods.map(async (pod) => {
+      try {
+        return await new RepositoryApi(pod.status?.podIP ?? '', httpPortOf(pod)).index();
+      } catch (err) {
+        return err as Error;
+      }
+    }),
+  );
+  const canary = canaryRun(ctx, model, indexes, source.loadName, new Date(now));
+  const serving = canary.run ? servingOf(canary.run.status) : undefined;
+  const wantedVersions = serving?.versions ?? model.spec.versions;
   const results = await Promise.all(
-    pods.map(async (pod): Promise<ModelPodStatus> => {
+    pods.map(async (pod, i): Promise<ModelPodStatus> => {
       const api = new RepositoryApi(pod.status?.podIP ?? '', httpPortOf(pod));
       const prior = previous.get(pod.metadata.name ?? '');
       const base = { pod: pod.metadata.name ?? '', uid: pod.metadata.uid ?? '' };
-      let state: { state: string; reason?: string };
-      try {
-        state = modelState(await api.index(), source.loadName, model.spec.versions);
-      } catch (err) {
-        return { ...base, generation: prior?.uid === base.uid ? prior.generation : 0, state: 'UNREACHABLE', reason: (err as Error).message };
+      const index = indexes[i];
+      if (index instanceof Error) {
+        return { ...base, generation: prior?.uid === base.uid ? prior.generation : 0, state: 'UNREACHABLE', reason: index.message };
       }
+      let state = modelState(index, source.loadName, wantedVersions);
+      // Weights left on the pod by a canary are cleared once no canary runs.
+      const clearWeights = !serving && prior?.uid === base.uid && prior.versionWeights !== undefined;
+      const servingChanged =
+        serving !== undefined && (!sameVersions(prior?.versions, serving.versions) || !sameWeights(prior?.versionWeights, serving.weights));
       const stale =
         !prior ||
         prior.uid !== base.uid ||
         prior.generation !== generation ||
         prior.sourceVersion !== source.sourceVersion ||
+        servingChanged ||
+        clearWeights ||
         state.state === 'NOT_LOADED' ||
         ((prior.loadError !== undefined || state.state !== 'READY') && now - Date.parse(prior.lastLoadTime ?? '0') > FAILED_LOAD_RETRY_MS);
       // A load that failed while an earlier copy still serves keeps reporting the failure until its retry.
       if (!stale && prior.loadError !== undefined) return prior;
       if (!stale) return { ...prior, state: state.state, ...(state.reason ? { reason: state.reason } : { reason: undefined }) };
+      const request: LoadRequest = serving
+        ? { ...source.request, config: { ...(source.request.config ?? { name: source.loadName }), version_policy: { specific: { versions: serving.versions } } }, versionWeights: serving.weights }
+        : clearWeights
+          ? { ...source.request, versionWeights: {} }
+          : source.request;
       let loadError: string | undefined;
       try {
-        await api.load(source.loadName, source.request);
+        await api.load(source.loadName, request);
       } catch (err) {
         loadError = (err as Error).message;
       }
       try {
-        state = modelState(await api.index(), source.loadName, model.spec.versions);
+        state = modelState(await api.index(), source.loadName, wantedVersions);
       } catch (err) {
         state = { state: 'UNREACHABLE', reason: (err as Error).message };
       }
@@ -234,6 +270,9 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
         ...(state.reason ? { reason: state.reason } : {}),
         ...(loadError !== undefined ? { loadError } : {}),
         lastLoadTime: new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+        ...(serving ? { versions: serving.versions, versionWeights: serving.weights } : {}),
+        // A failed clear leaves the weights on the pod: keep them recorded so the next pass retries.
+        ...(clearWeights && loadError !== undefined ? { versionWeights: prior.versionWeights } : {}),
       };
     }),
   );
@@ -251,25 +290,139 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
             reason: failing?.state === 'UNREACHABLE' ? 'PodUnreachable' : 'LoadFailed',
             message: `READY on ${readyCount}/${pods.length} pods; ${failing?.pod}: ${failing?.state}${failing?.reason ? ': ' + failing.reason : ''}`,
           };
-  await writeModelStatus(ctx, model, { replicas: pods.length, readyReplicas: readyCount, pods: clean }, condition);
+  let requeueAfterMs = condition.status === 'True' ? ctx.resyncMs : Math.min(10_000, ctx.resyncMs);
+  let canaryFields: CanaryFields = canary.condition ? { condition: canary.condition, status: undefined } : { condition: undefined, status: undefined };
+  if (canary.run && serving) {
+    const applied =
+      pods.length > 0 &&
+      clean.every((r) => r.state === 'READY' && r.loadError === undefined && sameVersions(r.versions, serving.versions) && sameWeights(r.versionWeights, serving.weights));
+    const loadError = clean.find((r) => r.loadError !== undefined && sameVersions(r.versions, serving.versions))?.loadError;
+    const decision = await decideCanary(ctx, model, canary.run, { now: new Date(now), applied, loadError }, serverPods(ctx, namespace, model.spec.server));
+    for (const e of decision.events) ctx.events.record(model, e.type, e.reason, e.message);
+    if (decision.events.length > 0) ctx.log.info('canary', { model: key, phase: decision.status.phase, step: decision.status.step, weight: decision.status.weight, message: decision.status.message });
+    canaryFields = { status: decision.status, condition: canaryCondition(decision.status) };
+    if (decision.requeueAfterMs >= 0) requeueAfterMs = Math.min(requeueAfterMs, Math.max(50, decision.requeueAfterMs));
+  }
+  await writeModelStatus(ctx, model, { replicas: pods.length, readyReplicas: readyCount, pods: clean }, condition, canaryFields);
   ctx.enqueueGate(serverKey);
   ctx.enqueueServer(serverKey);
-  return { requeueAfterMs: condition.status === 'True' ? ctx.resyncMs : Math.min(10_000, ctx.resyncMs) };
+  return { requeueAfterMs };
 }
 
+const sameVersions = (a: number[] | undefined, b: number[]): boolean => a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
+
+function sameWeights(a: Record<string, number> | undefined, b: Record<string, number>): boolean {
+  if (a === undefined) return false;
+  const keys = Object.keys(b);
+  return Object.keys(a).length === keys.length && keys.every((k) => a[k] === b[k]);
+}
+
+type CanaryConditionFields = Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>;
+
+/** status.canary and the Canary condition to write; both undefined: the model has no canary (both are removed). */
+interface CanaryFields {
+  status: CanaryStatus | undefined;
+  condition: CanaryConditionFields | undefined;
+}
+
+/** A canary to drive this pass, or why spec.canary does not run (as the Canary condition). */
+interface CanaryResolution {
+  run?: { plan: CanaryPlan; status: CanaryStatus };
+  condition?: CanaryConditionFields;
+}
+
+/**
+ * The canary of spec.canary: its status continued from status.canary when it is the same run
+ * (same canary and stable version), else a new run. The stable version is versions[0] or the
+ * highest READY version in the pods' indexes other than the canary's.
+ */
+function canaryRun(ctx: ControllerContext, model: NereidModel, indexes: (IndexEntry[] | Error)[], loadName: string, now: Date): CanaryResolution {
+  const spec = model.spec.canary;
+  if (!spec) return {};
+  const plan = canaryPlan(spec);
+  const not = (reason: string, message: string): CanaryResolution => ({ condition: { type: CANARY_CONDITION, status: 'False', reason, message } });
+  if (!ctx.prometheus) {
+    return not('PrometheusNotConfigured', `canary version ${plan.version} waits: the operator has no Prometheus to analyse it (start it with --prometheus-url)`);
+  }
+  const previous = model.status?.canary;
+  let stable = model.spec.versions?.[0];
+  if (stable === undefined && previous?.version === plan.version) stable = previous.stableVersion;
+  if (stable === undefined) {
+    const served = indexes.flatMap((ix) => (ix instanceof Error ? [] : ix))
+      .filter((e) => e.name === loadName && e.state === 'READY' && Number(e.version) !== plan.version)
+      .map((e) => Number(e.version))
+      .filter((v) => Number.isInteger(v) && v > 0);
+    if (served.length === 0) {
+      return not('WaitingForStable', `canary version ${plan.version} waits until a stable version of ${loadName} is READY (set versions to name it)`);
+    }
+    stable = Math.max(...served);
+  }
+  const problem = canaryPlanError(plan, stable);
+  if (problem) return not('InvalidCanary', problem);
+  return { run: { plan, status: sameRun(previous, plan, stable) ? previous : startCanary(plan, stable, now) } };
+}
+
+/** advanceCanary, with the step's Prometheus analysis when it is due. */
+async function decideCanary(
+  ctx: ControllerContext,
+  model: NereidModel,
+  run: { plan: CanaryPlan; status: CanaryStatus },
+  input: CanaryInput,
+  pods: Pod[],
+): Promise<CanaryDecision> {
+  const { plan, status } = run;
+  if (!analysisDue(plan, status, input.now) || input.loadError !== undefined) return advanceCanary(plan, status, input);
+  const windowSeconds = (input.now.getTime() - Date.parse(status.stepStartTime ?? '')) / 1000;
+  const scope = {
+    namespace: model.metadata.namespace ?? '',
+    pods: pods.map((p) => p.metadata.name ?? ''),
+    model: modelNameOf(model),
+    stable: status.stableVersion,
+    canary: status.version,
+  };
+  let samples;
+  try {
+    samples = await queryStep(ctx.prometheus!, scope, windowSeconds, input.now);
+  } catch (err) {
+    const message = `step ${status.step + 1} at ${status.weight}%: the analysis waits for Prometheus: ${(err as Error).message}`;
+    ctx.log.warn('canary analysis failed; retrying', { model: `${scope.namespace}/${model.metadata.name}`, error: err });
+    return { status: { ...status, message }, events: status.message === message ? [] : [{ type: 'Warning', reason: 'AnalysisError', message }], requeueAfterMs: RECHECK_MS };
+  }
+  const analysis = judgeStep(plan, status, samples, { now: input.now, windowSeconds, baselineP99Us: status.stableP99Us });
+  return advanceCanary(plan, status, { ...input, analysis });
+}
+
+/**
+ * Writes the status: `fields`, the Ready condition and, with `canary`, status.canary and the
+ * Canary condition (status.canary removed without a run, the condition without a reason to show).
+ * Without `canary` both are kept as they are.
+ */
 async function writeModelStatus(
   ctx: ControllerContext,
   model: NereidModel,
   fields: Pick<NereidModelStatus, 'replicas' | 'readyReplicas' | 'pods'>,
   ready: Omit<Condition, 'lastTransitionTime'>,
+  canary?: CanaryFields,
 ): Promise<void> {
   let transition: Condition | undefined;
   const result = await updateStatus<NereidModel>(ctx.client, RESOURCES.nereidModel, model.metadata.namespace ?? '', model.metadata.name ?? '', (latest) => {
     const generation = latest.metadata.generation ?? 0;
-    const conditions = structuredClone(latest.status?.conditions ?? []);
+    let conditions = structuredClone(latest.status?.conditions ?? []);
     const next = { ...ready, observedGeneration: generation };
     transition = setCondition(conditions, next) ? { ...next, lastTransitionTime: '' } : undefined;
-    return { observedGeneration: generation, ...fields, ready: `${fields.readyReplicas ?? 0}/${fields.replicas ?? 0}`, conditions };
+    let canaryStatus = latest.status?.canary;
+    if (canary) {
+      canaryStatus = canary.status;
+      if (canary.condition) setCondition(conditions, { ...canary.condition, observedGeneration: generation });
+      else conditions = conditions.filter((c) => c.type !== CANARY_CONDITION);
+    }
+    return {
+      observedGeneration: generation,
+      ...fields,
+      ready: `${fields.readyReplicas ?? 0}/${fields.replicas ?? 0}`,
+      conditions,
+      ...(canaryStatus ? { canary: canaryStatus } : {}),
+    };
   });
   if (transition && result.object) {
     ctx.events.record(result.object, transition.status === 'True' ? 'Normal' : 'Warning', transition.reason, transition.message);

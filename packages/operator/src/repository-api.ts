@@ -13,6 +13,8 @@ export interface LoadRequest {
   config?: Record<string, unknown>;
   /** `file:<path>` overrides: path within the model directory → contents. */
   files?: Record<string, Buffer>;
+  /** The `version_weights` load parameter: version → weight of unversioned requests; `{}` clears them. */
+  versionWeights?: Record<string, number>;
 }
 
 export interface RepositoryApiOptions {

@@ -126,6 +126,80 @@ export interface NereidModelSpec {
   };
   versions?: number[];
   config?: Record<string, unknown>;
+  canary?: CanarySpec;
+}
+
+/** A canary rollout of a new version of the model (docs/kubernetes.md, Canary rollouts). */
+export interface CanarySpec {
+  /** The new version. The stable one is versions[0] or, without versions, the highest served before. */
+  version: number;
+  /** The canary's share of unversioned requests at each step, in percent: ascending, the last 100. */
+  steps?: number[];
+  /** Seconds at a step, once every pod serves its weights, before the step's analysis. */
+  intervalSeconds?: number;
+  analysis?: {
+    /** Largest failed/all ratio of the canary's requests in a step that passes. */
+    maxErrorRate?: number;
+    /** Largest canary p99 / stable p99 that passes; unset: latency is not judged. */
+    maxLatencyRatio?: number;
+    /** Canary requests a step needs before it is judged; with fewer the step is extended. */
+    minRequests?: number;
+  };
+}
+
+/**
+ * Where a canary stands. Progressing: at `step`, serving `weight` percent of unversioned requests
+ * on the canary. RollingBack: the canary's weight is 0, then RolledBack: only the stable version
+ * is served. Promoting, then Promoted: only the canary version is served.
+ */
+export type CanaryPhase = 'Progressing' | 'RollingBack' | 'RolledBack' | 'Promoting' | 'Promoted';
+
+/** One analysis of a step, from Prometheus. */
+export interface CanaryAnalysis {
+  time: string;
+  step: number;
+  weight: number;
+  /** The analysed window: from the step's start to `time`. */
+  windowSeconds: number;
+  canaryRequests: number;
+  canaryFailures: number;
+  /** canaryFailures / canaryRequests; absent without canary requests. */
+  errorRate?: number;
+  stableRequests: number;
+  stableFailures: number;
+  canaryP99Us?: number;
+  stableP99Us?: number;
+  latencyRatio?: number;
+  result: 'Passed' | 'Failed' | 'Inconclusive';
+  message: string;
+}
+
+export interface CanaryTransition {
+  time: string;
+  phase: CanaryPhase;
+  step: number;
+  weight: number;
+  reason: string;
+  message: string;
+}
+
+export interface CanaryStatus {
+  version: number;
+  stableVersion: number;
+  phase: CanaryPhase;
+  /** Index into spec.canary.steps. */
+  step: number;
+  /** The canary's current weight in percent (0 while rolling back). */
+  weight: number;
+  /** When every ready pod served this step's weights; the step's interval counts from here. */
+  stepStartTime?: string;
+  /** The last analysis. */
+  analysis?: CanaryAnalysis;
+  /** The stable p99 (µs) of the last analysis that had stable requests: the baseline of steps without. */
+  stableP99Us?: number;
+  message: string;
+  /** The transitions so far, oldest first (at most 20). */
+  transitions: CanaryTransition[];
 }
 
 /** What the operator applied to one pod, and what the pod's repository index says. */
@@ -140,6 +214,9 @@ export interface ModelPodStatus {
   /** The error of the last load on this pod, when it failed (the pod may still serve an earlier copy). */
   loadError?: string;
   lastLoadTime?: string;
+  /** During a canary: the versions loaded on the pod and their weights (version_weights). */
+  versions?: number[];
+  versionWeights?: Record<string, number>;
 }
 
 export interface NereidModelStatus {
@@ -150,6 +227,7 @@ export interface NereidModelStatus {
   ready?: string;
   conditions?: Condition[];
   pods?: ModelPodStatus[];
+  canary?: CanaryStatus;
 }
 
 export interface NereidModel extends KubeObject {
@@ -166,6 +244,8 @@ export const LABELS = {
 
 export const MANAGED_BY = 'nereid-operator';
 export const MODELS_READY_CONDITION = 'nereid.dev/models-ready';
+/** The NereidModel condition that reports a canary rollout. */
+export const CANARY_CONDITION = 'Canary';
 export const MODEL_FINALIZER = 'nereid.dev/unload';
 /** The server image when neither the NereidServer nor the operator's --server-image names one. */
 export const DEFAULT_IMAGE = 'localhost/nereid:0.1.0';
