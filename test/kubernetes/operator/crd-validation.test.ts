@@ -93,6 +93,25 @@ describe('NereidServer and NereidModel CRDs on kube-apiserver', () => {
     await rejects(model({ source: { repository: {} } }), /spec.server: Required value/);
   });
 
+  it('accepts a canary and rejects steps that do not ascend or end with 100, a canary equal to the stable version, and several stable versions', async () => {
+    const [applied] = (await applyRaw(
+      cluster,
+      [model({ server: 'fleet', source: { repository: {} }, versions: [1], canary: { version: 2, steps: [5, 25, 100], intervalSeconds: 60, analysis: { maxErrorRate: 0.02, maxLatencyRatio: 1.5, minRequests: 50 } } }, 'canary')],
+      { dryRun: true },
+    )) as Json[];
+    assert.deepEqual(applied.spec.canary.steps, [5, 25, 100]);
+    await applyRaw(cluster, [model({ server: 'fleet', source: { repository: {} }, canary: { version: 2 } }, 'canary-defaults')], { dryRun: true });
+    const canary = (c: Json, versions?: number[]): Json => model({ server: 'fleet', source: { repository: {} }, ...(versions ? { versions } : {}), canary: c });
+    await rejects(canary({ version: 2, steps: [50, 10, 100] }), /canary.steps must ascend/);
+    await rejects(canary({ version: 2, steps: [10, 10, 100] }), /canary.steps must ascend, each step above the one before/);
+    await rejects(canary({ version: 2, steps: [10, 50] }), /canary.steps must end with 100/);
+    await rejects(canary({ version: 2, steps: [0, 100] }), /spec.canary.steps\[0\] in body should be greater than or equal to 1/);
+    await rejects(canary({ version: 2 }, [2]), /canary.version must differ from the stable version/);
+    await rejects(canary({ version: 3 }, [1, 2]), /with canary, versions names the stable version alone/);
+    await rejects(canary({ version: 2, analysis: { maxErrorRate: 2 } }), /spec.canary.analysis.maxErrorRate in body should be less than or equal to 1/);
+    await rejects(canary({ steps: [100] }), /spec.canary.version: Required value/);
+  });
+
   it('keeps server and modelName immutable', async () => {
     await applyRaw(cluster, [model({ server: 'fleet', modelName: 'x', source: { repository: {} } }, 'immutable')]);
     await assert.rejects(applyRaw(cluster, [model({ server: 'other', modelName: 'x', source: { repository: {} } }, 'immutable')]), /server is immutable/);
@@ -124,5 +143,6 @@ describe('NereidServer and NereidModel CRDs on kube-apiserver', () => {
     const m = cells(models);
     assert.equal(m.Name, 'columns-model');
     assert.equal(m.Server, 'columns');
+    assert.deepEqual(models.columnDefinitions.filter((c) => c.priority === 0).map((c) => c.name), ['Name', 'Server', 'Ready', 'Status', 'Canary', 'Weight', 'Age']);
   });
 });
