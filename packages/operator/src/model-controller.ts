@@ -214,7 +214,18 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
       }
     }),
   );
-  const canary = canaryRun(ctx, model, indexes, source.loadName, new Date(now));
+  let canary = canaryRun(ctx, model, indexes, source.loadName, new Date(now));
+  // A load's config replaces the model's config file, so a canary of a model without spec.config
+  // starts from the configuration a pod serves (its config file), with the versions replaced.
+  let canaryConfig = source.request.config;
+  if (canary.run && canaryConfig === undefined) {
+    canaryConfig = await servedConfig(pods, indexes, source.loadName);
+    if (canaryConfig === undefined) {
+      canary = {
+        condition: { type: CANARY_CONDITION, status: 'False', reason: 'WaitingForStable', message: `canary version ${canary.run.plan.version} waits until a pod serves ${source.loadName} (its configuration is the canary's base)` },
+      };
+    }
+  }
   const serving = canary.run ? servingOf(canary.run.status) : undefined;
   const wantedVersions = serving?.versions ?? model.spec.versions;
   const results = await Promise.all(
@@ -244,7 +255,7 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
       if (!stale && prior.loadError !== undefined) return prior;
       if (!stale) return { ...prior, state: state.state, ...(state.reason ? { reason: state.reason } : { reason: undefined }) };
       const request: LoadRequest = serving
-        ? { ...source.request, config: { ...(source.request.config ?? { name: source.loadName }), version_policy: { specific: { versions: serving.versions } } }, versionWeights: serving.weights }
+        ? { ...source.request, config: { ...canaryConfig, version_policy: { specific: { versions: serving.versions } } }, versionWeights: serving.weights }
         : clearWeights
           ? { ...source.request, versionWeights: {} }
           : source.request;
@@ -297,6 +308,7 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
       pods.length > 0 &&
       clean.every((r) => r.state === 'READY' && r.loadError === undefined && sameVersions(r.versions, serving.versions) && sameWeights(r.versionWeights, serving.weights));
     const loadError = clean.find((r) => r.loadError !== undefined && sameVersions(r.versions, serving.versions))?.loadError;
+    if (canary.started) ctx.events.record(model, 'Normal', 'CanaryStarted', canary.run.status.message);
     const decision = await decideCanary(ctx, model, canary.run, { now: new Date(now), applied, loadError }, serverPods(ctx, namespace, model.spec.server));
     for (const e of decision.events) ctx.events.record(model, e.type, e.reason, e.message);
     if (decision.events.length > 0) ctx.log.info('canary', { model: key, phase: decision.status.phase, step: decision.status.step, weight: decision.status.weight, message: decision.status.message });
@@ -307,6 +319,20 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
   ctx.enqueueGate(serverKey);
   ctx.enqueueServer(serverKey);
   return { requeueAfterMs };
+}
+
+/** The configuration of `name` served by the first pod whose index lists it READY. */
+async function servedConfig(pods: Pod[], indexes: (IndexEntry[] | Error)[], name: string): Promise<Record<string, unknown> | undefined> {
+  for (const [i, pod] of pods.entries()) {
+    const index = indexes[i];
+    if (index instanceof Error || !index.some((e) => e.name === name && e.state === 'READY')) continue;
+    try {
+      return await new RepositoryApi(pod.status?.podIP ?? '', httpPortOf(pod)).config(name);
+    } catch {
+      // the next pod
+    }
+  }
+  return undefined;
 }
 
 const sameVersions = (a: number[] | undefined, b: number[]): boolean => a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
@@ -328,6 +354,8 @@ interface CanaryFields {
 /** A canary to drive this pass, or why spec.canary does not run (as the Canary condition). */
 interface CanaryResolution {
   run?: { plan: CanaryPlan; status: CanaryStatus };
+  /** The run starts in this pass. */
+  started?: boolean;
   condition?: CanaryConditionFields;
 }
 
@@ -359,7 +387,8 @@ function canaryRun(ctx: ControllerContext, model: NereidModel, indexes: (IndexEn
   }
   const problem = canaryPlanError(plan, stable);
   if (problem) return not('InvalidCanary', problem);
-  return { run: { plan, status: sameRun(previous, plan, stable) ? previous : startCanary(plan, stable, now) } };
+  if (sameRun(previous, plan, stable)) return { run: { plan, status: previous } };
+  return { run: { plan, status: startCanary(plan, stable, now) }, started: true };
 }
 
 /** advanceCanary, with the step's Prometheus analysis when it is due. */

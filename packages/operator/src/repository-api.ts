@@ -44,6 +44,11 @@ export class RepositoryApi {
     return failingAs('MODEL_UNLOAD_FAILED', this.#client.unloadModel(name));
   }
 
+  /** The configuration the pod serves for `name` (ModelConfig JSON); UNAVAILABLE when it cannot tell. */
+  config(name: string): Promise<Record<string, unknown>> {
+    return failingAs('UNAVAILABLE', this.#client.modelConfig(name));
+  }
+
   index(): Promise<IndexEntry[]> {
     return failingAs('UNAVAILABLE', this.#client.repositoryIndex());
   }
