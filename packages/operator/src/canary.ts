@@ -194,7 +194,7 @@ export function advanceCanary(plan: CanaryPlan, status: CanaryStatus, input: Can
     }
     case 'RollingBack':
       if (!input.applied) return { status: next, events, requeueAfterMs: 1_000 };
-      move('RolledBack', status.step, 0, 'RolledBack', `rolled back: stable version ${status.stableVersion} serves every request; canary version ${plan.version} is unloaded`, 'Warning');
+      move('RolledBack', status.step, 0, 'RolledBack', `rolled back: stable version ${status.stableVersion} serves every unversioned request; canary version ${plan.version} is unloaded once its requests in flight finish`, 'Warning');
       return { status: next, events, requeueAfterMs: 0 };
     case 'Promoting':
       if (!input.applied) return { status: next, events, requeueAfterMs: 1_000 };

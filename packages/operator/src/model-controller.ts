@@ -217,7 +217,7 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
   let canary = canaryRun(ctx, model, indexes, source.loadName, new Date(now));
   // A load's config replaces the model's config file, so a canary of a model without spec.config
   // starts from the configuration a pod serves (its config file), with the versions replaced.
-  let canaryConfig = source.request.config;
+  let canaryConfig = model.spec.config !== undefined || model.spec.source.configMap ? source.request.config : undefined;
   if (canary.run && canaryConfig === undefined) {
     canaryConfig = await servedConfig(pods, indexes, source.loadName);
     if (canaryConfig === undefined) {
