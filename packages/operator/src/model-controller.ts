@@ -214,7 +214,12 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
       }
     }),
   );
-  let canary = canaryRun(ctx, model, indexes, source.loadName, new Date(now));
+  // The canary continues from the stored status, not the informer's copy, which may not have
+  // this controller's last write yet (a step would be analysed or started twice).
+  const stored = model.spec.canary
+    ? ((await ctx.client.getOptional<NereidModel>(objectPath(RESOURCES.nereidModel, namespace, name)))?.status?.canary ?? undefined)
+    : undefined;
+  let canary = canaryRun(ctx, model, stored, indexes, source.loadName, new Date(now));
   // A load's config replaces the model's config file, so a canary of a model without spec.config
   // starts from the configuration a pod serves (its config file), with the versions replaced.
   let canaryConfig = model.spec.config !== undefined || model.spec.source.configMap ? source.request.config : undefined;
@@ -364,7 +369,14 @@ interface CanaryResolution {
  * (same canary and stable version), else a new run. The stable version is versions[0] or the
  * highest READY version in the pods' indexes other than the canary's.
  */
-function canaryRun(ctx: ControllerContext, model: NereidModel, indexes: (IndexEntry[] | Error)[], loadName: string, now: Date): CanaryResolution {
+function canaryRun(
+  ctx: ControllerContext,
+  model: NereidModel,
+  previous: CanaryStatus | undefined,
+  indexes: (IndexEntry[] | Error)[],
+  loadName: string,
+  now: Date,
+): CanaryResolution {
   const spec = model.spec.canary;
   if (!spec) return {};
   const plan = canaryPlan(spec);
@@ -372,7 +384,6 @@ function canaryRun(ctx: ControllerContext, model: NereidModel, indexes: (IndexEn
   if (!ctx.prometheus) {
     return not('PrometheusNotConfigured', `canary version ${plan.version} waits: the operator has no Prometheus to analyse it (start it with --prometheus-url)`);
   }
-  const previous = model.status?.canary;
   let stable = model.spec.versions?.[0];
   if (stable === undefined && previous?.version === plan.version) stable = previous.stableVersion;
   if (stable === undefined) {
