@@ -16,8 +16,10 @@ import {
   type AnalysisSamples,
   type CanaryPlan,
 } from './canary.js';
+import type { ControllerContext } from './context.js';
+import { canaryRun } from './model-controller.js';
 import { PrometheusClient } from './prometheus.js';
-import type { CanaryAnalysis, CanaryStatus } from './types.js';
+import type { CanaryAnalysis, CanaryStatus, NereidModel } from './types.js';
 
 const T0 = new Date('2026-01-01T00:00:00Z');
 const at = (seconds: number): Date => new Date(T0.getTime() + seconds * 1000);
@@ -222,5 +224,45 @@ describe('canary analysis queries', () => {
       server.close();
     }
     await assert.rejects(queryStep(new PrometheusClient('http://127.0.0.1:1', { timeoutMs: 2000 }), scope, 30, T0), { code: 'PROMETHEUS_QUERY' });
+  });
+});
+
+describe('the canary of a NereidModel', () => {
+  const ctx = (prometheus: boolean) => ({ prometheus: prometheus ? new PrometheusClient('http://127.0.0.1:1') : undefined }) as unknown as ControllerContext;
+  const nm = (spec: Partial<NereidModel['spec']>): NereidModel => ({
+    apiVersion: 'nereid.dev/v1alpha1',
+    kind: 'NereidModel',
+    metadata: { name: 'm', namespace: 'prod' },
+    spec: { server: 'fleet', source: { repository: {} }, canary: { version: 2 }, ...spec },
+  });
+  const idx = (...entries: [string, string, string][]) => entries.map(([name, version, state]) => ({ name, version, state }));
+
+  it('waits without Prometheus, without a served stable version, and refuses a canary equal to the stable one', () => {
+    assert.deepEqual(canaryRun(ctx(false), nm({}), undefined, [idx(['m', '1', 'READY'])], 'm', T0).condition?.reason, 'PrometheusNotConfigured');
+    const waiting = canaryRun(ctx(true), nm({}), undefined, [idx(['m', '1', 'UNAVAILABLE']), new Error('refused')], 'm', T0);
+    assert.equal(waiting.run, undefined);
+    assert.equal(waiting.condition?.reason, 'WaitingForStable');
+    const same = canaryRun(ctx(true), nm({ versions: [2] }), undefined, [], 'm', T0);
+    assert.equal(same.condition?.reason, 'InvalidCanary');
+    assert.match(same.condition!.message, /canary.version 2 is the stable version/);
+  });
+
+  it('starts a run against versions[0], or the highest READY version other than the canary', () => {
+    const fromVersions = canaryRun(ctx(true), nm({ versions: [3], canary: { version: 4 } }), undefined, [], 'm', T0);
+    assert.equal(fromVersions.started, true);
+    assert.equal(fromVersions.run?.status.stableVersion, 3);
+    const fromIndex = canaryRun(ctx(true), nm({}), undefined, [idx(['m', '1', 'READY'], ['m', '3', 'UNAVAILABLE'], ['m', '2', 'READY'], ['other', '7', 'READY'])], 'm', T0);
+    assert.equal(fromIndex.run?.status.stableVersion, 1);
+    assert.equal(fromIndex.run?.status.phase, 'Progressing');
+  });
+
+  it('continues the stored run, also once only the canary is served (promoted)', () => {
+    const promoted: CanaryStatus = { ...startCanary(plan, 1, T0), phase: 'Promoted', step: 2, weight: 100 };
+    const r = canaryRun(ctx(true), nm({}), promoted, [idx(['m', '2', 'READY'])], 'm', at(600));
+    assert.equal(r.started, undefined);
+    assert.equal(r.run?.status, promoted);
+    const next = canaryRun(ctx(true), nm({ canary: { version: 3 } }), promoted, [idx(['m', '2', 'READY'])], 'm', at(600));
+    assert.equal(next.started, true, 'a new canary version is a new run');
+    assert.equal(next.run?.status.stableVersion, 2);
   });
 });

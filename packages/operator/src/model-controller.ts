@@ -357,7 +357,7 @@ interface CanaryFields {
 }
 
 /** A canary to drive this pass, or why spec.canary does not run (as the Canary condition). */
-interface CanaryResolution {
+export interface CanaryResolution {
   run?: { plan: CanaryPlan; status: CanaryStatus };
   /** The run starts in this pass. */
   started?: boolean;
@@ -369,7 +369,7 @@ interface CanaryResolution {
  * (same canary and stable version), else a new run. The stable version is versions[0] or the
  * highest READY version in the pods' indexes other than the canary's.
  */
-function canaryRun(
+export function canaryRun(
   ctx: ControllerContext,
   model: NereidModel,
   previous: CanaryStatus | undefined,
