@@ -119,7 +119,7 @@ export interface CanaryInput {
 export interface CanaryDecision {
   status: CanaryStatus;
   events: CanaryEvent[];
-  /** When to look again (ms); 0: at once (the next phase has something to load). */
+  /** When to look again (ms); 0: at once (the next phase has something to load); -1: the run is over (the regular resync). */
   requeueAfterMs: number;
 }
 
