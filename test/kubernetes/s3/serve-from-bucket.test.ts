@@ -145,8 +145,9 @@ describe('S3 model repositories', () => {
     // Removed.
     await deleteModel(s3.client, BUCKET, prefix, 'late');
     await waitFor('the removed model to be unloaded', async () => (await taggedAnswer(srv.url, 'late')) === undefined, 30_000);
-    const index = await repositoryIndex(srv.url);
-    assert.deepEqual(index.find((e) => e.name === 'late'), { name: 'late', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' });
+    // It stops answering at once and is UNLOADING until its instances are released.
+    await waitFor('the removed model released', async () => (await repositoryIndex(srv.url)).find((x) => x.name === 'late')?.state !== 'UNLOADING');
+    assert.deepEqual((await repositoryIndex(srv.url)).find((e) => e.name === 'late'), { name: 'late', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' });
     assert.equal(await taggedAnswer(srv.url, 'tagged'), 200);
     assert.equal((await srv.process.stop()).code, 0, srv.process.output);
   });
