@@ -21,6 +21,7 @@ import type { BaseInferOptions } from './infer-options.js';
 import type { InferResult } from './infer-result.js';
 import {
   configText,
+  versionPolicyText,
   versionWeightsText,
   fileParameters,
   type LoadModelOptions,
@@ -230,7 +231,7 @@ export class GrpcClient {
   /**
    * Loads or reloads a model (`RepositoryModelLoad`); resolves once the server serves it. Needs
    * a server in explicit model control mode. Override files travel as raw bytes, `versionWeights`
-   * as `version_weights` with its JSON text in `string_param`.
+   * and `versionPolicy` as `version_weights` and `version_policy` with their JSON text in `string_param`.
    */
   async loadModel(model: string, options: LoadModelOptions & GrpcCallOptions = {}): Promise<void> {
     const parameters: Record<string, pb.ModelRepositoryParameter> = {};
@@ -238,6 +239,8 @@ export class GrpcClient {
     if (config !== undefined) parameters.config = { string_param: config };
     const weights = versionWeightsText(options.versionWeights);
     if (weights !== undefined) parameters.version_weights = { string_param: weights };
+    const policy = versionPolicyText(options.versionPolicy);
+    if (policy !== undefined) parameters.version_policy = { string_param: policy };
     for (const [key, bytes] of fileParameters(options.files)) parameters[key] = { bytes_param: bytes };
     await this.#unary(GRPC_INFERENCE_SERVICE.RepositoryModelLoad, { repository_name: '', model_name: model, parameters }, options);
   }

@@ -361,13 +361,14 @@ export class HttpClient {
   /**
    * Loads or reloads a model (`POST /v2/repository/models/{m}/load`); resolves once the server
    * serves it. Needs a server in explicit model control mode. Override files travel as base64,
-   * `versionWeights` as the JSON object `version_weights`.
+   * `versionWeights` and `versionPolicy` as the JSON objects `version_weights` and `version_policy`.
    */
   async loadModel(model: string, options: LoadModelOptions & CallOptions = {}): Promise<void> {
     const parameters: Record<string, unknown> = {};
     const config = configText(options.config);
     if (config !== undefined) parameters.config = config;
     if (options.versionWeights !== undefined) parameters.version_weights = { ...options.versionWeights };
+    if (options.versionPolicy !== undefined) parameters.version_policy = structuredClone(options.versionPolicy);
     for (const [key, bytes] of fileParameters(options.files)) parameters[key] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
     await this.#post(`/v2/repository/models/${encodeURIComponent(model)}/load`, Object.keys(parameters).length ? { parameters } : {}, options);
   }

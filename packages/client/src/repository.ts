@@ -38,7 +38,20 @@ export interface LoadModelOptions {
    * weights it has.
    */
   versionWeights?: Readonly<Record<string, number>>;
+  /**
+   * The version policy to serve with (`{ specific: { versions: [1, 2] } }`, `{ latest: { num_versions: 2 } }`,
+   * `{ all: {} }`), sent as the `version_policy` load parameter. It applies over the model's
+   * configuration (the repository's, or `config`) and stays for the server's reloads of the model
+   * from its repository; left out, the configuration's own policy serves.
+   */
+  versionPolicy?: VersionPolicy;
 }
+
+/** A ModelVersionPolicy with one of its choices. */
+export type VersionPolicy =
+  | { readonly latest: { readonly num_versions: number } }
+  | { readonly all: Readonly<Record<string, never>> }
+  | { readonly specific: { readonly versions: readonly number[] } };
 
 export interface UnloadModelOptions {
   /** Also unload the models this one depended on that nothing else needs (e.g. an ensemble's steps). */
@@ -53,6 +66,11 @@ export function configText(config: LoadModelOptions['config']): string | undefin
 /** `versionWeights` as the JSON text of the `version_weights` load parameter. */
 export function versionWeightsText(weights: LoadModelOptions['versionWeights']): string | undefined {
   return weights === undefined ? undefined : JSON.stringify(weights);
+}
+
+/** `versionPolicy` as the JSON text of the `version_policy` load parameter. */
+export function versionPolicyText(policy: LoadModelOptions['versionPolicy']): string | undefined {
+  return policy === undefined ? undefined : JSON.stringify(policy);
 }
 
 /** `[parameter key, bytes]` for each override file: `file:<path>`. */

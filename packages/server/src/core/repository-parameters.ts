@@ -3,7 +3,8 @@
  * received them, checked and turned into the facade's options (protocol.md §3.13, §4.8;
  * models-and-scheduling.md §1.10).
  */
-import { NereidError } from '@nereid/protocol';
+import { NereidError, toNereidError } from '@nereid/protocol';
+import { completeModelConfig, modelConfigFromJson, type ModelVersionPolicy } from '../config/index.js';
 import type { LoadModelOptions, UnloadModelOptions } from './types.js';
 
 /**
@@ -89,10 +90,59 @@ function versionWeightsParameter(model: string, p: RepositoryParameter): Map<num
   return versionWeightsOf(model, parsed);
 }
 
+const VERSION_POLICY_FORM =
+  'a ModelVersionPolicy as JSON with one of its choices, e.g. {"specific": {"versions": [1, 2]}}, {"latest": {"num_versions": 2}} or {"all": {}}';
+
+/**
+ * A `version_policy` value (a Nereid addition, docs/protocol.md) checked and turned into the
+ * policy the model manager applies over the model's configuration: a ModelVersionPolicy read as a
+ * configuration's `version_policy` is, with exactly one choice, which must select something (a
+ * `specific` list of versions ≥ 0 that is not empty, or `latest` with `num_versions` ≥ 1). Throws
+ * LOAD_PARAMETER naming the model, what is wrong and the expected form.
+ */
+export function versionPolicyOf(model: string, value: unknown): ModelVersionPolicy {
+  const bad = (why: string) => new NereidError('LOAD_PARAMETER', `load parameter 'version_policy' of model '${model}': ${why}; it must be ${VERSION_POLICY_FORM}`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw bad(`got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : `the ${typeof value} ${JSON.stringify(value)?.slice(0, 40)}`}, not an object`);
+  }
+  let policy: ModelVersionPolicy | undefined;
+  try {
+    policy = completeModelConfig(modelConfigFromJson({ version_policy: value })).version_policy;
+  } catch (err) {
+    // The configuration reader's message names the field ("at 'version_policy.latest.num_versions': …").
+    throw bad(toNereidError(err, 'CONFIG_PARSE').message.replace(/^model configuration JSON /, ''));
+  }
+  const choices = Object.keys(value);
+  if (policy === undefined || choices.length !== 1) throw bad(choices.length === 0 ? 'it sets no choice' : `it sets ${choices.join(' and ')}`);
+  if (policy.specific !== undefined) {
+    const versions = policy.specific.versions;
+    if (versions.length === 0) throw bad("'specific.versions' is empty, so no version would be served");
+    const negative = versions.find((v) => v < 0);
+    if (negative !== undefined) throw bad(`'specific.versions' holds ${negative}, not a version number`);
+  }
+  if (policy.latest !== undefined && policy.latest.num_versions < 1) throw bad("'latest.num_versions' is 0, so no version would be served");
+  return policy;
+}
+
+/** The `version_policy` parameter as either wire carries it: a JSON object (HTTP) or its JSON text. */
+function versionPolicyParameter(model: string, p: RepositoryParameter): ModelVersionPolicy {
+  if (p.kind === 'json') return versionPolicyOf(model, p.value);
+  if (p.kind !== 'string') {
+    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_policy' of model '${model}' must be ${VERSION_POLICY_FORM} (over gRPC: its JSON text in string_param), got ${describe(p)}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(p.value);
+  } catch {
+    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_policy' of model '${model}' is not JSON (${JSON.stringify(p.value.slice(0, 40))}); it must be ${VERSION_POLICY_FORM}`);
+  }
+  return versionPolicyOf(model, parsed);
+}
+
 /**
  * Load parameters → `LoadModelOptions`. `config` must be a string; `file:<path>` a base64 string
- * over HTTP (`files: 'base64'`) or bytes over gRPC (`files: 'raw'`); `version_weights` a JSON
- * object or its JSON text; any other key is refused.
+ * over HTTP (`files: 'base64'`) or bytes over gRPC (`files: 'raw'`); `version_weights` and
+ * `version_policy` a JSON object or its JSON text; any other key is refused.
  */
 export function loadOptionsFromParameters(
   model: string,
@@ -109,6 +159,8 @@ export function loadOptionsFromParameters(
       options.config = p.value;
     } else if (key === 'version_weights') {
       options.versionWeights = Object.fromEntries(versionWeightsParameter(model, p));
+    } else if (key === 'version_policy') {
+      options.versionPolicy = versionPolicyParameter(model, p);
     } else if (key.startsWith(FILE_PREFIX)) {
       const path = key.slice(FILE_PREFIX.length);
       if (files === 'raw') {
@@ -128,7 +180,7 @@ export function loadOptionsFromParameters(
     } else {
       throw new NereidError(
         'LOAD_PARAMETER',
-        `Unrecognized load parameter '${key}'. A load takes 'config' (ModelConfig JSON), 'file:<version>/<path>' and 'version_weights' parameters`,
+        `Unrecognized load parameter '${key}'. A load takes 'config' (ModelConfig JSON), 'file:<version>/<path>', 'version_weights' and 'version_policy' parameters`,
       );
     }
   }
@@ -146,16 +198,22 @@ export function unloadOptionsFromParameters(parameters: Readonly<Record<string, 
   return { unloadDependents: p.value };
 }
 
+/** What `loadRequestOf` makes: the model manager's `LoadRequest`. */
+interface ManagerLoadRequest {
+  config?: string;
+  files?: ReadonlyMap<string, Uint8Array>;
+  versionWeights?: ReadonlyMap<number, number>;
+  versionPolicy?: ModelVersionPolicy;
+}
+
 /**
  * The facade's load options as the model manager takes them: config as JSON text, files and
- * version weights as maps (`versionWeights` checked here; throws LOAD_PARAMETER).
+ * version weights as maps (`versionWeights` and `versionPolicy` checked here; throws LOAD_PARAMETER).
  */
-export function loadRequestOf(
-  model: string,
-  options: LoadModelOptions,
-): { config?: string; files?: ReadonlyMap<string, Uint8Array>; versionWeights?: ReadonlyMap<number, number> } {
-  const request: { config?: string; files?: ReadonlyMap<string, Uint8Array>; versionWeights?: ReadonlyMap<number, number> } = {};
+export function loadRequestOf(model: string, options: LoadModelOptions): ManagerLoadRequest {
+  const request: ManagerLoadRequest = {};
   if (options.versionWeights !== undefined) request.versionWeights = versionWeightsOf(model, options.versionWeights);
+  if (options.versionPolicy !== undefined) request.versionPolicy = versionPolicyOf(model, options.versionPolicy);
   if (options.config !== undefined) request.config = typeof options.config === 'string' ? options.config : JSON.stringify(options.config);
   if (options.files !== undefined) {
     request.files = options.files instanceof Map ? options.files : new Map(Object.entries(options.files as Readonly<Record<string, Uint8Array>>));

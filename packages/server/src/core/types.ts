@@ -4,6 +4,7 @@
  * length-prefixed element encoding (protocol.md §2.3).
  */
 import type { DataType, ParameterValue, TypedArray } from '@nereid/protocol';
+import type { ModelVersionPolicy } from '../config/model-config.js';
 
 /** Typed arrays accepted as tensor data; they are viewed as bytes, never copied. */
 export type TensorData = TypedArray;
@@ -187,6 +188,13 @@ export interface LoadModelOptions {
    * `version_weights`). Every key must name a version the load serves.
    */
   versionWeights?: Readonly<Record<string, number>>;
+  /**
+   * The version policy to serve with (`{ specific: { versions: [1, 2] } }`, `{ latest: { num_versions: 2 } }`,
+   * `{ all: {} }`), applied over the model's configuration: the repository's, or `config` when
+   * given (docs/protocol.md, `version_policy`). Kept for the model's later reloads from its
+   * repository; a load without it goes back to the configuration's own policy.
+   */
+  versionPolicy?: ModelVersionPolicy | Readonly<Record<string, unknown>>;
 }
 
 /** Parameters of a model unload (models-and-scheduling.md §1.10–§1.11). */

@@ -710,7 +710,7 @@ describe('version weights', () => {
         assert.equal(
           err.message,
           "load parameter 'version_weights' of model 'm' names version 3, which this load does not serve " +
-            '(it serves versions 1, 2, per the version policy in effect after the load); weight only served versions, or widen the version_policy in the load\'s config',
+            '(it serves versions 1, 2, per the version policy in effect after the load); weight only served versions, or widen the load\'s version_policy (its parameter, or the one in its config)',
         );
         return true;
       },
@@ -755,6 +755,93 @@ describe('version weights', () => {
     await m.load('m');
     assert.deepEqual(m.versionWeights(), []);
     assert.deepEqual(route(m, 4), { 3: 4 });
+    await m.shutdown();
+  });
+});
+
+describe('version policy overrides (version_policy)', () => {
+  const servedConfigs = (m: ModelManager<FakeVersion>) => m.readyServables('m').map((r) => [r.version, r.servable.config.max_batch_size, r.servable.config.input.length]);
+
+  it("applies over the repository's configuration, which keeps its other settings; a change of policy loads only the versions it adds", async () => {
+    await write('m/config.pbtxt', `name: "m"\nbackend: "fake"\nmax_batch_size: 8\ndynamic_batching { }\n${TENSORS}`);
+    for (const v of [1, 2, 3]) await write(`m/${v}/model.fake`, `v${v}`);
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    assert.deepEqual(m.readyVersions('m'), [3]);
+
+    await m.load('m', { versionPolicy: { specific: { versions: [1, 3] } } });
+    assert.deepEqual(m.readyVersions('m'), [1, 3]);
+    assert.deepEqual(factory.loads, ['m/3', 'm/1'], 'version 3 stays as it was');
+    assert.deepEqual(servedConfigs(m), [
+      [1, 8, 1],
+      [3, 8, 1],
+    ]);
+    const served = m.resolve('m', '1').servable.config;
+    assert.deepEqual(served.version_policy, { specific: { versions: [1, 3] } });
+    assert.notEqual(served.dynamic_batching, undefined, 'batching comes from config.pbtxt');
+
+    const v1 = m.resolve('m', '1').servable;
+    await m.load('m', { versionPolicy: { latest: { num_versions: 2 } }, versionWeights: new Map([[2, 1], [3, 1]]) });
+    assert.deepEqual(m.readyVersions('m'), [2, 3]);
+    assert.deepEqual(factory.loads, ['m/3', 'm/1', 'm/2']);
+    await settle();
+    assert.equal(v1.unloaded, true, 'a version the policy drops is unloaded');
+
+    // Weights are checked against the versions the policy serves.
+    await assert.rejects(m.load('m', { versionPolicy: { specific: { versions: [3] } }, versionWeights: new Map([[2, 1]]) }), (err: NereidError) => {
+      assert.equal(err.code, 'LOAD_PARAMETER');
+      assert.match(err.message, /names version 2, which this load does not serve \(it serves versions? 3,/);
+      return true;
+    });
+    assert.deepEqual(m.readyVersions('m'), [2, 3]);
+
+    // A load without it goes back to the configuration's policy.
+    await m.load('m');
+    assert.deepEqual(m.readyVersions('m'), [3]);
+    assert.deepEqual(factory.loads, ['m/3', 'm/1', 'm/2'], 'going back reloads nothing');
+    await m.shutdown();
+  });
+
+  it('applies over the config parameter when both are given', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' });
+    const factory = new FakeFactory();
+    const m = manager('explicit', factory);
+    await m.startup(['m']);
+    const config = JSON.stringify({
+      name: 'm',
+      backend: 'fake',
+      max_batch_size: 4,
+      version_policy: { latest: { num_versions: 1 } },
+      input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [1] }],
+      output: [{ name: 'y', data_type: 'TYPE_FP32', dims: [1] }],
+    });
+    await m.load('m', { config, versionPolicy: { all: {} } });
+    assert.deepEqual(servedConfigs(m), [
+      [1, 4, 1],
+      [2, 4, 1],
+    ]);
+    await m.shutdown();
+  });
+
+  it('an unload forgets it: the next load serves the configuration\'s policy', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' });
+    const m = manager('explicit');
+    await m.startup(['m']);
+    await m.load('m', { versionPolicy: { specific: { versions: [1] } } });
+    assert.deepEqual(m.readyVersions('m'), [1]);
+    await m.unload('m');
+    await m.load('m');
+    assert.deepEqual(m.readyVersions('m'), [2]);
+    await m.shutdown();
+  });
+
+  it('a policy that selects no present version fails the load and leaves the serving versions', async () => {
+    await addFake('m', { 1: 'one', 2: 'two' });
+    const m = manager('explicit');
+    await m.startup(['m']);
+    await assert.rejects(m.load('m', { versionPolicy: { specific: { versions: [7] } } }), /at least one version must be available under the version policy of model 'm'/);
+    assert.deepEqual(m.readyVersions('m'), [2]);
     await m.shutdown();
   });
 });

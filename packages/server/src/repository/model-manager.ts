@@ -20,6 +20,12 @@
  * sets them succeeds, and such a load reloads only the versions whose configuration or files
  * changed.
  *
+ * Version policy overrides (`version_policy`, a Nereid addition): a load may name the version
+ * policy to serve with, applied over the model's configuration (the repository's, or the load's
+ * `config`). It is kept with the model as a `config` override is: the re-check of an S3
+ * repository reloads the model from its changed files with the same policy. A load without one
+ * goes back to the configuration's own policy; an unload forgets it.
+ *
  * Concurrency: operations on one model (load, unload, a poll's reload) run one at a time, in
  * arrival order; operations on different models run in parallel, their loads bounded by the load
  * pool (`--model-load-thread-count`). Dependencies (ensembles, §1.11) are resolved before a
@@ -30,7 +36,7 @@ import { join, resolve as resolvePath } from 'node:path';
 import { stat } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { NereidError, toNereidError } from '@nereid/protocol';
-import type { ModelConfig } from '../config/model-config.js';
+import type { ModelConfig, ModelVersionPolicy } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
 import { prepareModelConfig, type ConfigLoadOptions, type PreparedModel } from './config-loader.js';
 import { dependenciesOf, describeCycle, type Dependency } from './dependencies.js';
@@ -109,6 +115,11 @@ interface ModelEntry<S> {
    * reloads of the explicit-mode re-check; undefined when they came from the repository's file.
    */
   overrideConfig: string | undefined;
+  /**
+   * The `version_policy` parameter of the load the serving copies were made from, applied over
+   * the configuration on every reload of the explicit-mode re-check; undefined: the configuration's.
+   */
+  overridePolicy: ModelVersionPolicy | undefined;
   /** The serving copies were made from a load's file overrides, not from the repository. */
   fileOverride: boolean;
   dependencies: readonly Dependency[];
@@ -145,6 +156,11 @@ export interface LoadRequest {
    * reloads, §1.10).
    */
   readonly versionWeights?: ReadonlyMap<number, number>;
+  /**
+   * The version policy to serve with instead of the configuration's (checked by the caller).
+   * Changing only the policy reloads no version that stays selected.
+   */
+  readonly versionPolicy?: ModelVersionPolicy;
 }
 
 export interface UnloadRequest {
@@ -338,7 +354,10 @@ export class ModelManager<S extends Servable> {
       if (stamp === entry.stamp || stamp === this.#rechecked.get(entry.name)) return;
       this.#rechecked.set(entry.name, stamp);
       this.#options.logger.info(`model '${entry.name}' changed in its repository; reloading it`);
-      const request: LoadRequest = entry.overrideConfig !== undefined ? { config: entry.overrideConfig } : {};
+      const request: LoadRequest = {
+        ...(entry.overrideConfig !== undefined ? { config: entry.overrideConfig } : {}),
+        ...(entry.overridePolicy !== undefined ? { versionPolicy: entry.overridePolicy } : {}),
+      };
       await this.#track(this.#loadModel(entry.name, request, { explicit: true, chain: [] })).catch((err: unknown) => {
         this.#options.logger.error(toNereidError(err).message);
       });
@@ -647,6 +666,7 @@ export class ModelManager<S extends Servable> {
         stamp: undefined,
         explicit: false,
         overrideConfig: undefined,
+        overridePolicy: undefined,
         fileOverride: false,
         dependencies: [],
         weights: undefined,
@@ -795,6 +815,7 @@ export class ModelManager<S extends Servable> {
         const prepared = await prepareModelConfig(location, this.#options, request.config).catch((err: unknown) => {
           throw new PollFailure(toNereidError(err, 'CONFIG_INVALID'));
         });
+        if (request.versionPolicy !== undefined) prepared.config.version_policy = structuredClone(request.versionPolicy);
         const available = await listVersions(location.directory, logger);
         const selected = selectVersions(name, prepared.config.version_policy, available, logger);
         return { prepared, selected, fingerprints: await versionFingerprints(prepared, selected) };
@@ -834,6 +855,7 @@ export class ModelManager<S extends Servable> {
       patch(entry, { reason: '', stamp, dependencies });
       // Unforced: the configuration in use is the one this load named (or the files' when none).
       if (request.versionWeights !== undefined) entry.overrideConfig = request.config;
+      entry.overridePolicy = request.versionPolicy;
       entry.explicit ||= context.explicit;
       this.#setWeights(entry, request, selected);
       return;
@@ -947,6 +969,7 @@ export class ModelManager<S extends Servable> {
       reason: '',
       stamp,
       overrideConfig: request.config,
+      overridePolicy: request.versionPolicy,
       fileOverride: override !== undefined,
       dependencies,
     });
@@ -1080,6 +1103,7 @@ export class ModelManager<S extends Servable> {
         stamp: undefined,
         explicit: false,
         overrideConfig: undefined,
+        overridePolicy: undefined,
         fileOverride: false,
         weights: undefined,
       });
@@ -1180,7 +1204,7 @@ function checkWeightedVersions(model: string, weights: ReadonlyMap<number, numbe
     'LOAD_PARAMETER',
     `load parameter 'version_weights' of model '${model}' names version${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}, ` +
       `which this load does not serve (${served}, per the version policy in effect after the load); ` +
-      `weight only served versions, or widen the version_policy in the load's config`,
+      `weight only served versions, or widen the load's version_policy (its parameter, or the one in its config)`,
   );
 }
 
