@@ -34,6 +34,7 @@ export type {
   RepositoryIndexEntry,
   RepositoryIndexOptions,
   UnloadModelOptions,
+  VersionPolicy,
 } from './repository.js';
 export {
   SystemSharedMemoryRegion,

@@ -17,9 +17,9 @@ import {
   type CanaryPlan,
 } from './canary.js';
 import type { ControllerContext } from './context.js';
-import { canaryRun } from './model-controller.js';
+import { canaryRequest, canaryRun, resolveSource } from './model-controller.js';
 import { PrometheusClient } from './prometheus.js';
-import type { CanaryAnalysis, CanaryStatus, NereidModel } from './types.js';
+import type { CanaryAnalysis, CanaryStatus, NereidModel, NereidServer } from './types.js';
 
 const T0 = new Date('2026-01-01T00:00:00Z');
 const at = (seconds: number): Date => new Date(T0.getTime() + seconds * 1000);
@@ -264,5 +264,35 @@ describe('the canary of a NereidModel', () => {
     const next = canaryRun(ctx(true), nm({ canary: { version: 3 } }), promoted, [idx(['m', '2', 'READY'])], 'm', at(600));
     assert.equal(next.started, true, 'a new canary version is a new run');
     assert.equal(next.run?.status.stableVersion, 2);
+  });
+});
+
+describe('the load a NereidModel sends', () => {
+  const ctx = {} as unknown as ControllerContext;
+  const server = { apiVersion: 'nereid.dev/v1alpha1', kind: 'NereidServer', metadata: { name: 'fleet', namespace: 'prod' }, spec: { modelRepository: { uri: 's3://bucket/models' } } } as unknown as NereidServer;
+  const nm = (spec: Partial<NereidModel['spec']>): NereidModel => ({
+    apiVersion: 'nereid.dev/v1alpha1',
+    kind: 'NereidModel',
+    metadata: { name: 'm', namespace: 'prod' },
+    spec: { server: 'fleet', source: { repository: {} }, ...spec },
+  });
+  const serving = { versions: [1, 2], weights: { '1': 90, '2': 10 } };
+
+  it('versions without spec.config go as the version_policy parameter, leaving config.pbtxt in force', async () => {
+    assert.deepEqual((await resolveSource(ctx, nm({ versions: [3, 2] }), server)).request, { versionPolicy: { specific: { versions: [3, 2] } } });
+    assert.deepEqual((await resolveSource(ctx, nm({ versions: [3], source: { uri: 's3://bucket/models/m' } }), server)).request, { versionPolicy: { specific: { versions: [3] } } });
+    assert.deepEqual((await resolveSource(ctx, nm({}), server)).request, {});
+    assert.deepEqual(canaryRequest({ versionPolicy: { specific: { versions: [1] } } }, serving), { versionPolicy: { specific: { versions: [1, 2] } }, versionWeights: serving.weights });
+    assert.deepEqual(canaryRequest({}, serving), { versionPolicy: { specific: { versions: [1, 2] } }, versionWeights: serving.weights });
+  });
+
+  it('with spec.config the versions stay in the config it sends', async () => {
+    const config = { max_batch_size: 4 };
+    const request = (await resolveSource(ctx, nm({ versions: [1], config }), server)).request;
+    assert.deepEqual(request, { config: { max_batch_size: 4, version_policy: { specific: { versions: [1] } } } });
+    assert.deepEqual(canaryRequest(request, serving), {
+      config: { max_batch_size: 4, version_policy: { specific: { versions: [1, 2] } } },
+      versionWeights: serving.weights,
+    });
   });
 });

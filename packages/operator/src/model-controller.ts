@@ -94,14 +94,20 @@ class SourceError extends Error {
   }
 }
 
-/** The load request for a model: config override, versions, ConfigMap files. */
+/**
+ * The load request for a model: config override, versions, ConfigMap files. `versions` goes into
+ * the load's config when there is one (spec.config, or a ConfigMap's minimal config); otherwise it
+ * is sent as the `version_policy` parameter, which applies over the repository's config.pbtxt (a
+ * config holding only the policy would replace that file, inputs and batching included).
+ */
 export async function resolveSource(ctx: ControllerContext, model: NereidModel, server: NereidServer): Promise<ResolvedSource> {
   const name = modelNameOf(model);
-  let config = model.spec.config ? structuredClone(model.spec.config) : undefined;
-  if (model.spec.versions && model.spec.versions.length > 0) {
-    config = { ...config, version_policy: { specific: { versions: model.spec.versions } } };
-  }
   const { source } = model.spec;
+  let config = model.spec.config ? structuredClone(model.spec.config) : undefined;
+  const versions = model.spec.versions && model.spec.versions.length > 0 ? model.spec.versions : undefined;
+  if (versions && (config || source.configMap)) {
+    config = { ...config, version_policy: { specific: { versions } } };
+  }
   if (source.configMap) {
     const cm = await ctx.client.getOptional<KubeObject & { data?: Record<string, string>; binaryData?: Record<string, string> }>(
       objectPath(RESOURCES.configMap, model.metadata.namespace, source.configMap.name),
@@ -129,7 +135,8 @@ export async function resolveSource(ctx: ControllerContext, model: NereidModel, 
   if (directory !== name) {
     throw new SourceError('InvalidSource', `a repository model loads under its directory name: directory ${directory} differs from modelName ${name}`);
   }
-  return { loadName: name, request: config ? { config } : {} };
+  if (config) return { loadName: name, request: { config } };
+  return { loadName: name, request: versions ? { versionPolicy: { specific: { versions } } } : {} };
 }
 
 export async function reconcileModel(ctx: ControllerContext, key: string): Promise<ReconcileResult> {
@@ -219,18 +226,7 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
   const stored = model.spec.canary
     ? ((await ctx.client.getOptional<NereidModel>(objectPath(RESOURCES.nereidModel, namespace, name)))?.status?.canary ?? undefined)
     : undefined;
-  let canary = canaryRun(ctx, model, stored, indexes, source.loadName, new Date(now));
-  // A load's config replaces the model's config file, so a canary of a model without spec.config
-  // starts from the configuration a pod serves (its config file), with the versions replaced.
-  let canaryConfig = model.spec.config !== undefined || model.spec.source.configMap ? source.request.config : undefined;
-  if (canary.run && canaryConfig === undefined) {
-    canaryConfig = await servedConfig(pods, indexes, source.loadName);
-    if (canaryConfig === undefined) {
-      canary = {
-        condition: { type: CANARY_CONDITION, status: 'False', reason: 'WaitingForStable', message: `canary version ${canary.run.plan.version} waits until a pod serves ${source.loadName} (its configuration is the canary's base)` },
-      };
-    }
-  }
+  const canary = canaryRun(ctx, model, stored, indexes, source.loadName, new Date(now));
   const serving = canary.run ? servingOf(canary.run.status) : undefined;
   const wantedVersions = serving?.versions ?? model.spec.versions;
   const results = await Promise.all(
@@ -260,7 +256,7 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
       if (!stale && prior.loadError !== undefined) return prior;
       if (!stale) return { ...prior, state: state.state, ...(state.reason ? { reason: state.reason } : { reason: undefined }) };
       const request: LoadRequest = serving
-        ? { ...source.request, config: { ...canaryConfig, version_policy: { specific: { versions: serving.versions } } }, versionWeights: serving.weights }
+        ? canaryRequest(source.request, serving)
         : clearWeights
           ? { ...source.request, versionWeights: {} }
           : source.request;
@@ -326,18 +322,16 @@ export async function reconcileModel(ctx: ControllerContext, key: string): Promi
   return { requeueAfterMs };
 }
 
-/** The configuration of `name` served by the first pod whose index lists it READY. */
-async function servedConfig(pods: Pod[], indexes: (IndexEntry[] | Error)[], name: string): Promise<Record<string, unknown> | undefined> {
-  for (const [i, pod] of pods.entries()) {
-    const index = indexes[i];
-    if (index instanceof Error || !index.some((e) => e.name === name && e.state === 'READY')) continue;
-    try {
-      return await new RepositoryApi(pod.status?.podIP ?? '', httpPortOf(pod)).config(name);
-    } catch {
-      // the next pod
-    }
-  }
-  return undefined;
+/**
+ * The load that serves a canary step: the model's own request with the step's versions and
+ * weights. The versions replace the version policy of the load's config when it has one;
+ * otherwise they go as the `version_policy` parameter, over the repository's config.pbtxt, so
+ * that each reload of the pod's repository keeps both the file's settings and the step's versions.
+ */
+export function canaryRequest(request: LoadRequest, serving: { versions: number[]; weights: Record<string, number> }): LoadRequest {
+  const policy = { specific: { versions: serving.versions } };
+  if (request.config !== undefined) return { ...request, config: { ...request.config, version_policy: policy }, versionWeights: serving.weights };
+  return { ...request, versionPolicy: policy, versionWeights: serving.weights };
 }
 
 const sameVersions = (a: number[] | undefined, b: number[]): boolean => a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);

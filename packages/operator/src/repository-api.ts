@@ -1,9 +1,9 @@
 /**
  * The model repository API of one Nereid pod (Triton's repository extension over HTTP), through
- * `@nereid/client`'s HttpClient: load with a `config` override and `file:` contents, unload, and
- * the index.
+ * `@nereid/client`'s HttpClient: load with a `config` override, `file:` contents, a version policy
+ * and version weights, unload, and the index.
  */
-import { HttpClient, type RepositoryIndexEntry } from '@nereid/client';
+import { HttpClient, type RepositoryIndexEntry, type VersionPolicy } from '@nereid/client';
 import { NereidError, type ErrorCode } from '@nereid/protocol';
 
 export type IndexEntry = RepositoryIndexEntry;
@@ -15,6 +15,11 @@ export interface LoadRequest {
   files?: Record<string, Buffer>;
   /** The `version_weights` load parameter: version → weight of unversioned requests; `{}` clears them. */
   versionWeights?: Record<string, number>;
+  /**
+   * The `version_policy` load parameter: the versions to serve, applied over the configuration
+   * the pod reads from its repository (or over `config`), which otherwise stays as it is.
+   */
+  versionPolicy?: VersionPolicy;
 }
 
 export interface RepositoryApiOptions {
@@ -42,11 +47,6 @@ export class RepositoryApi {
 
   unload(name: string): Promise<void> {
     return failingAs('MODEL_UNLOAD_FAILED', this.#client.unloadModel(name));
-  }
-
-  /** The configuration the pod serves for `name` (ModelConfig JSON); UNAVAILABLE when it cannot tell. */
-  config(name: string): Promise<Record<string, unknown>> {
-    return failingAs('UNAVAILABLE', this.#client.modelConfig(name));
   }
 
   index(): Promise<IndexEntry[]> {
