@@ -97,6 +97,7 @@ describe('the version_policy load parameter', () => {
     await http.loadModel('t');
     assert.deepEqual(await ready(), ['3']);
     assert.equal(await tag(), 300);
+    assert.deepEqual((await servedConfig('3')).version_policy, { latest: { num_versions: 1 } }, 'the kept copy reports the policy in effect');
   });
 
   it('bad values are refused with 400 / INVALID_ARGUMENT naming the model and the form', async () => {

@@ -800,6 +800,7 @@ describe('version policy overrides (version_policy)', () => {
     await m.load('m');
     assert.deepEqual(m.readyVersions('m'), [3]);
     assert.deepEqual(factory.loads, ['m/3', 'm/1', 'm/2'], 'going back reloads nothing');
+    assert.equal(m.resolve('m', '3').servable.config.version_policy?.latest?.num_versions, 1, 'the kept copy reports the policy in effect');
     await m.shutdown();
   });
 

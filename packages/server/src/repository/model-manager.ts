@@ -850,7 +850,7 @@ export class ModelManager<S extends Servable> {
     }
     if (fresh.length === 0 && inPlace.length === 0) {
       // Nothing to load: what serves is what the files say (a failed reload's reason goes).
-      for (const v of kept) patch(entry.versions.get(v)!, { reason: '', wanted: true });
+      for (const v of kept) this.#keep(entry.versions.get(v)!, prepared.config);
       this.#settleUnselected(entry, selected);
       patch(entry, { reason: '', stamp, dependencies });
       // Unforced: the configuration in use is the one this load named (or the files' when none).
@@ -962,7 +962,7 @@ export class ModelManager<S extends Servable> {
       update.commit();
       patch(entry.versions.get(v)!, { reason: '', fingerprint: fingerprints.get(v)!.full, shape: fingerprints.get(v)!.shape, wanted: true });
     }
-    for (const v of kept) patch(entry.versions.get(v)!, { reason: '', wanted: true });
+    for (const v of kept) this.#keep(entry.versions.get(v)!, prepared.config);
     this.#settleUnselected(entry, selected);
     patch(entry, {
       location,
@@ -1021,6 +1021,16 @@ export class ModelManager<S extends Servable> {
         );
       }
     }
+  }
+
+  /**
+   * A serving copy a load keeps as it is: a failed reload's reason goes, and its configuration
+   * takes the load's version policy, which selects versions but shapes none (so that the
+   * configuration it reports names the policy in effect).
+   */
+  #keep(slot: VersionSlot<S>, config: ModelConfig): void {
+    patch(slot, { reason: '', wanted: true });
+    if (slot.servable !== undefined && config.version_policy !== undefined) slot.servable.config.version_policy = structuredClone(config.version_policy);
   }
 
   /** Versions no longer selected: serving ones are unloaded, the others stop counting (§1.10 item 4). */
