@@ -210,6 +210,12 @@ describe('nereid operator: NereidServer and NereidModel reconciliation', () => {
       assert.equal(p.generation, after.metadata.generation);
       assert.notEqual(p.lastLoadTime, undefined);
     }
+    // versions without config: the pods serve config.pbtxt (max_batch_size 8) with the policy over it.
+    for (const pod of await fleetPods('fleet')) {
+      const config = (await (await fetch(`http://${pod.status.podIP}:8000/v2/models/simple/config`)).json()) as Json;
+      assert.equal(config.max_batch_size, 8, `${pod.metadata.name}: ${JSON.stringify(config)}`);
+      assert.deepEqual(config.version_policy, { specific: { versions: [1] } });
+    }
   });
 
   it('reports a config change that fails to load, and recovers when it is fixed', async () => {

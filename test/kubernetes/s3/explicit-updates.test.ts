@@ -1,7 +1,8 @@
 /**
  * S3 model repositories in mode explicit (docs/model-repository-s3.md): a load by name takes the
  * newest complete revision from the store; with --repository-poll-secs the loaded models are
- * re-checked and reloaded when their objects change, keeping their config override; a partial
+ * re-checked and reloaded when their objects change, keeping their config override and version
+ * policy parameter; a partial
  * upload never loads; and a model updated in the bucket while several clients send requests
  * without pause is replaced with no failed request.
  */
@@ -162,6 +163,43 @@ describe('S3 model repositories in mode explicit', () => {
       assert.match(srv.process.stdout, /model 'tagged' changed in its repository; reloading it/);
       assert.ok(ok > 100, `${ok} requests answered`);
       t.diagnostic(`${ok} requests from ${clients} clients, none failed`);
+    });
+
+    it("a model loaded with version_policy: a change in the bucket reloads with the new config.pbtxt and the same policy", async () => {
+      const generation = (n: number) => `dynamic_batching { }\nparameters { key: "generation" value: { string_value: "${n}" } }`;
+      await putModel(s3.client, BUCKET, prefix, 'versioned', taggedFiles('versioned', { 1: 1000, 2: 2000, 3: 3000 }, generation(1)), { manifest: true });
+      const body = JSON.stringify({ parameters: { version_policy: { specific: { versions: [1, 2] } } } });
+      const loaded = await httpRequest(`${srv.url}/v2/repository/models/versioned/load`, { method: 'POST', body });
+      assert.equal(loaded.status, 200, loaded.text);
+      const ready = async () =>
+        ((jsonBody(await httpRequest(`${srv.url}/v2/repository/index`, { method: 'POST', body: '{"ready": true}' })) as { name: string; version: string }[]))
+          .filter((e) => e.name === 'versioned')
+          .map((e) => e.version);
+      const tagOf = async (version: string) => {
+        const reply = await inferJson(srv.url, 'versioned', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, TAGGED_WIDTH], data: [0, 0, 0, 0] }], { version });
+        return reply.status === 200 ? (outputNamed(jsonBody(reply) as JsonInferResponse, 'OUTPUT0').data[0] as number) : undefined;
+      };
+      const served = async (version: string) =>
+        jsonBody(await httpRequest(`${srv.url}/v2/models/versioned/versions/${version}/config`)) as {
+          input: unknown[];
+          max_batch_size: number;
+          dynamic_batching?: unknown;
+          parameters?: Record<string, { string_value: string }>;
+          version_policy: unknown;
+        };
+      assert.deepEqual(await ready(), ['1', '2']);
+      assert.equal((await served('1')).input.length, 1, "config.pbtxt's inputs");
+      assert.equal((await served('1')).max_batch_size, 8);
+
+      await putModel(s3.client, BUCKET, prefix, 'versioned', taggedFiles('versioned', { 1: 1001, 2: 2001, 3: 3001 }, generation(2)), { manifest: true });
+      await waitFor('the re-check to reload version 2 from the new revision', async () => (await tagOf('2')) === 2001, 30_000);
+      assert.equal(await tagOf('1'), 1001);
+      assert.deepEqual(await ready(), ['1', '2'], 'the policy of the load still selects the versions');
+      const config = await served('2');
+      assert.equal(config.parameters?.generation?.string_value, '2', "the new config.pbtxt's settings");
+      assert.notEqual(config.dynamic_batching, undefined);
+      assert.deepEqual(config.version_policy, { specific: { versions: [1, 2] } });
+      assert.match(srv.process.stdout, /model 'versioned' changed in its repository; reloading it/);
     });
   });
 });
