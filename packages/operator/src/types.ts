@@ -124,6 +124,7 @@ export interface NereidModelSpec {
     configMap?: { name: string };
     uri?: string;
   };
+  /** Versions to serve: the config's version_policy with `config`, else the load parameter version_policy. */
   versions?: number[];
   config?: Record<string, unknown>;
   canary?: CanarySpec;

@@ -105,7 +105,7 @@ const repositoryParameter: fc.Arbitrary<RepositoryParameter> = fc.oneof(
 );
 
 const overrideKey = fc.oneof(
-  fc.constantFrom('config', 'file:1/model.onnx', 'file:', 'file:../x', 'file:/etc/passwd', 'file:1/../../x', 'file:a\\b', 'file:./x', 'file:1//x', 'version_weights', 'unknown'),
+  fc.constantFrom('config', 'file:1/model.onnx', 'file:', 'file:../x', 'file:/etc/passwd', 'file:1/../../x', 'file:a\\b', 'file:./x', 'file:1//x', 'version_weights', 'version_policy', 'unknown'),
   fc.array(fc.constantFrom('1', '..', '.', '', 'model.onnx', 'a\0', '\\', '%2e%2e'), { minLength: 1, maxLength: 4 }).map((parts) => `file:${parts.join('/')}`),
   fc.string({ maxLength: 8 }),
 );
