@@ -74,20 +74,27 @@ export function versionWeightsOf(model: string, value: unknown): Map<number, num
   return weights;
 }
 
-/** The `version_weights` parameter as either wire carries it: a JSON object (HTTP) or its JSON text. */
-function versionWeightsParameter(model: string, p: RepositoryParameter): Map<number, number> {
-  if (p.kind === 'json') return versionWeightsOf(model, p.value);
+/**
+ * The JSON value of parameter `key` as either wire carries it: a JSON object (HTTP) or its JSON
+ * text (HTTP or gRPC `string_param`); `form` says what it must be. An empty text is `undefined`.
+ */
+function jsonParameter(model: string, key: string, form: string, p: RepositoryParameter): unknown {
+  if (p.kind === 'json') return p.value;
   if (p.kind !== 'string') {
-    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_weights' of model '${model}' must be ${VERSION_WEIGHTS_FORM} (over gRPC: its JSON text in string_param), got ${describe(p)}`);
+    throw new NereidError('LOAD_PARAMETER', `load parameter '${key}' of model '${model}' must be ${form} (over gRPC: its JSON text in string_param), got ${describe(p)}`);
   }
-  if (p.value.trim() === '') return new Map();
-  let parsed: unknown;
+  if (p.value.trim() === '') return undefined;
   try {
-    parsed = JSON.parse(p.value);
+    return JSON.parse(p.value);
   } catch {
-    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_weights' of model '${model}' is not JSON (${JSON.stringify(p.value.slice(0, 40))}); it must be ${VERSION_WEIGHTS_FORM}`);
+    throw new NereidError('LOAD_PARAMETER', `load parameter '${key}' of model '${model}' is not JSON (${JSON.stringify(p.value.slice(0, 40))}); it must be ${form}`);
   }
-  return versionWeightsOf(model, parsed);
+}
+
+/** The `version_weights` parameter; an empty text clears the weights as `{}` does. */
+function versionWeightsParameter(model: string, p: RepositoryParameter): Map<number, number> {
+  const value = jsonParameter(model, 'version_weights', VERSION_WEIGHTS_FORM, p);
+  return value === undefined ? new Map() : versionWeightsOf(model, value);
 }
 
 const VERSION_POLICY_FORM =
@@ -124,19 +131,11 @@ export function versionPolicyOf(model: string, value: unknown): ModelVersionPoli
   return policy;
 }
 
-/** The `version_policy` parameter as either wire carries it: a JSON object (HTTP) or its JSON text. */
+/** The `version_policy` parameter (an empty text is refused like any value that is not a policy). */
 function versionPolicyParameter(model: string, p: RepositoryParameter): ModelVersionPolicy {
-  if (p.kind === 'json') return versionPolicyOf(model, p.value);
-  if (p.kind !== 'string') {
-    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_policy' of model '${model}' must be ${VERSION_POLICY_FORM} (over gRPC: its JSON text in string_param), got ${describe(p)}`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(p.value);
-  } catch {
-    throw new NereidError('LOAD_PARAMETER', `load parameter 'version_policy' of model '${model}' is not JSON (${JSON.stringify(p.value.slice(0, 40))}); it must be ${VERSION_POLICY_FORM}`);
-  }
-  return versionPolicyOf(model, parsed);
+  const value = jsonParameter(model, 'version_policy', VERSION_POLICY_FORM, p);
+  if (value === undefined) throw new NereidError('LOAD_PARAMETER', `load parameter 'version_policy' of model '${model}' is empty; it must be ${VERSION_POLICY_FORM}`);
+  return versionPolicyOf(model, value);
 }
 
 /**
