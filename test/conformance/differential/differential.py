@@ -24,6 +24,7 @@ import os
 import re
 import struct
 import sys
+import time
 import traceback
 
 import grpc
@@ -560,8 +561,16 @@ def infer_without_batching(s):
 
 def stats(s, model, response_stats=False):
     """The model's statistics over HTTP (the gRPC call's status only: the same figures); without
-    `response_stats`, that field is left out (see statistics_response_stats)."""
+    `response_stats`, that field is left out (see statistics_response_stats). Read until two reads
+    0.2 s apart agree: Triton records a request's statistics after sending its response, so a read
+    right after the last answer may not count it yet."""
     status, body = s.http("GET", f"/v2/models/{model}/stats")
+    for _ in range(25):
+        time.sleep(0.2)
+        again = s.http("GET", f"/v2/models/{model}/stats")
+        if again == (status, body):
+            break
+        status, body = again
     code, g = s.grpc("ModelStatistics", pb.ModelStatisticsRequest(name=model))
     for entry in body.get("model_stats", []) if isinstance(body, dict) else []:
         if response_stats:
