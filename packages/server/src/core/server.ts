@@ -277,7 +277,7 @@ export class Server {
           return { version: mv.version, config: mv.config };
         },
         route: (model, version) => {
-          const mv = this.#route(model, version);
+          const mv = this.#resolve(model, version, true);
           return { version: mv.version, config: mv.config };
         },
       },
@@ -378,20 +378,15 @@ export class Server {
     return { name: this.#options.id ?? 'triton', version: NEREID_VERSION, extensions: [...EXTENSIONS] };
   }
 
-  /** Resolves a model version or throws the protocol.md §2.1 lookup error. */
-  #resolve(model: string, version?: string): ModelVersion {
+  /**
+   * Resolves a model version or throws the protocol.md §2.1 lookup error. `route`: for an inference
+   * request, which when it names no version follows the model's version weights.
+   */
+  #resolve(model: string, version?: string, route = false): ModelVersion {
     if (this.#state !== 'ready' && this.#state !== 'loading') {
       throw new NereidError('SERVER_NOT_READY', 'Server not ready');
     }
-    return this.#models.resolve(model, version).servable;
-  }
-
-  /** `#resolve` for an inference request: one naming no version follows the model's version weights. */
-  #route(model: string, version?: string): ModelVersion {
-    if (this.#state !== 'ready' && this.#state !== 'loading') {
-      throw new NereidError('SERVER_NOT_READY', 'Server not ready');
-    }
-    return this.#models.route(model, version).servable;
+    return (route ? this.#models.route(model, version) : this.#models.resolve(model, version)).servable;
   }
 
   /**
@@ -599,7 +594,7 @@ export class Server {
    */
   async infer(request: InferRequest, options: InferOptions = {}): Promise<InferResponse> {
     const requestTime = process.hrtime.bigint();
-    const mv = this.#route(request.model, request.version);
+    const mv = this.#resolve(request.model, request.version, true);
     if (mv.config.model_transaction_policy?.decoupled) {
       throw new NereidError(
         'MODEL_DECOUPLED_UNSUPPORTED',
@@ -623,7 +618,7 @@ export class Server {
    */
   async #inferTimed(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }> {
     const requestTime = process.hrtime.bigint();
-    const mv = this.#route(request.model, request.version);
+    const mv = this.#resolve(request.model, request.version, true);
     if (mv.config.model_transaction_policy?.decoupled) {
       throw new NereidError('MODEL_DECOUPLED_UNSUPPORTED', `model '${mv.name}' is decoupled; decoupled ensemble steps are not supported yet`);
     }
@@ -759,7 +754,7 @@ export class Server {
    */
   async inferStream(request: InferRequest, options: StreamInferOptions): Promise<void> {
     const requestTime = process.hrtime.bigint();
-    const mv = this.#route(request.model, request.version);
+    const mv = this.#resolve(request.model, request.version, true);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';
     const shm = this.#bindSharedMemory(request, false);

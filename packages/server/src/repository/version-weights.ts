@@ -19,7 +19,7 @@ export class VersionWeights {
   /** Running credit per entry of `#versions`. */
   readonly #credit: number[];
   /** Which of `#versions` took part in the last pick; a change starts the credits again. */
-  #lastMask = -1;
+  readonly #available: boolean[];
 
   /** `weights`: version → non-negative integer weight, at least one above 0 (checked by the caller). */
   constructor(weights: ReadonlyMap<number, number>) {
@@ -30,6 +30,7 @@ export class VersionWeights {
     this.#versions = positive.map(([v]) => v);
     this.#reduced = positive.map(([, w]) => w / divisor);
     this.#credit = positive.map(() => 0);
+    this.#available = positive.map(() => false);
   }
 
   /** The weights as set, ascending by version. */
@@ -51,23 +52,23 @@ export class VersionWeights {
    */
   pick(available: (version: number) => boolean): number | undefined {
     const versions = this.#versions;
-    let mask = 0;
+    const taking = this.#available;
+    const credit = this.#credit;
     let total = 0;
+    let changed = false;
     for (let i = 0; i < versions.length; i++) {
-      if (!available(versions[i]!)) continue;
-      // More than 31 weighted versions share the mask's top bit: the reset is then merely coarser.
-      mask |= 1 << Math.min(i, 30);
-      total += this.#reduced[i]!;
+      const now = available(versions[i]!);
+      if (now !== taking[i]) {
+        taking[i] = now;
+        changed = true;
+      }
+      if (now) total += this.#reduced[i]!;
     }
     if (total === 0) return undefined;
-    const credit = this.#credit;
-    if (mask !== this.#lastMask) {
-      credit.fill(0);
-      this.#lastMask = mask;
-    }
+    if (changed) credit.fill(0);
     let best = -1;
     for (let i = 0; i < versions.length; i++) {
-      if ((mask & (1 << Math.min(i, 30))) === 0 || !available(versions[i]!)) continue;
+      if (!taking[i]) continue;
       credit[i]! += this.#reduced[i]!;
       if (best === -1 || credit[i]! > credit[best]!) best = i;
     }
