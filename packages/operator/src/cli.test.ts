@@ -37,11 +37,12 @@ describe('parseOperatorArgs', () => {
       '--concurrency=8',
       '--resync-seconds=7',
       '--server-image=registry.example/nereid:1',
+      '--prometheus-url=http://prometheus.monitoring:9090',
       '--log-level=debug',
     ]);
     assert.deepEqual(
-      [a.kubeconfig, a.namespace, a.leaseNamespace, a.leaseName, a.identity, a.metricsAddress, a.metricsPort, a.concurrency, a.resyncSeconds, a.serverImage, a.logLevel],
-      ['/k', 'ml', 'ops', 'l', 'me', '127.0.0.1', 0, 8, 7, 'registry.example/nereid:1', 'debug'],
+      [a.kubeconfig, a.namespace, a.leaseNamespace, a.leaseName, a.identity, a.metricsAddress, a.metricsPort, a.concurrency, a.resyncSeconds, a.serverImage, a.prometheusUrl, a.logLevel],
+      ['/k', 'ml', 'ops', 'l', 'me', '127.0.0.1', 0, 8, 7, 'registry.example/nereid:1', 'http://prometheus.monitoring:9090', 'debug'],
     );
   });
 
@@ -53,6 +54,8 @@ describe('parseOperatorArgs', () => {
     [['--log-level=loud'], /--log-level takes one of debug, info, warn, error/],
     [['--namespace=Bad_NS'], /--namespace must be a Kubernetes object name/],
     [['--lease-duration-seconds=5', '--renew-deadline-seconds=5'], /must be shorter than --lease-duration-seconds/],
+    [['--prometheus-url=prometheus:9090'], /--prometheus-url must be an http:\/\/ or https:\/\/ URL, got "prometheus:9090"/],
+    [['--prometheus-url=ftp://p/'], /--prometheus-url must be an http:\/\/ or https:\/\/ URL/],
     [['stray'], /Unexpected argument 'stray'/],
   ] as const) {
     it(`rejects ${args.join(' ')}`, () => {
