@@ -11,6 +11,8 @@
  */
 import { NereidError, toNereidError, fromConfigDataType, type ParameterValue } from '@nereid/protocol';
 import { BackendRegistry } from '../backends/registry.js';
+import { startCudaHelper } from '../backends/python/cuda-helper.js';
+import { DEFAULT_PYTHON } from '../backends/python/python-backend.js';
 import type { Backend, BackendResponse, BackendTensor } from '../backends/spi.js';
 import { DEFAULT_CONFIG_LIMITS, InstanceBudget, modelConfigToJson, type ConfigLimits } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
@@ -80,8 +82,11 @@ interface BoundRequest {
   request: ResolvedRequest;
   /** Views of mapped regions outputs go into (`BackendRequest.outputBuffers`); absent when none. */
   outputBuffers?: ReadonlyMap<string, Uint8Array>;
-  /** Writes the outputs with references into their regions; the response then carries none of their bytes. */
-  deliver(response: InferResponse): InferResponse;
+  /**
+   * Writes the outputs with references into their regions; the response then carries none of
+   * their bytes. A promise where an output goes to a CUDA region (copied to the device first).
+   */
+  deliver(response: InferResponse): InferResponse | Promise<InferResponse>;
   /** Releases the regions' leases (once the request has settled). */
   release(): void;
 }
@@ -246,7 +251,14 @@ export class Server {
     this.#options = options;
     this.#responseTimeoutMs = options.decoupledResponseTimeoutMs ?? DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS;
     this.logger = options.logger ?? createLogger(options.log);
-    this.sharedMemory = new SharedMemoryManager({ allowClient: options.allowClientShm ?? false });
+    // CUDA regions are opened by a helper run by the Python backend's interpreter, which has the
+    // CUDA runtime (cupy or torch) that the stubs of KIND_GPU models use.
+    const python = backendSettings(options.backendConfig ?? new Map(), 'python')['python-executable'] || DEFAULT_PYTHON;
+    this.sharedMemory = new SharedMemoryManager({
+      allowClient: options.allowClientShm ?? false,
+      cuda: () => startCudaHelper({ python, logger: this.logger }),
+      logError: (message) => this.logger.error(message),
+    });
     this.metrics = new ServerMetrics(
       () => this.#models.readyServables().map((s) => s.servable),
       options.metrics,
@@ -601,12 +613,14 @@ export class Server {
         `model '${mv.name}' uses the decoupled transaction policy, which sends any number of responses; use a streaming API`,
       );
     }
-    const shm = this.#bindSharedMemory(request, true);
+    const bound = this.#bindSharedMemory(request, true);
+    const shm = bound instanceof Promise ? await bound : bound;
     try {
       const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined, shm.outputBuffers);
       mv.scheduler.enqueue(inferenceRequest);
       const response = await inferenceRequest.delivered;
-      return shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'));
+      const delivered = shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'));
+      return delivered instanceof Promise ? await delivered : delivered;
     } finally {
       shm.release();
     }
@@ -644,7 +658,10 @@ export class Server {
    * manager; output references are range-checked now and written by `deliver`, which first
    * verifies that no input region shrank under its mapping while the request used it. The regions
    * stay acquired until `release`, so unregistering one meanwhile cannot pull it from under the
-   * request. Synchronous, so a stream's requests keep their order.
+   * request. Synchronous, so a stream's requests keep their order, except where an input lies in
+   * a CUDA region: its bytes are copied from the device first (the CUDA runtime answers in order,
+   * so such requests keep their order among themselves), and the binding is a promise. Outputs
+   * into CUDA regions are copied to the device by `deliver`, which is then a promise too.
    *
    * `release` runs once the request has settled: its backend has answered it (backends keep no
    * input after responding, docs/backends.md), so the input buffers go back to the pool and the
@@ -656,17 +673,22 @@ export class Server {
    * output buffer is reused. Streams keep them: a decoupled ensemble's later iterations may still
    * read a tensor an earlier response carried.
    */
-  #bindSharedMemory(request: InferRequest, returnOutputs: boolean): BoundRequest {
+  #bindSharedMemory(request: InferRequest, returnOutputs: boolean): BoundRequest | Promise<BoundRequest> {
     if (!usesSharedMemory(request)) return { request: request as ResolvedRequest, deliver: unchanged, release: nothing };
     const leases = new Map<string, SharedMemoryLease>();
     /** Buffers under the inputs (region views and pooled copies): kept out of responses. */
     const pooled = new Set<ArrayBufferLike>();
     /** The pooled copies among them, recycled on release. */
     const copies: ArrayBufferLike[] = [];
+    /** Inputs copied from CUDA regions (views lent by the runtime's channel), returned on release. */
+    const fetched: Uint8Array[] = [];
+    let fetches: Promise<void>[] | undefined;
     const release = (): void => {
       for (const lease of leases.values()) lease.release();
       for (const buffer of copies) this.sharedMemory.recycle(buffer);
+      for (const view of fetched) returnView(view);
       copies.length = 0;
+      fetched.length = 0;
       pooled.clear();
     };
     const lease = (region: string): SharedMemoryLease => {
@@ -686,6 +708,16 @@ export class Server {
           if (!isSharedMemoryInput(input)) return input;
           const ref = input.sharedMemory;
           const region = lease(ref.region);
+          if (region.cuda !== undefined) {
+            const copied: InferInput = { name: input.name, datatype: input.datatype, shape: input.shape, data: EMPTY_BYTES };
+            const fetch = region.cuda.fetch(ref.offset ?? 0, ref.byteSize).then((data) => {
+              copied.data = data;
+              pooled.add(data.buffer);
+              fetched.push(data);
+            });
+            (fetches ??= []).push(fetch);
+            return copied;
+          }
           const data = region.read(ref.offset ?? 0, ref.byteSize);
           pooled.add(data.buffer);
           if (!region.mapped) copies.push(data.buffer);
@@ -707,10 +739,11 @@ export class Server {
       throw err;
     }
     const resolved = (inputs === undefined ? request : { ...request, inputs }) as ResolvedRequest;
-    const deliver = (response: InferResponse): InferResponse => {
+    const deliver = (response: InferResponse): InferResponse | Promise<InferResponse> => {
       for (const l of leases.values()) l.verify();
       if (outputRefs.size === 0) return keepOutOfPool(response, pooled);
       const written: Uint8Array[] | undefined = returnOutputs ? [] : undefined;
+      let stores: Promise<void>[] | undefined;
       for (let i = 0; i < response.outputs.length; i++) {
         const out = response.outputs[i]!;
         const ref = outputRefs.get(out.name);
@@ -723,7 +756,10 @@ export class Server {
         }
         const target = outputBuffers?.get(out.name);
         const region = leases.get(ref.region)!;
-        if (target !== undefined && out.data.buffer === target.buffer && out.data.byteOffset === target.byteOffset) {
+        if (region.cuda !== undefined) {
+          (stores ??= []).push(region.cuda.store(ref.offset ?? 0, out.data));
+          written?.push(out.data);
+        } else if (target !== undefined && out.data.buffer === target.buffer && out.data.byteOffset === target.byteOffset) {
           // The backend wrote it there.
           region.confirm(ref.offset ?? 0, out.data.byteLength);
         } else {
@@ -732,14 +768,25 @@ export class Server {
         }
         response.outputs[i] = { name: out.name, datatype: out.datatype, shape: out.shape, data: EMPTY_BYTES, sharedMemory: ref };
       }
-      if (written !== undefined && written.length > 0) {
-        // A tensor the response also carries as bytes (two outputs of one tensor) stays out.
-        const carried = new Set(response.outputs.map((o) => o.data));
-        for (const view of written) if (!carried.has(view)) returnView(view);
-      }
-      return keepOutOfPool(response, pooled);
+      const finish = (): InferResponse => {
+        if (written !== undefined && written.length > 0) {
+          // A tensor the response also carries as bytes (two outputs of one tensor) stays out.
+          const carried = new Set(response.outputs.map((o) => o.data));
+          for (const view of written) if (!carried.has(view)) returnView(view);
+        }
+        return keepOutOfPool(response, pooled);
+      };
+      return stores === undefined ? finish() : Promise.all(stores).then(finish);
     };
-    return { request: resolved, ...(outputBuffers && { outputBuffers }), deliver, release };
+    const bound: BoundRequest = { request: resolved, ...(outputBuffers && { outputBuffers }), deliver, release };
+    if (fetches === undefined) return bound;
+    return Promise.all(fetches).then(
+      () => bound,
+      (err: unknown) => {
+        release();
+        throw err;
+      },
+    );
   }
 
   /**
@@ -757,7 +804,8 @@ export class Server {
     const mv = this.#resolve(request.model, request.version, true);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';
-    const shm = this.#bindSharedMemory(request, false);
+    const bound = this.#bindSharedMemory(request, false);
+    const shm = bound instanceof Promise ? await bound : bound;
     try {
       if (decoupled) {
         await this.#inferDecoupled(mv, shm.request, options, requestTime, id, shm.deliver);
@@ -766,7 +814,8 @@ export class Server {
         mv.scheduler.enqueue(inferenceRequest);
         options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
         const response = await inferenceRequest.delivered;
-        options.onResponse({ response: shm.deliver(this.#toResponse(mv, validated, id, response, true)), final: true });
+        const delivered = shm.deliver(this.#toResponse(mv, validated, id, response, true));
+        options.onResponse({ response: delivered instanceof Promise ? await delivered : delivered, final: true });
       }
     } finally {
       shm.release();
@@ -780,18 +829,38 @@ export class Server {
     options: StreamInferOptions,
     requestTime: bigint,
     id: string,
-    deliver: (response: InferResponse) => InferResponse,
+    deliver: BoundRequest['deliver'],
   ): Promise<void> {
     let failure: NereidError | undefined;
     let inferenceRequest!: InferenceRequest;
+    const fail = (err: unknown): void => {
+      failure ??= toNereidError(err, 'INTERNAL');
+      inferenceRequest.fail(failure);
+    };
+    /**
+     * Responses whose outputs are being copied into CUDA regions: later responses wait behind
+     * them, so the client sees them in the order the model sent them.
+     */
+    let copying: Promise<void> | undefined;
     const sink: ResponseSink = (data, final) => {
       if (failure !== undefined) return;
       try {
-        if (data === null) options.onResponse({ final });
-        else options.onResponse({ response: deliver(this.#toResponse(mv, prepared.validated, id, data, false)), final });
+        if (data === null) {
+          if (copying === undefined) options.onResponse({ final });
+          else copying = copying.then(() => (failure === undefined ? options.onResponse({ final }) : undefined));
+          return;
+        }
+        const response = deliver(this.#toResponse(mv, prepared.validated, id, data, false));
+        if (copying === undefined && !(response instanceof Promise)) {
+          options.onResponse({ response, final });
+          return;
+        }
+        copying = (copying ?? Promise.resolve())
+          .then(() => response)
+          .then((r) => (failure === undefined ? options.onResponse({ response: r, final }) : undefined))
+          .catch(fail);
       } catch (err) {
-        failure = toNereidError(err, 'INTERNAL');
-        inferenceRequest.fail(failure);
+        fail(err);
       }
     };
     const prepared = this.#prepare(mv, request, options, requestTime, sink);
@@ -799,6 +868,7 @@ export class Server {
     mv.scheduler.enqueue(inferenceRequest);
     options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled: true });
     await inferenceRequest.delivered;
+    if (copying !== undefined) await copying;
     if (failure !== undefined) throw failure;
   }
 

@@ -4,7 +4,7 @@ import { closeSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync
 import { afterEach, before, describe, it } from 'node:test';
 import { NereidError } from '@nereid/protocol';
 import { requireMapping } from './test-support.js';
-import { SharedMemoryManager, shmKeyPath } from './shared-memory.js';
+import { SharedMemoryManager, shmKeyPath, type CudaOpenResult, type CudaRuntime } from './shared-memory.js';
 
 const created: string[] = [];
 
@@ -111,11 +111,126 @@ for (const map of [true, false]) describe(`SharedMemoryManager (${map ? 'mapped 
     m.close();
   });
 
-  it('CUDA registration always answers that GPUs are not supported', () => {
+  it('CUDA registration without a CUDA runtime answers that GPUs are not supported', async () => {
     const m = new SharedMemoryManager({ allowClient: true, map });
-    assert.equal(code(() => m.registerCuda('g', new Uint8Array(64), 0, 16)), 'CUDA_SHM_UNSUPPORTED');
-    assert.equal(code(() => m.registerCuda('g', new Uint8Array(8), 0, 16)), 'SHM_REGISTER_INVALID');
+    await assert.rejects(m.registerCuda('g', new Uint8Array(64), 0, 16), { code: 'CUDA_SHM_UNSUPPORTED' });
+    await assert.rejects(m.registerCuda('g', new Uint8Array(8), 0, 16), { code: 'SHM_REGISTER_INVALID' });
     assert.equal(code(() => m.cudaStatus('g')), 'SHM_REGION_NOT_FOUND');
+    const logged: string[] = [];
+    const none = new SharedMemoryManager({ allowClient: true, map, cuda: async () => 'cupy: no CUDA device', logError: (l) => logged.push(l) });
+    await assert.rejects(none.registerCuda('g', new Uint8Array(64), 0, 16), {
+      code: 'CUDA_SHM_UNSUPPORTED',
+      message: "failed to register CUDA shared memory region: 'g', GPUs not supported",
+    });
+    assert.match(logged[0]!, /cupy: no CUDA device/);
+  });
+});
+
+/**
+ * A CUDA runtime over host memory, standing in for the device in these unit tests: a handle's
+ * first byte is its allocation's size in KiB (0: a handle that cannot be opened).
+ */
+class HostCuda implements CudaRuntime {
+  readonly runtime = 'host';
+  readonly devices = 1;
+  readonly regions = new Map<string, Uint8Array>();
+  readonly closed: string[] = [];
+  readonly #lost: { resolve(why: string): void };
+  readonly lost: Promise<string>;
+  constructor() {
+    let resolve!: (why: string) => void;
+    this.lost = new Promise((r) => (resolve = r));
+    this.#lost = { resolve };
+  }
+  async open(name: string, handle: Uint8Array, deviceId: number, byteSize: number): Promise<CudaOpenResult> {
+    if (deviceId >= this.devices) return { ok: false, why: `device ${deviceId} does not exist`, size: false };
+    if (handle[0] === 0) return { ok: false, why: 'invalid handle', size: false };
+    if (handle[0]! * 1024 < byteSize) return { ok: false, why: 'allocation too small', size: true };
+    this.regions.set(name, new Uint8Array(handle[0]! * 1024).map((_, i) => i & 0xff));
+    return { ok: true };
+  }
+  async read(name: string, offset: number, byteSize: number): Promise<Uint8Array> {
+    return this.regions.get(name)!.slice(offset, offset + byteSize);
+  }
+  async write(name: string, offset: number, data: Uint8Array): Promise<void> {
+    this.regions.get(name)!.set(data, offset);
+  }
+  async close(name: string): Promise<void> {
+    this.regions.delete(name);
+    this.closed.push(name);
+  }
+  stop(): void {
+    this.#lost.resolve('was stopped');
+  }
+  die(): void {
+    this.#lost.resolve('exited with code 1');
+  }
+}
+
+const handle = (kib: number): Uint8Array => new Uint8Array(64).fill(kib, 0, 1);
+
+describe('SharedMemoryManager: CUDA regions through a CUDA runtime', () => {
+  it('registers, answers status, refuses as Triton does, and closes handles once unused', async () => {
+    const cuda = new HostCuda();
+    let starts = 0;
+    const logged: string[] = [];
+    const m = new SharedMemoryManager({ allowClient: true, cuda: async () => (starts++, cuda), logError: (l) => logged.push(l) });
+    await m.registerCuda('g', handle(4), 0, 4096);
+    await m.registerCuda('h', handle(1), 0, 512);
+    assert.equal(starts, 1);
+    assert.deepEqual(m.cudaStatus(), [
+      { name: 'g', device_id: 0, byte_size: 4096 },
+      { name: 'h', device_id: 0, byte_size: 512 },
+    ]);
+    assert.deepEqual(m.cudaStatus('g'), [{ name: 'g', device_id: 0, byte_size: 4096 }]);
+    assert.deepEqual(m.systemStatus(), []);
+    assert.throws(() => m.systemStatus('g'), { code: 'SHM_REGION_NOT_FOUND', message: "The region named 'g' is registered as CUDA shared memory, not system shared memory" });
+    await assert.rejects(m.registerCuda('g', handle(4), 0, 16), { code: 'SHM_REGION_EXISTS', message: "shared memory region 'g' already in manager" });
+    const sys = object(64);
+    assert.throws(() => m.registerSystem('g', sys.key, 0, 64), { code: 'SHM_REGION_EXISTS' });
+    m.registerSystem('s', sys.key, 0, 64);
+    assert.throws(() => m.cudaStatus('s'), { message: "The region named 's' is registered as system shared memory, not CUDA shared memory" });
+    await assert.rejects(m.registerCuda('s', handle(4), 0, 16), { code: 'SHM_REGION_EXISTS' });
+    await assert.rejects(m.registerCuda('x', handle(0), 0, 16), { code: 'SHM_REGISTER_INVALID', message: 'failed to register shared memory region: invalid args' });
+    await assert.rejects(m.registerCuda('x', handle(4), 3, 16), { code: 'SHM_REGISTER_INVALID', message: 'failed to register shared memory region: invalid args' });
+    await assert.rejects(m.registerCuda('x', handle(1), 0, 2048), { code: 'SHM_REGISTER_INVALID', message: "failed to register shared memory region 'x': invalid args" });
+    assert.equal(logged.length, 3);
+    assert.match(logged[1]!, /device 3 does not exist/);
+
+    const lease = m.acquire('g');
+    assert.ok(lease.cuda);
+    assert.deepEqual([...(await lease.cuda.fetch(4, 4))], [4, 5, 6, 7]);
+    await lease.cuda.store(8, Uint8Array.of(9, 9));
+    assert.deepEqual([...cuda.regions.get('g')!.subarray(8, 10)], [9, 9]);
+    assert.throws(() => lease.cuda!.fetch(4096, 1), { code: 'SHM_RANGE', message: /^Invalid offset for shared memory region: 'g'/ });
+    assert.throws(() => lease.cuda!.fetch(4000, 100), { code: 'SHM_RANGE', message: /^Invalid offset \+ byte size for shared memory region: 'g'/ });
+
+    // A system region's name and an unknown one are left alone by CUDA unregistration.
+    await m.unregisterCuda('s');
+    await m.unregisterCuda('nothing');
+    assert.equal(m.systemStatus().length, 1);
+    // 'g' is in use: gone from the manager at once, its handle closed on release.
+    await m.unregisterCuda('g');
+    assert.deepEqual(m.cudaStatus(), [{ name: 'h', device_id: 0, byte_size: 512 }]);
+    assert.deepEqual(cuda.closed, []);
+    lease.release();
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(cuda.closed, ['g']);
+    await m.unregisterCuda();
+    assert.deepEqual(cuda.closed, ['g', 'h']);
+    m.close();
+  });
+
+  it('drops the regions of a runtime that died, and starts a new one for the next registration', async () => {
+    const runtimes: HostCuda[] = [];
+    const m = new SharedMemoryManager({ allowClient: true, cuda: async () => runtimes[runtimes.push(new HostCuda()) - 1]!, logError: () => undefined });
+    await m.registerCuda('g', handle(4), 0, 16);
+    runtimes[0]!.die();
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(m.cudaStatus(), []);
+    await m.registerCuda('g', handle(4), 0, 16);
+    assert.equal(runtimes.length, 2);
+    m.close();
   });
 });
 

@@ -1,7 +1,12 @@
 /**
  * The shared-memory extensions (protocol.md §3.17): system regions are POSIX shared-memory objects
  * (`/dev/shm/<key>`) that clients create and register; the server reads input tensors from them
- * and writes output tensors into them. CUDA regions are refused: this server has no GPU support.
+ * and writes output tensors into them. CUDA regions (§3.17.2) are device memory that clients
+ * share by cudaIpcMemHandle_t: a `CudaRuntime` (backends/python/cuda-helper.ts, a helper process
+ * with cupy or torch) opens the handle at registration, copies an input's range to the host
+ * before the request is queued and an output's bytes to the device before the response is
+ * delivered. Where no CUDA device is usable, CUDA registration is refused as by a Triton built
+ * without GPU support.
  *
  * Access: where the native addon is built, the region is mapped once at registration as a shared
  * mapping (slabs.ts) that every thread of the process views. An input tensor is a view of the
@@ -41,6 +46,70 @@ export interface SharedMemoryRef {
   byteSize: number;
   /** Offset inside the region; default 0. */
   offset?: number;
+}
+
+/** How a CUDA registration ended in the runtime (`CudaRuntime.open`). */
+export type CudaOpenResult = { ok: true } | { ok: false; why: string; size: boolean };
+
+/**
+ * Device memory the server reaches through a CUDA runtime. Calls on one runtime complete in the
+ * order they were made. `read` resolves with a copy on the host, which is the caller's.
+ */
+export interface CudaRuntime {
+  /** The library that opened the handles (`cupy`, `torch`) and how many devices it sees. */
+  readonly runtime: string;
+  readonly devices: number;
+  /** Resolves, with why, once the runtime is gone: its regions are gone with it. */
+  readonly lost: Promise<string>;
+  /** Opens `handle` on device `deviceId` as region `name`, which must hold `byteSize` bytes. */
+  open(name: string, handle: Uint8Array, deviceId: number, byteSize: number): Promise<CudaOpenResult>;
+  read(name: string, offset: number, byteSize: number): Promise<Uint8Array>;
+  write(name: string, offset: number, data: Uint8Array): Promise<void>;
+  /** Closes the handle of `name`. */
+  close(name: string): Promise<void>;
+  stop(): void;
+}
+
+/** Starts a CUDA runtime, or resolves with the reason none is usable (logged; clients get Triton's refusal). */
+export type CudaRuntimeStarter = () => Promise<CudaRuntime | string>;
+
+/** A registered CUDA region: a handle opened by the runtime. */
+class CudaRegion {
+  readonly name: string;
+  readonly deviceId: number;
+  readonly byteSize: number;
+  readonly runtime: CudaRuntime;
+  readonly #onClose: (region: CudaRegion) => void;
+  #users = 0;
+  #unregistered = false;
+
+  constructor(name: string, deviceId: number, byteSize: number, runtime: CudaRuntime, onClose: (region: CudaRegion) => void) {
+    this.name = name;
+    this.deviceId = deviceId;
+    this.byteSize = byteSize;
+    this.runtime = runtime;
+    this.#onClose = onClose;
+  }
+
+  retain(): void {
+    this.#users++;
+  }
+
+  release(): void {
+    this.#users--;
+    if (this.#users === 0 && this.#unregistered) this.#onClose(this);
+  }
+
+  /** Removed from the manager: closes now if unused (true), else when the last user releases it. */
+  unregister(): boolean {
+    this.#unregistered = true;
+    if (this.#users > 0) return false;
+    return true;
+  }
+
+  status(): CudaSharedMemoryStatus {
+    return { name: this.name, device_id: this.deviceId, byte_size: this.byteSize };
+  }
 }
 
 /** A registered system region. */
@@ -240,6 +309,14 @@ export function shmKeyPath(key: string, region: string): string {
 export interface SharedMemoryLease {
   readonly name: string;
   /**
+   * Set for a CUDA region: `read`, `write`, `target` and `confirm` do not apply; its bytes move
+   * with `fetch` and `store`, which copy between the device and the host.
+   */
+  readonly cuda?: {
+    fetch(offset: number, byteSize: number): Promise<Uint8Array>;
+    store(offset: number, data: Uint8Array): Promise<void>;
+  };
+  /**
    * Whether `read` answers views of the region itself (the native addon maps it), valid until
    * `release`; else copies, into pooled buffers that are the request's until it passes them back
    * with `SharedMemoryManager.recycle` (or drops them).
@@ -270,6 +347,13 @@ export interface SharedMemoryOptions {
   allowClient?: boolean;
   /** Map regions when the native addon is available (`mapped-file.ts`). Default true. */
   map?: boolean;
+  /**
+   * Starts the CUDA runtime, at the first CUDA registration. Without it, or when it reports no
+   * usable device, CUDA registration is refused as by a server without GPU support.
+   */
+  cuda?: CudaRuntimeStarter;
+  /** Where the details of a refused CUDA registration go (Triton logs them, answers generically). */
+  logError?: (message: string) => void;
 }
 
 /** Idle buffers kept for region reads (`BufferPool`). */
@@ -279,6 +363,13 @@ export class SharedMemoryManager {
   readonly #allowClient: boolean;
   readonly #map: boolean;
   readonly #system = new Map<string, SystemRegion>();
+  readonly #cuda = new Map<string, CudaRegion>();
+  /** Names whose CUDA registration is in progress: taken, but not yet usable. */
+  readonly #opening = new Set<string>();
+  readonly #startCuda: CudaRuntimeStarter | undefined;
+  /** The runtime once started (or the reason there is none); reset when the runtime is lost. */
+  #runtime: Promise<CudaRuntime | string> | undefined;
+  readonly #logError: (message: string) => void;
   /**
    * Buffers region reads land in where regions are not mapped: slabs where the addon is built
    * (core/slabs.ts; mappings turned off), so that an ONNX Runtime worker reads a large input where
@@ -289,6 +380,8 @@ export class SharedMemoryManager {
   constructor(options: SharedMemoryOptions = {}) {
     this.#allowClient = options.allowClient ?? false;
     this.#map = options.map ?? true;
+    this.#startCuda = options.cuda;
+    this.#logError = options.logError ?? (() => undefined);
   }
 
   get allowClient(): boolean {
@@ -307,9 +400,7 @@ export class SharedMemoryManager {
   registerSystem(name: string, key: string, offset: number, byteSize: number): void {
     this.checkClientAllowed();
     if (name === '') throw new NereidError('SHM_REGISTER_INVALID', 'failed to register shared memory region: a region name is required');
-    if (this.#system.has(name)) {
-      throw new NereidError('SHM_REGION_EXISTS', `shared memory region '${name}' already in manager`);
-    }
+    this.#checkNameFree(name);
     if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) {
       throw new NereidError('SHM_REGISTER_INVALID', `failed to register shared memory region '${name}': offset and byte_size must be non-negative integers`);
     }
@@ -363,12 +454,53 @@ export class SharedMemoryManager {
   systemStatus(name?: string): SystemSharedMemoryStatus[] {
     if (!name) return [...this.#system.values()].map((r) => r.status());
     const region = this.#system.get(name);
-    if (region === undefined) throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find system shared memory region: '${name}'`);
-    return [region.status()];
+    if (region !== undefined) return [region.status()];
+    if (this.#cuda.has(name)) {
+      throw new NereidError('SHM_REGION_NOT_FOUND', `The region named '${name}' is registered as CUDA shared memory, not system shared memory`);
+    }
+    throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find system shared memory region: '${name}'`);
   }
 
-  /** CUDA registration (§3.17.2): this server has no GPU support, so it always refuses. */
-  registerCuda(name: string, rawHandle: Uint8Array, _deviceId: number, _byteSize: number): never {
+  /** Throws SHM_REGION_EXISTS when `name` is taken by a region of either kind. */
+  #checkNameFree(name: string): void {
+    if (this.#system.has(name) || this.#cuda.has(name) || this.#opening.has(name)) {
+      throw new NereidError('SHM_REGION_EXISTS', `shared memory region '${name}' already in manager`);
+    }
+  }
+
+  /** The CUDA runtime, started once; a string where none is usable. */
+  #cudaRuntime(): Promise<CudaRuntime | string> {
+    if (this.#startCuda === undefined) return Promise.resolve('no CUDA runtime is configured');
+    if (this.#runtime === undefined) {
+      const started = this.#startCuda();
+      this.#runtime = started;
+      void started.then((runtime) => {
+        if (typeof runtime === 'string') return;
+        void runtime.lost.then((why) => this.#runtimeLost(runtime, why));
+      });
+    }
+    return this.#runtime;
+  }
+
+  /** The runtime's process ended: its handles went with it, so its regions are dropped. */
+  #runtimeLost(runtime: CudaRuntime, why: string): void {
+    for (const [name, region] of this.#cuda) {
+      if (region.runtime !== runtime) continue;
+      this.#cuda.delete(name);
+      region.unregister();
+    }
+    this.#runtime = undefined;
+    this.#logError(`CUDA shared memory: the ${runtime.runtime} helper ${why}; its regions were unregistered`);
+  }
+
+  /**
+   * Registers CUDA region `name` (§3.17.2): the 64-byte cudaIpcMemHandle_t `rawHandle` of device
+   * memory on device `deviceId` holding at least `byteSize` bytes, opened by the CUDA runtime.
+   * Refusals as Triton's: a handle of another size; no usable CUDA runtime or device ("GPUs not
+   * supported"); a name in use; a device, handle or size that the runtime cannot open (the
+   * detail is logged, the client gets Triton's "invalid args").
+   */
+  async registerCuda(name: string, rawHandle: Uint8Array, deviceId: number, byteSize: number): Promise<void> {
     this.checkClientAllowed();
     if (rawHandle.byteLength !== 64) {
       throw new NereidError(
@@ -376,17 +508,72 @@ export class SharedMemoryManager {
         `failed to register CUDA shared memory region '${name}': raw_handle holds ${rawHandle.byteLength} bytes, a cudaIpcMemHandle_t has 64`,
       );
     }
-    throw new NereidError('CUDA_SHM_UNSUPPORTED', `failed to register CUDA shared memory region: '${name}', GPUs not supported`);
+    const runtime = await this.#cudaRuntime();
+    if (typeof runtime === 'string') {
+      this.#logError(`CUDA shared memory region '${name}' refused: ${runtime}`);
+      throw new NereidError('CUDA_SHM_UNSUPPORTED', `failed to register CUDA shared memory region: '${name}', GPUs not supported`);
+    }
+    this.#checkNameFree(name);
+    if (name === '') throw new NereidError('SHM_REGISTER_INVALID', 'failed to register shared memory region: a region name is required');
+    if (!Number.isSafeInteger(deviceId) || deviceId < 0 || !Number.isSafeInteger(byteSize) || byteSize < 0) {
+      throw new NereidError('SHM_REGISTER_INVALID', `failed to register shared memory region '${name}': invalid args`);
+    }
+    this.#opening.add(name);
+    let result: CudaOpenResult;
+    try {
+      result = await runtime.open(name, rawHandle, deviceId, byteSize);
+    } finally {
+      this.#opening.delete(name);
+    }
+    if (!result.ok) {
+      this.#logError(`CUDA shared memory region '${name}' (device ${deviceId}, ${byteSize} bytes): ${result.why}`);
+      throw new NereidError(
+        'SHM_REGISTER_INVALID',
+        result.size ? `failed to register shared memory region '${name}': invalid args` : 'failed to register shared memory region: invalid args',
+      );
+    }
+    this.#cuda.set(name, new CudaRegion(name, deviceId, byteSize, runtime, (r) => this.#closeCuda(r)));
   }
 
-  /** No CUDA region can exist; unregistering succeeds like any unknown name. */
-  unregisterCuda(_name?: string): void {
+  /** Closes a region's handle; a failure is logged (the region is gone from the manager either way). */
+  #closeCuda(region: CudaRegion): Promise<void> {
+    return region.runtime.close(region.name).catch((err: unknown) => {
+      this.#logError(`CUDA shared memory region '${region.name}': closing its handle failed: ${(err as Error).message}`);
+    });
+  }
+
+  /**
+   * Unregisters one CUDA region, or every CUDA region when `name` is absent or empty; unknown
+   * names and system regions are left alone, successfully. Resolves once the handles of regions
+   * no request uses are closed; the others close when their last request releases them.
+   */
+  async unregisterCuda(name?: string): Promise<void> {
     this.checkClientAllowed();
+    const names = name ? [name] : [...this.#cuda.keys()];
+    const closing: Promise<void>[] = [];
+    for (const n of names) {
+      const region = this.#cuda.get(n);
+      if (region === undefined) continue;
+      this.#cuda.delete(n);
+      if (region.unregister()) closing.push(this.#closeCuda(region));
+    }
+    await Promise.all(closing);
   }
 
+  /** Every CUDA region, or the one named (§3.17.2: unknown → NOT_FOUND). */
   cudaStatus(name?: string): CudaSharedMemoryStatus[] {
-    if (!name) return [];
+    if (!name) return [...this.#cuda.values()].map((r) => r.status());
+    const region = this.#cuda.get(name);
+    if (region !== undefined) return [region.status()];
+    if (this.#system.has(name)) {
+      throw new NereidError('SHM_REGION_NOT_FOUND', `The region named '${name}' is registered as system shared memory, not CUDA shared memory`);
+    }
     throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find cuda shared memory region: '${name}'`);
+  }
+
+  /** Whether `name` is a registered CUDA region (its requests take the asynchronous path). */
+  isCuda(name: string): boolean {
+    return this.#cuda.has(name);
   }
 
   readonly #take = (byteSize: number): Uint8Array => new Uint8Array(this.#reads.take(byteSize));
@@ -394,7 +581,11 @@ export class SharedMemoryManager {
   /** Acquires region `name` for a request (§3.17.3: unknown → NOT_FOUND). */
   acquire(name: string): SharedMemoryLease {
     const region = this.#system.get(name);
-    if (region === undefined) throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find shared memory region: '${name}'`);
+    if (region === undefined) {
+      const cuda = this.#cuda.get(name);
+      if (cuda !== undefined) return cudaLease(cuda);
+      throw new NereidError('SHM_REGION_NOT_FOUND', `Unable to find shared memory region: '${name}'`);
+    }
     region.retain();
     let released = false;
     return {
@@ -423,9 +614,54 @@ export class SharedMemoryManager {
     if (buffer instanceof ArrayBuffer) this.#reads.give(buffer);
   }
 
-  /** Closes every region (server stop). */
+  /** Closes every region (server stop) and stops the CUDA runtime, which closes its handles. */
   close(): void {
     for (const region of this.#system.values()) region.unregister();
     this.#system.clear();
+    this.#cuda.clear();
+    const runtime = this.#runtime;
+    this.#runtime = undefined;
+    void runtime?.then((r) => {
+      if (typeof r !== 'string') r.stop();
+    });
   }
+}
+
+const NOT_ON_HOST = (name: string): NereidError =>
+  new NereidError('SHM_IO', `shared memory region '${name}' is CUDA device memory: its bytes move by fetch and store`);
+
+/** A request's lease of a CUDA region. */
+function cudaLease(region: CudaRegion): SharedMemoryLease {
+  region.retain();
+  let released = false;
+  const { name, runtime } = region;
+  return {
+    name,
+    mapped: false,
+    cuda: {
+      fetch: (offset, byteSize) => {
+        checkRange(name, region.byteSize, offset, byteSize);
+        return runtime.read(name, offset, byteSize);
+      },
+      store: (offset, data) => {
+        checkRange(name, region.byteSize, offset, data.byteLength);
+        return runtime.write(name, offset, data);
+      },
+    },
+    read: () => {
+      throw NOT_ON_HOST(name);
+    },
+    write: () => {
+      throw NOT_ON_HOST(name);
+    },
+    target: () => undefined,
+    confirm: () => undefined,
+    check: (offset, byteSize) => checkRange(name, region.byteSize, offset, byteSize),
+    verify: () => undefined,
+    release: () => {
+      if (released) return;
+      released = true;
+      region.release();
+    },
+  };
 }

@@ -65,7 +65,8 @@ import {
 import { defaultIntraOpThreads } from '../threads.js';
 import { StubProcess, type StubMessage } from './stub-process.js';
 
-const DEFAULT_PYTHON = '/usr/bin/python3';
+/** The interpreter of the stubs (and of the CUDA shared-memory helper) when none is configured. */
+export const DEFAULT_PYTHON = '/usr/bin/python3';
 const DEFAULT_RING_BYTES = 64 * 1024 * 1024;
 
 /** `pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START` / `_END`. */

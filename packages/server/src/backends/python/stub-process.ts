@@ -51,6 +51,8 @@ export interface StubOptions {
   readonly cwd?: string;
   /** How long the stub may take to start (interpreter, numpy, channel); 0 = no limit. */
   readonly startTimeoutMs?: number;
+  /** The Python module to run on the channel; default `nereid_stub.stub`. */
+  readonly module?: string;
 }
 
 interface PendingCall {
@@ -149,7 +151,7 @@ export class StubProcess {
       PYTHONUNBUFFERED: '1',
       ...options.env,
     };
-    this.#child = spawn(options.python, ['-m', 'nereid_stub.stub', this.#paths[0]!, this.#paths[1]!, this.#spillBase], {
+    this.#child = spawn(options.python, ['-m', options.module ?? 'nereid_stub.stub', this.#paths[0]!, this.#paths[1]!, this.#spillBase], {
       stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
       env,
       ...(options.cwd ? { cwd: options.cwd } : {}),
@@ -305,7 +307,8 @@ export class StubProcess {
   /**
    * A request the stub answers with `ok`; resolves with its `value`, rejects with its `error`
    * (as `code`, message prefixed by `context`) or when the process ends or `timeoutMs` passes
-   * (the error then names `timeoutSetting`, the option that sets the limit).
+   * (the error then names `timeoutSetting`, the option that sets the limit). `parts` and
+   * `descriptors` are tensor bytes sent with it, as with `send`.
    */
   call(
     message: Record<string, unknown>,
@@ -313,6 +316,8 @@ export class StubProcess {
     code: 'MODEL_LOAD_FAILED' | 'BACKEND_ERROR' | 'PYTHON_STUB_FAILED',
     timeoutMs = 0,
     timeoutSetting?: string,
+    parts: readonly Uint8Array[] = [],
+    descriptors: Record<string, unknown>[] = [],
   ): Promise<unknown> {
     if (this.#exited) return Promise.reject(new NereidError('PYTHON_STUB_FAILED', `${context}: the Python stub ${this.#exitReason ?? 'is not running'}`));
     const id = this.#nextCall++;
@@ -336,7 +341,7 @@ export class StubProcess {
           reject(e);
         },
       });
-      this.send({ ...message, call: id });
+      this.send({ ...message, call: id }, parts, descriptors);
     });
   }
 

@@ -336,12 +336,13 @@ export class GrpcFrontend {
         ),
       })),
       CudaSharedMemoryRegister: unary<pb.CudaSharedMemoryRegisterRequest, pb.CudaSharedMemoryRegisterResponse>((r) =>
-        server.sharedMemory.registerCuda(r.name, r.raw_handle, Number(r.device_id), uint64(r.byte_size, 'byte_size', r.name)),
+        server.sharedMemory
+          .registerCuda(r.name, r.raw_handle, Number(r.device_id), uint64(r.byte_size, 'byte_size', r.name))
+          .then(() => ({})),
       ),
-      CudaSharedMemoryUnregister: unary<pb.CudaSharedMemoryUnregisterRequest, pb.CudaSharedMemoryUnregisterResponse>((r) => {
-        server.sharedMemory.unregisterCuda(r.name);
-        return {};
-      }),
+      CudaSharedMemoryUnregister: unary<pb.CudaSharedMemoryUnregisterRequest, pb.CudaSharedMemoryUnregisterResponse>((r) =>
+        server.sharedMemory.unregisterCuda(r.name).then(() => ({})),
+      ),
       LogSettings: unary<pb.LogSettingsRequest, pb.LogSettingsResponse>((r) =>
         toProtoLogSettings(server.updateLogSettings(fromProtoLogSettings(r.settings))),
       ),

@@ -279,13 +279,14 @@ export class HttpFrontend {
           this.#server.sharedMemory.checkClientAllowed();
           if (r === '') throw new NereidError('SHM_REGISTER_INVALID', 'Shared memory register request needs a region name: POST /v2/cudasharedmemory/region/{name}/register');
           const { rawHandle, deviceId, byteSize } = decodeCudaRegister(body, r);
-          this.#server.sharedMemory.registerCuda(r, rawHandle, deviceId, byteSize);
+          await this.#server.sharedMemory.registerCuda(r, rawHandle, deviceId, byteSize);
+          sendJson(res, 200, '');
         },
       },
       cudaShmUnregister: {
         POST: async (req, res, r) => {
           await readBody(req, this.#options.maxInputSize);
-          this.#server.sharedMemory.unregisterCuda(r);
+          await this.#server.sharedMemory.unregisterCuda(r);
           sendJson(res, 200, '');
         },
       },
