@@ -164,6 +164,8 @@ export const ERROR_CODES = {
   /** A decoupled model left a request without a response, and without its final one, too long. */
   RESPONSE_TIMEOUT: 'UNAVAILABLE',
   REQUEST_CANCELLED: 'CANCELLED',
+  /** A request a higher-priority one preempted (model parameter `preemption`, docs/resources.md). */
+  REQUEST_PREEMPTED: 'UNAVAILABLE',
   INTERNAL: 'INTERNAL',
   UNSUPPORTED: 'UNSUPPORTED',
   NOT_FOUND: 'NOT_FOUND',

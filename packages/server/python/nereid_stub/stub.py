@@ -136,6 +136,10 @@ class Stub:
         self._next_call = 1
         self._calls_lock = threading.Lock()
         self._cancelled = set()
+        # Requests the server preempted (a higher-priority request waits for this instance): key ->
+        # the server's message. The server already sent their final (error) response. The most
+        # recent ones only: a model that keeps sending long after is told "already final".
+        self._preempted = collections.OrderedDict()
         # Keys (exec id, index) of requests that have not received their final response.
         self._open = set()
         self._loop = None
@@ -166,7 +170,15 @@ class Stub:
                 start += count
             self._work.append(message)
         elif kind == "cancel":
-            self._cancelled.add((message["x"], message["r"]))
+            key = (message["x"], message["r"])
+            preempted = message.get("preempted")
+            if preempted is None:
+                self._cancelled.add(key)
+            else:
+                self._open.discard(key)
+                self._preempted[key] = preempted
+                if len(self._preempted) > 1024:
+                    self._preempted.popitem(last=False)
         elif kind == "reply":
             self._answer(message)
         else:
@@ -346,19 +358,30 @@ class Stub:
 
     # ---- responses --------------------------------------------------------------------------
 
-    def is_cancelled(self, request):
-        if request._key not in self._cancelled and self._reading.acquire(blocking=False):
+    def _poll(self):
+        """Reads the messages already waiting, unless another thread is reading."""
+        if self._reading.acquire(blocking=False):
             try:
                 while self._read_one(0):
                     pass
             finally:
                 self._reading.release()
-        return request._key in self._cancelled
+
+    def is_cancelled(self, request):
+        key = request._key
+        if key not in self._cancelled and key not in self._preempted:
+            self._poll()
+        return key in self._cancelled or key in self._preempted
 
     def _response_entry(self, request, response, final, outputs, arrays):
         """The entry of one response, its output descriptors and arrays appended to ``outputs``
         and ``arrays``; marks the request final."""
         key = request._key
+        preempted = self._preempted.get(key) if self._preempted else None
+        if preempted is not None:
+            self._open.discard(key)
+            raise pb_utils.TritonModelException(
+                "request '%s' was preempted and has ended; send nothing more for it (%s)" % (request.request_id(), preempted))
         if key not in self._open:
             raise pb_utils.TritonModelException(
                 "request '%s' already received its final response; nothing more can be sent for it" % request.request_id())
@@ -410,6 +433,10 @@ class Stub:
         return entry
 
     def send_response(self, request, response, final):
+        if self.decoupled:
+            # A preemption waiting in the channel must stop this send even when the model never
+            # asks is_cancelled().
+            self._poll()
         outputs, arrays = [], []
         entry = self._response_entry(request, response, bool(final), outputs, arrays)
         entry["t"] = "resp"

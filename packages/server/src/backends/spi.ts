@@ -147,6 +147,15 @@ export interface BackendInstance {
    * would otherwise hold the unload, and a server's shutdown, for good). Must not throw.
    */
   unloading?(): void;
+  /**
+   * Optional, for decoupled models: the server ended `request`, which this instance is
+   * executing, with `error` (a higher-priority request waits for the instance: preemption, model
+   * parameter `preemption`). The backend tells the model, so that it stops sending responses for
+   * the request and `execute` returns soon; whatever it still sends for it is ignored. Called
+   * before the server fails the request; must not throw. A model whose instances lack it cannot
+   * enable running preemption (its load fails).
+   */
+  preempt?(request: BackendRequest, error: NereidError): void;
   /** Releases the instance. Called once, after its last execute has settled. */
   unload(): Promise<void>;
 }

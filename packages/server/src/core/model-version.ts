@@ -23,6 +23,7 @@ import type { PendingUpdate, Servable, VersionFactory } from '../repository/mode
 import { ModelStatistics } from '../observability/model-statistics.js';
 import { DirectScheduler } from '../scheduling/direct-scheduler.js';
 import { DynamicBatcher } from '../scheduling/dynamic-batcher.js';
+import { preemptionSettings } from '../scheduling/preemption.js';
 import { SequenceBatcher, resolveSequenceStates, sequenceWarmupInputs } from '../scheduling/sequence-batcher.js';
 import type { RateLimiter } from '../scheduling/rate-limiter.js';
 import { InstanceRunner } from '../scheduling/instance-runner.js';
@@ -428,6 +429,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const settings = backendSettings(this.#options.backendConfig, prepared.config.backend);
       const backend = await this.#registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
       const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
+      const preemption = preemptionSettings(config);
       const labels = await loadLabelFiles(config, prepared.location.directory);
       const sequenceStates = await resolveSequenceStates(config, prepared.location.directory);
       endPhase('backend_init');
@@ -450,6 +452,16 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
         made = await createRunners(runnerContext, planInstances(config));
         const runners = made.map((m) => m.runner);
         const active = made.filter((m) => !m.passive).map((m) => m.runner);
+        if (preemption.running) {
+          const fixed = active.find((r) => !r.preemptible);
+          if (fixed !== undefined) {
+            throw new NereidError(
+              'CONFIG_INVALID',
+              `model '${name}': parameter 'preemption' "running" needs a backend that can stop a running request; ` +
+                `backend '${backend.name}' cannot (instance '${fixed.spec.name}'); the python backend can`,
+            );
+          }
+        }
         endPhase('warmup');
         await runWarmup(config, await prepareWarmup(config, prepared.location.directory, sequenceWarmupInputs(config, sequenceStates)), runners);
         phases.warmup = secondsSince(mark);
@@ -476,6 +488,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
               runners: active,
               observer: stats,
               logger,
+              preemption,
             })
           : new DirectScheduler(name, active, stats);
         const loadPhases = Object.fromEntries(LOAD_PHASES.map((p) => [p, phases[p] ?? 0])) as Record<LoadPhase, number>;

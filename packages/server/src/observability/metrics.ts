@@ -18,6 +18,7 @@ import { NereidError } from '@nereid/protocol';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ModelConfig } from '../config/model-config.js';
 import type { Logger } from './logger.js';
+import { PREEMPTION_KINDS } from '../scheduling/preemption.js';
 import { FAILURE_REASONS, type ModelStatistics, type StatDuration, type StatisticsListener } from './model-statistics.js';
 
 /** Histogram families beyond Triton's (docs/operations.md), all per model. */
@@ -125,6 +126,9 @@ export interface VersionWeightSample {
 
 /** Nereid's gauge of the weights set by the `version_weights` load parameter (docs/operations.md). */
 export const VERSION_WEIGHT_FAMILY = 'nereid_model_version_weight';
+
+/** Preemption by priority (docs/resources.md): requests preempted, per model version and kind. */
+export const PREEMPTION_FAMILY = 'nereid_inference_preemption_count';
 
 type Labels = Record<string, string>;
 
@@ -460,6 +464,14 @@ export class ServerMetrics {
     gauge(VERSION_WEIGHT_FAMILY, 'Weight of a model version for requests that name no version (load parameter version_weights)', () => {
       const out: Sample[] = [];
       for (const w of this.#weights()) out.push({ labels: { model: w.model, version: String(w.version) }, value: w.weight });
+      return out;
+    });
+    // Preemption by priority (scheduling/preemption.ts).
+    counter(PREEMPTION_FAMILY, 'Number of inference requests preempted by higher-priority ones, by kind (queued, running)', () => {
+      const out: Sample[] = [];
+      for (const v of this.#versions()) {
+        for (const kind of PREEMPTION_KINDS) out.push({ labels: versionLabels(v, { kind }), value: v.stats.preemptions[kind] });
+      }
       return out;
     });
     gauge('nv_model_load_duration_secs', 'Model load time in seconds', each((v) => v.loadDurationSecs));

@@ -5,6 +5,7 @@
  * a busy server exceeds 2^53 ns within months).
  */
 import type { FailureReason, ScheduledRequest, SchedulerObserver } from '../scheduling/scheduler.js';
+import type { PreemptionKind } from '../scheduling/preemption.js';
 
 export class StatDuration {
   count = 0;
@@ -81,6 +82,11 @@ export class ModelStatistics implements SchedulerObserver {
   readonly cacheMiss = new StatDuration();
   /** Failed requests by reason (`nv_inference_request_failure`). */
   readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
+  /**
+   * Requests preempted by higher-priority ones, by kind (`nereid_inference_preemption_count`; the
+   * statistics extension has no field for them). They also count as REJECTED failures.
+   */
+  readonly preemptions: Record<PreemptionKind, number> = { queued: 0, running: 0 };
   readonly #batches = new Map<number, BatchStat>();
   /** By response index. */
   readonly #responses: ResponseStat[] = [];
@@ -167,6 +173,10 @@ export class ModelStatistics implements SchedulerObserver {
     stat.computeInfer.add(t.computeOutputStart - t.computeInputEnd);
     stat.computeOutput.add(t.computeEnd - t.computeOutputStart);
     this.#listener?.batch(batchSize);
+  }
+
+  onPreempted(_request: ScheduledRequest, kind: PreemptionKind): void {
+    this.preemptions[kind]++;
   }
 
   onRequestComplete(request: ScheduledRequest, reason: FailureReason | undefined): void {

@@ -13,6 +13,7 @@ import { DynamicBatcher, SYSTEM_CLOCK, type BatcherClock } from './dynamic-batch
 import { InstanceRunner } from './instance-runner.js';
 import { NEVER_ABORTED } from '../backends/spi.js';
 import type { FailureReason, ScheduledRequest, SchedulerObserver } from './scheduler.js';
+import type { PreemptionKind, PreemptionSettings } from './preemption.js';
 
 // ---------------------------------------------------------------------------------------------
 // Test doubles
@@ -121,10 +122,35 @@ class FakeInstance implements BackendInstance {
   async unload(): Promise<void> {}
 }
 
+/**
+ * A decoupled model's instance that stops when the server preempts a request it executes: the
+ * preempted requests are recorded, and `execute` returns once every request it holds has ended
+ * (the others still get their echo).
+ */
+class PreemptibleInstance extends FakeInstance {
+  readonly preempted: string[] = [];
+
+  preempt(request: BackendRequest, error: NereidError): void {
+    assert.equal(error.code, 'REQUEST_PREEMPTED');
+    this.preempted.push(request.id);
+    const execution = this.running.find((e) => e.requests.includes(request));
+    assert.ok(execution, `request '${request.id}' preempted while not executing`);
+    queueMicrotask(() => {
+      if (!execution.finished && execution.requests.every((r) => r === request || this.preempted.includes(r.id))) execution.finish();
+    });
+  }
+}
+
 /** Records what the batcher and the instances report, checking each request is reported once. */
 class RecordingObserver implements SchedulerObserver {
   readonly executions: number[] = [];
   readonly completions = new Map<ScheduledRequest, FailureReason | 'SUCCESS'>();
+  readonly preemptions: [string, PreemptionKind][] = [];
+
+  onPreempted(request: ScheduledRequest, kind: PreemptionKind): void {
+    assert.ok(!request.completed, `request '${request.id}' reported preempted after it completed`);
+    this.preemptions.push([request.id, kind]);
+  }
 
   onExecution(_batch: readonly ScheduledRequest[], batchSize: number): void {
     this.executions.push(batchSize);
@@ -198,17 +224,23 @@ interface SetupOptions {
   shapeChecked?: readonly string[];
   optional?: boolean;
   logger?: Logger;
+  preemption?: Partial<PreemptionSettings>;
+  /** Decoupled instances that can be preempted (`PreemptibleInstance`). */
+  preemptible?: boolean;
 }
 
 function setup(options: SetupOptions = {}) {
   const mbs = options.maxBatchSize ?? 16;
   const clock = new FakeClock();
   const observer = new RecordingObserver();
-  const instances = Array.from({ length: options.instances ?? 1 }, () => new FakeInstance(options.depth ?? 1));
+  const instances = Array.from({ length: options.instances ?? 1 }, () =>
+    options.preemptible ? new PreemptibleInstance(options.depth ?? 1) : new FakeInstance(options.depth ?? 1),
+  );
   const runners = instances.map(
     (inst, i) =>
       new InstanceRunner({ name: `m_${i}`, groupName: 'm', kind: 'KIND_CPU', deviceId: 0, instanceCount: instances.length }, inst, 'fake', {
         observer,
+        decoupled: options.preemptible ?? false,
       }),
   );
   const config: ModelDynamicBatching = {
@@ -230,6 +262,7 @@ function setup(options: SetupOptions = {}) {
     observer,
     clock,
     logger: options.logger,
+    ...(options.preemption ? { preemption: { queued: false, running: false, maxTotalQueueSize: 0, ...options.preemption } } : {}),
   });
   const instance = instances[0]!;
   /** Enqueues requests; returns them. */
@@ -1430,5 +1463,210 @@ describe('DynamicBatcher: instances added and removed while it runs (in-place co
     t.instance.finishNext();
     await settle();
     assert.equal(t.batcher.inflightCount, 0);
+  });
+});
+
+describe('DynamicBatcher: queued preemption (max_total_queue_size, preemption "queued")', () => {
+  const levels = (n = 3) => ({ priority_levels: n, default_priority_level: n });
+
+  it('a higher-priority request evicts the most recently queued request of the lowest level, then the next lowest', async () => {
+    const t = setup({ maxBatchSize: 8, db: levels(), preemption: { queued: true, maxTotalQueueSize: 3 } });
+    t.occupy();
+    const [a, b] = t.addN(2, { priority: 3 });
+    const [c] = t.addN(1, { priority: 2 });
+    const [d] = t.addN(1, { priority: 1 });
+    const evictedB = await outcome(b!);
+    assert.equal(evictedB?.code, 'REQUEST_PREEMPTED');
+    assert.equal(evictedB?.kind, 'UNAVAILABLE');
+    assert.match(evictedB!.message, /^Request preempted while queued: model 'm' evicted request 'r\d+' \(priority level 3, the lowest queued\)/);
+    assert.match(evictedB!.message, /max_total_queue_size 3\b.*priority level 1; retry later or send it with a higher priority$/);
+    assert.equal(a!.completed, false, 'the older request of the same level stays');
+    const [e] = t.addN(1, { priority: 2 });
+    assert.equal((await outcome(a!))?.code, 'REQUEST_PREEMPTED', 'level 3 empties before level 2 is touched');
+    const [f] = t.addN(1, { priority: 1 });
+    assert.equal((await outcome(e!))?.code, 'REQUEST_PREEMPTED', 'the most recently queued of level 2');
+    assert.equal(c!.completed, false);
+    assert.deepEqual(
+      t.observer.preemptions.map(([, kind]) => kind),
+      ['queued', 'queued', 'queued'],
+    );
+    for (const r of [a, b, e]) assert.equal(t.observer.reasonOf(r!), 'REJECTED', 'an evicted request is a failure with reason REJECTED');
+    assert.equal(t.batcher.queuedCount, 3);
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], ids([d!, f!, c!]), 'the survivors run in priority order');
+    t.instance.finishNext();
+    await settle();
+    assert.equal(t.batcher.inflightCount, 0);
+  });
+
+  it('a request of equal or lower priority than everything queued is refused as a full queue refuses, evicting nothing', async () => {
+    const t = setup({ db: levels(), preemption: { queued: true, maxTotalQueueSize: 2 } });
+    t.occupy();
+    const queued = t.addN(2, { priority: 2 });
+    const err = await refusedAsFull(t, req({ priority: 2 }), /^Exceeds maximum queue size: model 'm' already holds 2 queued requests across its priority levels \(max_total_queue_size 2\), none of a lower priority than level 2; retry later$/);
+    assert.equal(err.kind, 'UNAVAILABLE');
+    await refusedAsFull(t, req({ priority: 3 }), /max_total_queue_size 2/);
+    assert.ok(queued.every((r) => !r.completed));
+    assert.deepEqual(t.observer.preemptions, []);
+  });
+
+  it('max_total_queue_size without preemption is a model-wide limit that refuses, whatever the priority', async () => {
+    const t = setup({ db: levels(2), preemption: { maxTotalQueueSize: 2 } });
+    t.occupy();
+    const queued = t.addN(2, { priority: 2 });
+    const err = await refusedAsFull(t, req({ priority: 1 }), /max_total_queue_size 2\); retry later$/);
+    assert.equal(err.code, 'UNAVAILABLE');
+    assert.ok(queued.every((r) => !r.completed));
+  });
+
+  it("a level's own max_queue_size still refuses first: evicting another level frees nothing in it", async () => {
+    const t = setup({
+      db: { ...levels(2), priority_queue_policy: { '1': policy({ max_queue_size: 1 }) } },
+      preemption: { queued: true, maxTotalQueueSize: 3 },
+    });
+    t.occupy();
+    const low = t.addN(2, { priority: 2 });
+    t.addN(1, { priority: 1 });
+    await refusedAsFull(t, req({ priority: 1 }), /priority level 1.*max_queue_size 1/);
+    assert.ok(low.every((r) => !r.completed), 'nothing evicted for a request its own level refuses');
+  });
+
+  it('off by default: a full queue refuses the arriving request whatever its priority (Triton)', async () => {
+    const t = setup({ db: { ...levels(2), default_queue_policy: policy({ max_queue_size: 1 }) } });
+    t.occupy();
+    const [low] = t.addN(1, { priority: 2 });
+    t.addN(1, { priority: 1 });
+    await refusedAsFull(t, req({ priority: 1 }), /priority level 1.*max_queue_size 1/);
+    assert.equal(low!.completed, false);
+    assert.deepEqual(t.observer.preemptions, []);
+  });
+
+  it('timeouts stay right: an evicted request is not timed out later, the others expire (REJECT) or move (DELAY) as before', async () => {
+    const t = setup({
+      maxBatchSize: 8,
+      db: {
+        ...levels(3),
+        priority_queue_policy: {
+          '2': policy({ timeout_action: 'DELAY', default_timeout_microseconds: 100 }),
+          '3': policy({ default_timeout_microseconds: 200 }),
+        },
+      },
+      preemption: { queued: true, maxTotalQueueSize: 3 },
+    });
+    t.occupy();
+    const [old3] = t.addN(1, { priority: 3 });
+    const [delayed2] = t.addN(1, { priority: 2 });
+    t.clock.advance(150);
+    const [new3] = t.addN(1, { priority: 3 });
+    const [high] = t.addN(1, { priority: 1 });
+    assert.equal((await outcome(new3!))?.code, 'REQUEST_PREEMPTED', 'the most recently queued of level 3');
+    t.clock.advance(60);
+    const expired = await outcome(old3!);
+    assert.match(expired!.message, /^Request timeout expired/, 'the older level-3 request still times out');
+    assert.equal(t.observer.reasonOf(new3!), 'REJECTED');
+    await t.free();
+    assert.deepEqual(t.instance.batches[1], ids([high!, delayed2!]), 'the delayed request runs after level 1, as before');
+    t.instance.finishNext();
+    await settle();
+    assert.equal(t.batcher.inflightCount, 0);
+  });
+
+  it('a cancelled arrival evicts nothing', async () => {
+    const t = setup({ db: levels(2), preemption: { queued: true, maxTotalQueueSize: 1 } });
+    t.occupy();
+    const [low] = t.addN(1, { priority: 2 });
+    const controller = new AbortController();
+    controller.abort();
+    const r = req({ priority: 1, signal: controller.signal });
+    t.batcher.enqueue(r);
+    assert.equal((await outcome(r))?.code, 'REQUEST_CANCELLED');
+    assert.equal(low!.completed, false);
+  });
+
+  it('every accepted request gets exactly one final response through a storm of mixed priorities', async () => {
+    const t = setup({ maxBatchSize: 4, instances: 2, db: levels(4), preemption: { queued: true, maxTotalQueueSize: 5 } });
+    const all: InferenceRequest[] = [];
+    for (let i = 0; i < 200; i++) {
+      all.push(...t.addN(1, { priority: 1 + ((i * 7) % 4) }));
+      if (i % 9 === 0) for (const inst of t.instances) if (inst.running.length > 0) inst.finishNext();
+      await settle();
+    }
+    while (t.batcher.inflightCount > 0) {
+      for (const inst of t.instances) if (inst.running.length > 0) inst.finishNext();
+      await settle();
+    }
+    assert.ok(all.every((r) => r.completed), 'every request completed');
+    assert.equal(t.observer.completions.size, all.length, 'each reported exactly once');
+    const preempted = [...t.observer.completions.keys()].filter((r) => r.error?.code === 'REQUEST_PREEMPTED');
+    assert.equal(preempted.length, t.observer.preemptions.length);
+    assert.ok(preempted.length > 0);
+  });
+});
+
+describe('DynamicBatcher: running preemption (preemption "running", decoupled models)', () => {
+  const db = { priority_levels: 2, default_priority_level: 2 };
+
+  it('a running lower-priority batch is ended for a waiting higher-priority request, which gets the instance once execute returns', async () => {
+    const t = setup({ maxBatchSize: 1, db, preemptible: true, preemption: { running: true } });
+    const [low] = t.addN(1, { priority: 2 });
+    const instance = t.instance as PreemptibleInstance;
+    assert.equal(instance.running.length, 1);
+    const [high] = t.addN(1, { priority: 1 });
+    assert.deepEqual(instance.preempted, [low!.id], 'the backend is told');
+    const error = await outcome(low!);
+    assert.equal(error?.code, 'REQUEST_PREEMPTED');
+    assert.equal(error?.kind, 'UNAVAILABLE');
+    assert.match(error!.message, /^Request preempted while running: model 'm' stopped request 'r\d+' \(priority level 2\) between two responses to give its instance to a request of priority level 1;/);
+    await settle();
+    assert.deepEqual(instance.batches, [[low!.id], [high!.id]], 'the instance takes the waiting request once execute returned');
+    assert.deepEqual(t.observer.preemptions, [[low!.id, 'running']]);
+    assert.equal(t.observer.reasonOf(low!), 'REJECTED');
+    t.instance.finishNext();
+    assert.equal(await outcome(high!), undefined);
+    await settle();
+    assert.equal(t.batcher.inflightCount, 0);
+  });
+
+  it('equal priority preempts nothing; nor does anything when running preemption is off (the default)', async () => {
+    for (const preemption of [{ running: true }, undefined]) {
+      const t = setup({ maxBatchSize: 1, db, preemptible: true, ...(preemption ? { preemption } : {}) });
+      const [first] = t.addN(1, { priority: preemption ? 1 : 2 });
+      t.addN(1, { priority: 1 });
+      assert.deepEqual((t.instance as PreemptibleInstance).preempted, []);
+      assert.equal(first!.completed, false);
+      await t.free();
+      await t.free();
+      assert.equal(t.batcher.inflightCount, 0);
+    }
+  });
+
+  it('one preemption at a time: a second waiting request preempts the next lowest batch once the first instance is back', async () => {
+    const t = setup({ maxBatchSize: 1, instances: 2, db: { priority_levels: 3, default_priority_level: 3 }, preemptible: true, preemption: { running: true } });
+    const [lowA] = t.addN(1, { priority: 3 });
+    const [midB] = t.addN(1, { priority: 2 });
+    const [h1, h2] = t.addN(2, { priority: 1 });
+    const [a, b] = t.instances as PreemptibleInstance[];
+    assert.deepEqual([a!.preempted, b!.preempted], [[lowA!.id], []], 'the lowest-priority batch goes first, and alone');
+    await settle();
+    assert.deepEqual(a!.batches, [[lowA!.id], [h1!.id]]);
+    await settle();
+    assert.deepEqual(b!.preempted, [midB!.id], 'then the next one, for the request still waiting');
+    await settle();
+    assert.deepEqual(b!.batches, [[midB!.id], [h2!.id]]);
+    a!.finishNext();
+    b!.finishNext();
+    await settle();
+    assert.equal(t.batcher.inflightCount, 0);
+    assert.equal(t.observer.preemptions.length, 2);
+  });
+
+  it('an instance whose backend cannot preempt is left running', async () => {
+    const t = setup({ maxBatchSize: 1, db, preemption: { running: true } });
+    const [low] = t.addN(1, { priority: 2 });
+    const [high] = t.addN(1, { priority: 1 });
+    assert.equal(low!.completed, false);
+    await t.free();
+    assert.deepEqual(t.instance.batches, [[low!.id], [high!.id]]);
+    await t.free();
   });
 });

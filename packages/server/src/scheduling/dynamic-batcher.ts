@@ -14,6 +14,11 @@
  * ahead only when the queue has no priority levels, timeouts or size limit (§4.4): a batch handed
  * to an instance escapes its queue timeouts, frees queue room and would hold up a later
  * higher-priority request.
+ *
+ * Preemption (preemption.ts, off by default): a model-wide limit on queued requests across levels
+ * (`max_total_queue_size`), at which a request evicts a queued one of a lower level; and running
+ * decoupled batches of a lower level stopped for a request that waits while every instance is
+ * busy.
  */
 import { NereidError } from '@nereid/protocol';
 import type { ModelDynamicBatching, ModelQueuePolicy } from '../config/model-config.js';
@@ -21,6 +26,7 @@ import type { Logger } from '../observability/logger.js';
 import type { InstanceRunner } from './instance-runner.js';
 import { NEVER_ABORTED } from '../backends/spi.js';
 import { NO_OBSERVER, type ScheduledRequest, type Scheduler, type SchedulerObserver } from './scheduler.js';
+import { NO_PREEMPTION, queuedPreemptionError, runningPreemptionError, type PreemptionSettings } from './preemption.js';
 import { clearPreciseTimer, PRECISE_BELOW_NS, PreciseTimer, setPreciseTimer, holdPreciseTimers } from './precise-timer.js';
 
 /** Time source and timers, injectable for tests (a controllable clock). */
@@ -69,6 +75,8 @@ export interface DynamicBatcherOptions {
   observer?: SchedulerObserver;
   logger?: Logger;
   clock?: BatcherClock;
+  /** The model's preemption parameters (default: none). */
+  preemption?: PreemptionSettings;
 }
 
 type Place = 'normal' | 'delayed' | 'gone';
@@ -144,6 +152,18 @@ const DEFAULT_POLICY: ModelQueuePolicy = {
   max_queue_size: 0,
 };
 
+/** A batch an instance is executing, tracked for running preemption. */
+interface RunningBatch {
+  readonly requests: readonly ScheduledRequest[];
+  /** The priority level of each request. */
+  readonly levels: readonly number[];
+  /** The highest priority among them (the smallest level number). */
+  readonly top: number;
+  /** Dispatch order: among equals, the most recently started is preempted first. */
+  readonly order: number;
+  preempted: boolean;
+}
+
 type Decision =
   | { kind: 'execute'; entries: Entry[]; size: number; reason: string }
   | { kind: 'wait'; wakeAt: bigint }
@@ -168,6 +188,12 @@ export class DynamicBatcher implements Scheduler {
   #releaseTimers: (() => void) | undefined;
   /** Whether batches may be prepared ahead for busy instances (§4.4). */
   readonly #prefetch: boolean;
+  readonly #preemption: PreemptionSettings;
+  /** Batches executing, by instance (tracked only with running preemption; one per instance, as nothing is prefetched then). */
+  readonly #running = new Map<InstanceRunner, RunningBatch>();
+  #dispatched = 0;
+  /** Preempted batches whose `execute` has not returned yet. */
+  #preempting = 0;
 
   /** Queued entries by their request's signal (see `#watch`). */
   readonly #watched = new WeakMap<AbortSignal, Watch>();
@@ -208,7 +234,9 @@ export class DynamicBatcher implements Scheduler {
       this.#defaultLevel = new Level(0, defaultPolicy);
       this.#levels = [this.#defaultLevel];
     }
+    this.#preemption = options.preemption ?? NO_PREEMPTION;
     this.#prefetch =
+      this.#preemption.maxTotalQueueSize === 0 &&
       c.priority_levels === 0 &&
       defaultPolicy.default_timeout_microseconds === 0 &&
       !defaultPolicy.allow_timeout_override &&
@@ -287,10 +315,34 @@ export class DynamicBatcher implements Scheduler {
       this.#observer.onRequestComplete(request, 'REJECTED');
       return;
     }
+    const capacity = this.#preemption.maxTotalQueueSize;
+    let evict: Entry | undefined;
+    if (capacity > 0 && this.#queued >= capacity) {
+      evict = this.#preemption.queued ? this.#evictable(level) : undefined;
+      if (evict === undefined) {
+        request.fail(
+          new NereidError(
+            'UNAVAILABLE',
+            `Exceeds maximum queue size: model '${this.#model}' already holds ${this.#queued} queued requests across its priority levels ` +
+              `(max_total_queue_size ${capacity})` +
+              (this.#preemption.queued ? `, none of a lower priority than level ${level.number}` : '') +
+              `; retry later`,
+          ),
+        );
+        this.#observer.onRequestComplete(request, 'REJECTED');
+        return;
+      }
+    }
     if (request.signal.aborted) {
       request.fail(new NereidError('REQUEST_CANCELLED', `request '${request.id}' for model '${this.#model}' was cancelled`));
       this.#observer.onRequestComplete(request, 'CANCELED');
       return;
+    }
+    if (evict !== undefined) {
+      this.#remove(evict);
+      this.#observer.onPreempted?.(evict.request, 'queued');
+      evict.request.fail(queuedPreemptionError(this.#model, evict.request.id, evict.level.number, level.number, capacity));
+      this.#observer.onRequestComplete(evict.request, 'REJECTED');
     }
     const now = this.#clock.now();
     request.times.queue = process.hrtime.bigint();
@@ -315,6 +367,24 @@ export class DynamicBatcher implements Scheduler {
     this.#queuedRows += entry.size;
     if (entry.expiry !== 0n && (this.#nextPurge === 0n || entry.expiry < this.#nextPurge)) this.#nextPurge = entry.expiry + 1n;
     this.#schedule();
+  }
+
+  /**
+   * The entry a request of `level` may evict from a full queue: the most recently queued one of
+   * the lowest-priority level holding any, if that level is lower than `level`.
+   */
+  #evictable(level: Level): Entry | undefined {
+    for (let i = this.#levels.length - 1; i >= 0; i--) {
+      const candidate = this.#levels[i]!;
+      if (candidate.number <= level.number) return undefined;
+      if (candidate.size === 0) continue;
+      const normal = lastIn(candidate.normal, candidate.normalHead, 'normal');
+      const delayed = lastIn(candidate.delayed, candidate.delayedHead, 'delayed');
+      if (normal === undefined) return delayed;
+      if (delayed === undefined) return normal;
+      return delayed.start > normal.start ? delayed : normal;
+    }
+    return undefined;
   }
 
   #remove(entry: Entry): void {
@@ -528,6 +598,7 @@ export class DynamicBatcher implements Scheduler {
       const pick = this.#pickRunner();
       const now = this.#clock.now();
       if (pick === undefined) {
+        if (this.#preemption.running && this.#preempting === 0) this.#preemptRunning();
         // Every instance is full: expired REJECT requests are still purged meanwhile (§4.4).
         if (this.#nextPurge !== 0n && now >= this.#nextPurge) this.#nextPurge = this.#purge(now);
         this.#setTimer(this.#nextPurge);
@@ -548,6 +619,41 @@ export class DynamicBatcher implements Scheduler {
       }
       this.#dispatch(pick.runner, decision.entries, decision.size, decision.reason, now);
     }
+  }
+
+  /**
+   * Running preemption: every instance is busy and requests wait. The batch of lowest priority
+   * (most recently started among equals) whose requests are all of a lower level than the
+   * highest queued one is ended; its instance takes the waiting request once `execute` returns.
+   * One preemption at a time: the next is considered once that instance is back.
+   */
+  #preemptRunning(): void {
+    let waiting = 0;
+    for (const level of this.#levels) {
+      if (level.size > 0) {
+        waiting = level.number;
+        break;
+      }
+    }
+    if (waiting === 0) return;
+    let victim: [InstanceRunner, RunningBatch] | undefined;
+    for (const [runner, batch] of this.#running) {
+      if (batch.preempted || batch.top <= waiting || !runner.preemptible || !this.#runners.includes(runner)) continue;
+      if (batch.requests.every((r) => r.completed)) continue;
+      const best = victim?.[1];
+      if (best === undefined || batch.top > best.top || (batch.top === best.top && batch.order > best.order)) victim = [runner, batch];
+    }
+    if (victim === undefined) return;
+    const [runner, batch] = victim;
+    batch.preempted = true;
+    this.#preempting++;
+    for (let i = 0; i < batch.requests.length; i++) {
+      const r = batch.requests[i]!;
+      if (r.completed) continue;
+      this.#observer.onPreempted?.(r, 'running');
+      runner.preempt(r, runningPreemptionError(this.#model, r.id, batch.levels[i]!, waiting));
+    }
+    this.#logger?.verbose(1, `dynamic batcher for model '${this.#model}': preempted a running batch of priority level ${batch.top} on ${runner.spec.name} for priority level ${waiting}`);
   }
 
   /** Removes (or, under DELAY, moves) expired requests; returns the next `#nextPurge`. */
@@ -596,7 +702,17 @@ export class DynamicBatcher implements Scheduler {
       );
     }
     this.#executing += batch.length;
+    let running: RunningBatch | undefined;
+    if (this.#preemption.running) {
+      const levels = entries.map((e) => e.level.number);
+      running = { requests: batch, levels, top: Math.min(...levels), order: this.#dispatched++, preempted: false };
+      this.#running.set(runner, running);
+    }
     void runner.run(batch).then(() => {
+      if (running !== undefined) {
+        if (this.#running.get(runner) === running) this.#running.delete(runner);
+        if (running.preempted) this.#preempting--;
+      }
       this.#executing -= batch.length;
       this.#schedule();
       this.#settle();
@@ -610,4 +726,15 @@ export class DynamicBatcher implements Scheduler {
       for (const w of waiters) w();
     }
   }
+}
+
+/** The last entry of `part` (from `head` on) still in `place`; drops the entries that left from its end. */
+function lastIn(part: Entry[], head: number, place: Place): Entry | undefined {
+  while (part.length > head) {
+    const e = part[part.length - 1]!;
+    if (e.place === place) return e;
+    // Gone, or moved from the normal part to the delayed one: never read from here again.
+    part.pop();
+  }
+  return undefined;
 }

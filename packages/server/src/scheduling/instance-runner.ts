@@ -14,6 +14,7 @@ import { NO_OBSERVER, type FailureReason, type ScheduledRequest, type SchedulerO
 function executionFailure(request: ScheduledRequest): FailureReason | undefined {
   const error = request.error;
   if (error === undefined) return undefined;
+  if (error.code === 'REQUEST_PREEMPTED') return 'REJECTED';
   return error.kind === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
 }
 
@@ -208,6 +209,28 @@ export class InstanceRunner {
         for (const w of waiters) w();
       }
     });
+  }
+
+  /**
+   * Whether a batch executing here can be stopped before `execute` returns (running preemption,
+   * preemption.ts): a decoupled model whose backend instance implements `preempt`.
+   */
+  get preemptible(): boolean {
+    return this.#decoupled && this.#instance.preempt !== undefined;
+  }
+
+  /**
+   * Ends `request`, part of a batch this instance is executing, with `error`: the backend instance
+   * is told first (so that the model stops and its `execute` returns), then the request fails. A
+   * request already completed is left alone.
+   */
+  preempt(request: ScheduledRequest, error: NereidError): void {
+    if (request.completed) return;
+    try {
+      this.#instance.preempt?.(request, error);
+    } finally {
+      request.fail(error);
+    }
   }
 
   /** The backend instance's readiness probe (`BackendInstance.isReady`); true without one. */

@@ -5,6 +5,7 @@
 import type { NereidError } from '@nereid/protocol';
 import type { BackendRequest } from '../backends/spi.js';
 import type { InstanceRunner } from './instance-runner.js';
+import type { PreemptionKind } from './preemption.js';
 
 /** Monotonic timestamps of a request, in nanoseconds (models-and-scheduling.md §9.1). */
 export interface RequestTimes {
@@ -78,6 +79,8 @@ export interface SchedulerObserver {
   onExecution(batch: readonly ScheduledRequest[], batchSize: number): void;
   /** An accepted request completed; `reason` is set when it failed. */
   onRequestComplete(request: ScheduledRequest, reason: FailureReason | undefined): void;
+  /** A request is being preempted by a higher-priority one (preemption.ts); told before it fails. */
+  onPreempted?(request: ScheduledRequest, kind: PreemptionKind): void;
 }
 
 /** An observer that records nothing. */

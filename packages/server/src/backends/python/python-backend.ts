@@ -465,6 +465,23 @@ class PythonInstance implements BackendInstance {
     timing.markComputeEnd();
   }
 
+  /**
+   * The server ended a request this instance holds (a higher-priority request waits for it): the
+   * stub marks it preempted, so that the model's `is_cancelled()` turns true and its next
+   * `send` for it raises; nothing the stub still sends for it is applied.
+   */
+  preempt(request: BackendRequest, error: NereidError): void {
+    for (const [x, held] of this.#held) {
+      const index = held.requests.indexOf(request);
+      if (index < 0) continue;
+      if (held.final[index]) return;
+      held.final[index] = true;
+      this.#stub?.send({ t: 'cancel', x, r: index, preempted: error.message });
+      if (held.done && held.final.every((f) => f)) this.#release(x, held);
+      return;
+    }
+  }
+
   #release(x: number, held: HeldExecute): void {
     clearTimeout(held.timer);
     clearTimeout(held.unloadTimer);
