@@ -3,7 +3,7 @@
  * model-wide queue with low-priority requests and a higher-priority one evicts the most recent of
  * them, which is answered UNAVAILABLE "preempted"; a decoupled Python model streaming at low
  * priority is stopped between two responses when a higher-priority request waits for its only
- * instance. Every request is answered, and `nereid_inference_preemption_count` counts both kinds.
+ * instance. Every request is answered, and `nereid_inference_preemptions_total` counts both kinds.
  *
  * Needs /usr/bin/python3 with numpy (npm test installs it); fails naming what is missing otherwise.
  */
@@ -170,8 +170,8 @@ describe('queued preemption (preemption "queued", max_total_queue_size)', () => 
       assert.equal(mid.id, 'grpc-mid');
 
       const text = await scrape(metrics.url);
-      assert.equal(sample(text, series('nereid_inference_preemption_count', 'kind="queued",model="gated",version="1"')), 2);
-      assert.equal(sample(text, series('nereid_inference_preemption_count', 'kind="running",model="gated",version="1"')), 0);
+      assert.equal(sample(text, series('nereid_inference_preemptions_total', 'kind="queued",model="gated",version="1"')), 2);
+      assert.equal(sample(text, series('nereid_inference_preemptions_total', 'kind="running",model="gated",version="1"')), 0);
       assert.equal(sample(text, series('nv_inference_request_failure', 'model="gated",reason="REJECTED",version="1"')), 3, 'two evicted, one refused');
       assert.equal(sample(text, series('nv_inference_request_success', 'model="gated",version="1"')), 3);
       assert.equal(sample(text, series('nv_inference_pending_request_count', 'model="gated",version="1"')), 0);
@@ -282,8 +282,8 @@ describe('running preemption (preemption "running", a decoupled Python model, on
     assert.deepEqual(all.map((r) => [r.id, r.cancelled]), [['grpc-low', true], ['http-low', true]]);
 
     const text = await scrape(metrics.url);
-    assert.equal(sample(text, series('nereid_inference_preemption_count', 'kind="running",model="streamer",version="1"')), 2);
-    assert.equal(sample(text, series('nereid_inference_preemption_count', 'kind="queued",model="streamer",version="1"')), 0);
+    assert.equal(sample(text, series('nereid_inference_preemptions_total', 'kind="running",model="streamer",version="1"')), 2);
+    assert.equal(sample(text, series('nereid_inference_preemptions_total', 'kind="queued",model="streamer",version="1"')), 0);
     assert.equal(sample(text, series('nv_inference_request_failure', 'model="streamer",reason="REJECTED",version="1"')), 2);
     assert.equal(sample(text, series('nv_inference_request_success', 'model="streamer",version="1"')), 2, 'both higher-priority requests');
   });

@@ -128,7 +128,7 @@ export interface VersionWeightSample {
 export const VERSION_WEIGHT_FAMILY = 'nereid_model_version_weight';
 
 /** Preemption by priority (docs/resources.md): requests preempted, per model version and kind. */
-export const PREEMPTION_FAMILY = 'nereid_inference_preemption_count';
+export const PREEMPTION_FAMILY = 'nereid_inference_preemptions_total';
 
 type Labels = Record<string, string>;
 

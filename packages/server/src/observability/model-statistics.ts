@@ -83,7 +83,7 @@ export class ModelStatistics implements SchedulerObserver {
   /** Failed requests by reason (`nv_inference_request_failure`). */
   readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
   /**
-   * Requests preempted by higher-priority ones, by kind (`nereid_inference_preemption_count`; the
+   * Requests preempted by higher-priority ones, by kind (`nereid_inference_preemptions_total`; the
    * statistics extension has no field for them). They also count as REJECTED failures.
    */
   readonly preemptions: Record<PreemptionKind, number> = { queued: 0, running: 0 };

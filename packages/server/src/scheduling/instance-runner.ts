@@ -228,9 +228,10 @@ export class InstanceRunner {
     if (request.completed) return;
     try {
       this.#instance.preempt?.(request, error);
-    } finally {
-      request.fail(error);
+    } catch {
+      // A backend that breaks the SPI's "must not throw": the request still ends here.
     }
+    request.fail(error);
   }
 
   /** The backend instance's readiness probe (`BackendInstance.isReady`); true without one. */

@@ -20,7 +20,7 @@
 import { NereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../config/model-config.js';
 
-/** The kinds of preemption, the `kind` label of `nereid_inference_preemption_count`. */
+/** The kinds of preemption, the `kind` label of `nereid_inference_preemptions_total`. */
 export type PreemptionKind = 'queued' | 'running';
 export const PREEMPTION_KINDS: readonly PreemptionKind[] = ['queued', 'running'];
 
