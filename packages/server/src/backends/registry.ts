@@ -24,7 +24,11 @@ export interface BackendSource {
 function builtInSource(name: string): string {
   switch (name) {
     case 'onnxruntime':
-      return `built in: ONNX Runtime ${onnxRuntimeVersion()} (onnxruntime-node), on CPU`;
+      try {
+        return `built in: ONNX Runtime ${onnxRuntimeVersion()} (onnxruntime-node), on CPU`;
+      } catch (err) {
+        return `built in, unavailable: ${(err as Error).message}`;
+      }
     case 'python':
       return 'built in: model.py, one Python stub process per instance';
     case 'pytorch':

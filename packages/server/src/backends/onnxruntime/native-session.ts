@@ -9,13 +9,33 @@
  * thread is blocked for the whole run.
  */
 import { createRequire } from 'node:module';
-import * as ort from 'onnxruntime-node';
+import type * as ort from 'onnxruntime-node';
+import { NereidError } from '@nereid/protocol';
 import type { OrtTensorType } from './ort-types.js';
 import type { SessionWorkerOptions } from './worker-protocol.js';
 
+const requireHere = createRequire(import.meta.url);
+let ortModule: typeof ort | undefined;
+
+/**
+ * onnxruntime-node, loaded at its first use: a server that loads no ONNX model starts and
+ * serves without it (a copy of the server carried without node_modules, for example). Throws
+ * BACKEND_UNSUPPORTED when it is not installed.
+ */
+export function ortLibrary(): typeof ort {
+  if (ortModule !== undefined) return ortModule;
+  try {
+    ortModule = requireHere('onnxruntime-node') as typeof ort;
+  } catch (err) {
+    throw new NereidError('BACKEND_UNSUPPORTED', `the onnxruntime backend needs onnxruntime-node, which cannot be loaded: ${(err as Error).message.split('\n')[0]}`, { cause: err });
+  }
+  return ortModule;
+}
+
 /** The ONNX Runtime version of the installed onnxruntime-node, as it reports it. */
 export function onnxRuntimeVersion(): string {
-  return ort.env.versions.node ?? ort.env.versions.common;
+  const { env } = ortLibrary();
+  return env.versions.node ?? env.versions.common;
 }
 
 const decoder = new TextDecoder();
@@ -54,8 +74,7 @@ function nativeSessionClass(): (new () => NativeBindingSession) | undefined {
   if (nativeClass !== undefined) return nativeClass ?? undefined;
   nativeClass = null;
   try {
-    const require = createRequire(import.meta.url);
-    const mod = require('onnxruntime-node/dist/binding.js') as {
+    const mod = requireHere('onnxruntime-node/dist/binding.js') as {
       binding?: { InferenceSession?: new () => NativeBindingSession };
       initOrt?: () => void;
     };
@@ -170,13 +189,14 @@ const ARRAY_OF: Record<Exclude<OrtTensorType, 'string'>, TypedArrayClass> = {
  * outlive `bytes`' contents (a run reads its inputs before it returns).
  */
 export function toOrtTensor(type: OrtTensorType, dims: readonly number[], bytes: Uint8Array): ort.Tensor {
-  if (type === 'string') return new ort.Tensor('string', decodeStrings(bytes), dims);
+  const { Tensor } = ortLibrary();
+  if (type === 'string') return new Tensor('string', decodeStrings(bytes), dims);
   const Array = ARRAY_OF[type];
   const size = Array.BYTES_PER_ELEMENT;
   // `new Uint8Array(view)` copies; `slice()` would not for a Buffer.
   const aligned = bytes.byteOffset % size === 0 ? bytes : new Uint8Array(bytes);
   const data = new Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / size);
-  return new ort.Tensor(type, data as ort.Tensor.DataTypeMap[typeof type], dims);
+  return new Tensor(type, data as ort.Tensor.DataTypeMap[typeof type], dims);
 }
 
 /** The bytes of an output tensor: a view over its data, or the BYTES encoding of its strings. */
