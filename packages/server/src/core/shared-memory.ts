@@ -369,6 +369,8 @@ export class SharedMemoryManager {
   readonly #startCuda: CudaRuntimeStarter | undefined;
   /** The runtime once started (or the reason there is none); reset when the runtime is lost. */
   #runtime: Promise<CudaRuntime | string> | undefined;
+  /** The runtime `#runtime` resolved to, while it serves. */
+  #current: CudaRuntime | undefined;
   readonly #logError: (message: string) => void;
   /**
    * Buffers region reads land in where regions are not mapped: slabs where the addon is built
@@ -475,7 +477,8 @@ export class SharedMemoryManager {
       const started = this.#startCuda();
       this.#runtime = started;
       void started.then((runtime) => {
-        if (typeof runtime === 'string') return;
+        if (typeof runtime === 'string' || this.#runtime !== started) return;
+        this.#current = runtime;
         void runtime.lost.then((why) => this.#runtimeLost(runtime, why));
       });
     }
@@ -484,6 +487,8 @@ export class SharedMemoryManager {
 
   /** The runtime's process ended: its handles went with it, so its regions are dropped. */
   #runtimeLost(runtime: CudaRuntime, why: string): void {
+    if (this.#current !== runtime) return;
+    this.#current = undefined;
     for (const [name, region] of this.#cuda) {
       if (region.runtime !== runtime) continue;
       this.#cuda.delete(name);
@@ -621,6 +626,7 @@ export class SharedMemoryManager {
     this.#cuda.clear();
     const runtime = this.#runtime;
     this.#runtime = undefined;
+    this.#current = undefined;
     void runtime?.then((r) => {
       if (typeof r !== 'string') r.stop();
     });
