@@ -124,6 +124,7 @@ class Stub:
         self.outbound = RingWriter(out_ring, spill_base)
         self.model = None
         self.decoupled = False
+        self._preemptible = False
         # Inputs of at least this many bytes reach execute as views over the ring (None: copies).
         # Set once the model is known not to be decoupled; cleared for good when the model keeps
         # inputs past execute (``_dispatch``).
@@ -433,7 +434,7 @@ class Stub:
         return entry
 
     def send_response(self, request, response, final):
-        if self.decoupled:
+        if self._preemptible:
             # A preemption waiting in the channel must stop this send even when the model never
             # asks is_cancelled().
             self._poll()
@@ -488,6 +489,10 @@ class Stub:
         args = message["args"]
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        # The model parameter ``preemption`` (docs/resources.md): with "running", the server may end
+        # a request while execute sends for it, so every send first reads what the server sent.
+        preemption = config.get("parameters", {}).get("preemption", {}).get("string_value", "")
+        self._preemptible = self.decoupled and "running" in preemption
         # A decoupled model may use its inputs from other threads after execute returns: copies.
         self._view_min = None if self.decoupled else VIEW_MIN_BYTES
         self.output_names = [o["name"] for o in config.get("output", [])]
