@@ -16,40 +16,13 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import { type ClientInferOptions, type InferResult } from '@nereid/client';
+import type { InferResult } from '@nereid/client';
 import { simpleModel } from '@nereid/testkit';
 import { refusal, serveRepository, type ServedRepository } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 import { ADD_SUB_PY, REPEAT_CONFIG, REPEAT_PY, requirePython } from '../../helpers/python.js';
 import { FakeDeviceBuffer, installFakeCupy, type FakeCupy } from '../../helpers/fake-cupy.js';
-
-const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
-const A = Int32Array.from(range(16, (i) => i * 3));
-const B = Int32Array.from(range(16, (i) => 7 - i));
-const SUM = Int32Array.from(range(16, (i) => i * 3 + 7 - i));
-const DIFF = Int32Array.from(range(16, (i) => i * 3 - (7 - i)));
-const SENTINEL = 0xab;
-
-const TENSORS = `
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-`;
-const ENSEMBLE_CONFIG = `name: "simple_ensemble"
-platform: "ensemble"
-max_batch_size: 8
-${TENSORS}
-ensemble_scheduling { step [ {
-  model_name: "simple" model_version: -1
-  input_map { key: "INPUT0" value: "INPUT0" } input_map { key: "INPUT1" value: "INPUT1" }
-  output_map { key: "OUTPUT0" value: "OUTPUT0" } output_map { key: "OUTPUT1" value: "OUTPUT1" }
-} ] }
-`;
-const PYTHON_CONFIG = `name: "add_sub_py"
-backend: "python"
-max_batch_size: 8
-${TENSORS}
-instance_group [ { kind: KIND_CPU, count: 1 } ]
-`;
+import { A, assertNoDataOutputs, assertOutputsAt, B, ENSEMBLE_CONFIG, int32, PYTHON_CONFIG, SENTINEL, shmRequest } from './common.js';
 
 let fake: FakeCupy;
 let served: ServedRepository;
@@ -80,10 +53,6 @@ after(async () => {
   for (const b of buffers) b.destroy();
 });
 
-function int32(bytes: Uint8Array): Int32Array {
-  return new Int32Array(Uint8Array.from(bytes).buffer);
-}
-
 /** A and B in a device buffer registered as `input`, a 176-byte output buffer registered as `output`. */
 async function cudaRegions(client: ServedRepository['http'] | ServedRepository['grpc'], device = 0): Promise<{ input: string; output: string; out: FakeDeviceBuffer }> {
   const inBuffer = deviceBuffer(128);
@@ -97,33 +66,8 @@ async function cudaRegions(client: ServedRepository['http'] | ServedRepository['
   return { input, output, out };
 }
 
-function shmRequest(model: string, input: string, output: string): ClientInferOptions {
-  return {
-    model,
-    inputs: [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], sharedMemory: { region: input, byteSize: 64 } },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], sharedMemory: { region: input, byteSize: 64, offset: 64 } },
-    ],
-    outputs: [
-      { name: 'OUTPUT0', sharedMemory: { region: output, byteSize: 64, offset: 16 } },
-      { name: 'OUTPUT1', sharedMemory: { region: output, byteSize: 64, offset: 96 } },
-    ],
-  };
-}
-
 function assertOutputsInBuffer(out: FakeDeviceBuffer): void {
-  assert.deepEqual(int32(out.read(64, 16)), SUM);
-  assert.deepEqual(int32(out.read(64, 96)), DIFF);
-  assert.ok(out.read(16, 0).every((b) => b === SENTINEL));
-  assert.ok(out.read(16, 80).every((b) => b === SENTINEL));
-}
-
-function assertNoDataOutputs(result: InferResult): void {
-  assert.deepEqual(result.outputNames(), ['OUTPUT0', 'OUTPUT1']);
-  for (const name of ['OUTPUT0', 'OUTPUT1']) {
-    assert.deepEqual(result.shape(name), [1, 16]);
-    assert.equal(result.bytes(name).byteLength, 0);
-  }
+  assertOutputsAt((byteSize, offset) => out.read(byteSize, offset));
 }
 
 const helperLog = (): string[] => readFileSync(fake.log, 'utf8').trim().split('\n');

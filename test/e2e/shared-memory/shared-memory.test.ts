@@ -22,38 +22,7 @@ import { simpleModel } from '@nereid/testkit';
 import { refusal, serveRepository, startServer, type RunningGrpcServer, type ServedRepository } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 import { ADD_SUB_PY, requirePython } from '../../helpers/python.js';
-
-const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
-const A = Int32Array.from(range(16, (i) => i * 3));
-const B = Int32Array.from(range(16, (i) => 7 - i));
-const SUM = Int32Array.from(range(16, (i) => i * 3 + 7 - i));
-const DIFF = Int32Array.from(range(16, (i) => i * 3 - (7 - i)));
-const SENTINEL = 0xab;
-
-const TENSORS = `
-input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
-`;
-
-/** One step, `simple`: the ensemble reads its inputs from regions and its outputs go into them. */
-const ENSEMBLE_CONFIG = `name: "simple_ensemble"
-platform: "ensemble"
-max_batch_size: 8
-${TENSORS}
-ensemble_scheduling { step [ {
-  model_name: "simple" model_version: -1
-  input_map { key: "INPUT0" value: "INPUT0" } input_map { key: "INPUT1" value: "INPUT1" }
-  output_map { key: "OUTPUT0" value: "OUTPUT0" } output_map { key: "OUTPUT1" value: "OUTPUT1" }
-} ] }
-`;
-
-/** Triton's add_sub in the Python backend, over INT32 [16]: its stub gets the region's bytes. */
-const PYTHON_CONFIG = `name: "add_sub_py"
-backend: "python"
-max_batch_size: 8
-${TENSORS}
-instance_group [ { kind: KIND_CPU, count: 1 } ]
-`;
+import { A, assertNoDataOutputs, assertOutputsAt, B, DIFF, ENSEMBLE_CONFIG, int32, PYTHON_CONFIG, range, SENTINEL, shmRequest, SUM } from './common.js';
 
 const BATCHED_CONFIG = `${simpleModel({ name: 'simple_batched' }).config!}
 dynamic_batching {
@@ -96,10 +65,6 @@ after(async () => {
   for (const r of regions) r.destroy();
 });
 
-function int32(bytes: Uint8Array): Int32Array {
-  return new Int32Array(Uint8Array.from(bytes).buffer);
-}
-
 const plainRequest: ClientInferOptions = {
   model: 'simple',
   inputs: [
@@ -107,21 +72,6 @@ const plainRequest: ClientInferOptions = {
     { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: B },
   ],
 };
-
-/** Inputs at offsets 0 and 64 of `input`, outputs at 16 and 96 of `output` (both registered). */
-function shmRequest(model: string, input: string, output: string): ClientInferOptions {
-  return {
-    model,
-    inputs: [
-      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], sharedMemory: { region: input, byteSize: 64 } },
-      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], sharedMemory: { region: input, byteSize: 64, offset: 64 } },
-    ],
-    outputs: [
-      { name: 'OUTPUT0', sharedMemory: { region: output, byteSize: 64, offset: 16 } },
-      { name: 'OUTPUT1', sharedMemory: { region: output, byteSize: 64, offset: 96 } },
-    ],
-  };
-}
 
 /** Registers an input region holding A and B and a 176-byte output region; returns their names. */
 async function inputOutputRegions(client: HttpClient | GrpcClient): Promise<{ input: string; output: string; out: SystemSharedMemoryRegion }> {
@@ -137,20 +87,7 @@ async function inputOutputRegions(client: HttpClient | GrpcClient): Promise<{ in
 }
 
 function assertOutputsInRegion(out: SystemSharedMemoryRegion): void {
-  assert.deepEqual(int32(out.readBytes(64, 16)), SUM);
-  assert.deepEqual(int32(out.readBytes(64, 96)), DIFF);
-  // Nothing outside the two outputs was written.
-  assert.ok(out.readBytes(16, 0).every((b) => b === SENTINEL));
-  assert.ok(out.readBytes(16, 80).every((b) => b === SENTINEL));
-}
-
-function assertNoDataOutputs(result: InferResult): void {
-  assert.deepEqual(result.outputNames(), ['OUTPUT0', 'OUTPUT1']);
-  for (const name of ['OUTPUT0', 'OUTPUT1']) {
-    assert.deepEqual(result.shape(name), [1, 16]);
-    assert.equal(result.datatype(name), 'INT32');
-    assert.equal(result.bytes(name).byteLength, 0);
-  }
+  assertOutputsAt((byteSize, offset) => out.readBytes(byteSize, offset));
 }
 
 describe('the same inference through JSON, binary, gRPC and shared memory', () => {

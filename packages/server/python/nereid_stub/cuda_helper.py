@@ -19,11 +19,10 @@ Messages (each carries ``call``; answers are ``{t: 'ok', call, value?, error?}``
 
 import base64
 import ctypes
-import json
 import os
 import sys
 
-from nereid_stub.stub import _BOOT_ERROR, _die_with_parent
+from nereid_stub.stub import _BOOT_ERROR, run
 
 if _BOOT_ERROR is None:
     import numpy as np
@@ -243,18 +242,7 @@ class Helper:
 
 
 def main():
-    _die_with_parent()
-    in_ring, out_ring, spill_base = sys.argv[1:4]
-    if _BOOT_ERROR is not None:
-        body = ('{"t":"boot","error":%s}' % json.dumps(_BOOT_ERROR)).encode("utf-8")
-        os.write(3, len(body).to_bytes(4, "little") + body)
-        return 1
-    helper = Helper(in_ring, out_ring, spill_base)
-    helper.channel.send({"t": "boot"})
-    helper.serve()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    return run(Helper)
 
 
 if __name__ == "__main__":

@@ -677,20 +677,33 @@ class Stub:
                     return
 
 
-def main():
+def run(start):
+    """A process on the server's channel (argv: the two rings and the spill-file base): dies with
+    the server, reports a boot error (no numpy) or boots what ``start(in_ring, out_ring,
+    spill_base)`` returns (with ``channel`` and ``serve``), serves until the server closes the
+    channel, and exits."""
     _die_with_parent()
     in_ring, out_ring, spill_base = sys.argv[1:4]
     if _BOOT_ERROR is not None:
         body = json.dumps({"t": "boot", "error": _BOOT_ERROR}).encode("utf-8")
         os.write(3, len(body).to_bytes(4, "little") + body)
         return 1
-    stub = Stub(in_ring, out_ring, spill_base)
-    pb_utils._runtime = stub
-    stub.channel.send({"t": "boot"})
-    stub.serve()
+    served = start(in_ring, out_ring, spill_base)
+    served.channel.send({"t": "boot"})
+    served.serve()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _start_stub(in_ring, out_ring, spill_base):
+    stub = Stub(in_ring, out_ring, spill_base)
+    pb_utils._runtime = stub
+    return stub
+
+
+def main():
+    return run(_start_stub)
 
 
 if __name__ == "__main__":
