@@ -6,17 +6,22 @@
 // machine with the working tree (it stays under 64 MiB). Run after `npm run build`:
 //
 //   node scripts/gpu-bundle.mjs            # builds gpu-bundle/, reuses a downloaded Node tarball
-//   node scripts/gpu-bundle.mjs --check    # and starts the bundled server here, as the machine will
+//   node scripts/gpu-bundle.mjs --check    # and serves a Python model from the bundle here
+//   --out DIR                              # another folder (outside the repository, no node_modules
+//                                          # is within reach of the bundle, as on the GPU machine)
+//   --without-node                         # no Node tarball (no registry needed)
 //
 // The bundle serves Python and PyTorch models; ONNX models need onnxruntime-node, which is not
 // carried (the server starts without it and refuses to load an ONNX model).
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const OUT = join(ROOT, 'gpu-bundle');
+const argv = process.argv.slice(2);
+const outAt = argv.indexOf('--out');
+const OUT = outAt >= 0 && argv[outAt + 1] ? resolve(argv[outAt + 1]) : join(ROOT, 'gpu-bundle');
 const NODE_RANGE = '20';
 const LIMIT_BYTES = 60 * 1024 * 1024;
 
@@ -71,8 +76,9 @@ async function bundleServer() {
     format: 'esm',
     target: 'node20',
     outfile,
-    // Loaded lazily where used: ONNX models and S3 repositories, which the GPU check has none of.
-    external: ['onnxruntime-node', 'onnxruntime-node/*', '@aws-sdk/*'],
+    // Loaded at its first use (an ONNX model), which the GPU check has none of; everything else
+    // (grpc-js, prom-client, commander, the S3 client) is in the bundle.
+    external: ['onnxruntime-node', 'onnxruntime-node/*'],
     banner: { js: "import { createRequire as __nereidRequire } from 'node:module';\nconst require = __nereidRequire(import.meta.url);" },
     logLevel: 'warning',
   });
@@ -85,46 +91,72 @@ async function bundleServer() {
 }
 
 function copyPython() {
+  mkdirSync(OUT, { recursive: true });
   const target = join(OUT, 'python');
   rmSync(target, { recursive: true, force: true });
   cpSync(join(ROOT, 'packages/server/python'), target, { recursive: true, filter: (src) => !src.includes('__pycache__') });
-  step('copied the Python stub files to gpu-bundle/python');
+  step(`copied the Python stub files to ${relative(ROOT, target)}`);
 }
 
-/** Starts the bundled server with the local Node on an empty repository and asks whether it is live. */
-async function checkStart(bundle) {
+const IDENTITY_PY = `import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+                for r in requests]
+`;
+
+/**
+ * Starts the bundled server with this Node on a repository holding an identity Python model,
+ * infers once over HTTP and stops it: the bundle starts, finds its Python stub files and serves.
+ */
+async function checkServe(bundle) {
   const repo = join(OUT, '.check-repo');
-  mkdirSync(repo, { recursive: true });
+  rmSync(repo, { recursive: true, force: true });
+  mkdirSync(join(repo, 'identity_py', '1'), { recursive: true });
+  writeFileSync(join(repo, 'identity_py', '1', 'model.py'), IDENTITY_PY);
+  writeFileSync(
+    join(repo, 'identity_py', 'config.pbtxt'),
+    'backend: "python"\nmax_batch_size: 0\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 3 ] } ]\n' +
+      'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 3 ] } ]\ninstance_group [ { kind: KIND_CPU } ]\n',
+  );
   const port = 20000 + Math.floor(Math.random() * 20000);
   step(`starting the bundled server on port ${port}`);
-  const child = spawn(process.execPath, [bundle, 'serve', `--model-repository=${repo}`, `--http-port=${port}`, '--grpc-port=0', '--allow-metrics=false'], {
+  const child = spawn(process.execPath, [bundle, 'serve', `--model-repository=${repo}`, `--http-address=127.0.0.1`, `--http-port=${port}`, '--grpc-port=0', '--allow-metrics=false'], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: OUT,
   });
   let log = '';
   child.stdout.on('data', (d) => (log += d));
   child.stderr.on('data', (d) => (log += d));
   try {
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 300; i++) {
       await new Promise((r) => setTimeout(r, 100));
-      const res = await fetch(`http://127.0.0.1:${port}/v2/health/live`).catch(() => undefined);
-      if (res?.status === 200) {
-        step('the bundled server started and answers /v2/health/live');
-        return;
-      }
-      if (child.exitCode !== null) break;
+      const res = await fetch(`http://127.0.0.1:${port}/v2/health/ready`).catch(() => undefined);
+      if (res?.status === 200) break;
+      if (child.exitCode !== null || i === 299) fail(`the bundled server did not become ready:\n${log}`);
     }
-    fail(`the bundled server did not start:\n${log}`);
+    const res = await fetch(`http://127.0.0.1:${port}/v2/models/identity_py/infer`, {
+      method: 'POST',
+      body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [3], data: [7, 8, 9] }] }),
+    });
+    const answer = await res.json();
+    if (res.status !== 200 || JSON.stringify(answer.outputs?.[0]?.data) !== '[7,8,9]') fail(`the identity model answered ${res.status} ${JSON.stringify(answer)}`);
+    const ort = /onnxruntime[^\n]*unavailable/.test(log) ? 'without onnxruntime-node' : 'with an onnxruntime-node within its reach';
+    step(`the bundled server served a Python model (${ort})`);
   } finally {
     child.kill('SIGTERM');
+    await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
     rmSync(repo, { recursive: true, force: true });
   }
 }
 
-const tarball = nodeTarball();
+const tarball = argv.includes('--without-node') ? '(not carried: --without-node)' : nodeTarball();
 const bundle = await bundleServer();
 copyPython();
 writeFileSync(join(OUT, 'MANIFEST'), `node ${tarball}\nserver app/dist/cli/nereid.mjs\npython python/\n`);
 const total = sizeOf(OUT);
-step(`gpu-bundle/ holds ${(total / 2 ** 20).toFixed(1)} MiB`);
-if (total > LIMIT_BYTES) fail(`gpu-bundle/ is over ${LIMIT_BYTES / 2 ** 20} MiB`);
-if (process.argv.includes('--check')) await checkStart(bundle);
+step(`${relative(ROOT, OUT)} holds ${(total / 2 ** 20).toFixed(1)} MiB`);
+if (total > LIMIT_BYTES) fail(`${relative(ROOT, OUT)} is over ${LIMIT_BYTES / 2 ** 20} MiB`);
+if (argv.includes('--check')) await checkServe(bundle);

