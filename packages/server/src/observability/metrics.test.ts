@@ -99,7 +99,25 @@ describe('ServerMetrics: per-model counters and gauges read from the statistics'
     const text = await metricsOf([v]).text();
     assert.match(text, /^# TYPE nv_inference_request_success counter$/m);
     assert.deepEqual(samples(text, 'nv_inference_request_success'), ['nv_inference_request_success{model="simple",version="1"} 0']);
-    assert.doesNotMatch(text, /_total/);
+    // Triton's families only: Nereid's own counters follow Prometheus's naming (`…_total`).
+    assert.doesNotMatch(text, /^(# TYPE )?nv_\w*_total/m);
+  });
+
+  it('counts preemptions per version and kind in nereid_inference_preemptions_total, both kinds from the start', async () => {
+    const v = new FakeVersion('m', 2);
+    const before = await metricsOf([v]).text();
+    assert.match(before, /^# TYPE nereid_inference_preemptions_total counter$/m);
+    assert.deepEqual(samples(before, 'nereid_inference_preemptions_total'), [
+      'nereid_inference_preemptions_total{kind="queued",model="m",version="2"} 0',
+      'nereid_inference_preemptions_total{kind="running",model="m",version="2"} 0',
+    ]);
+    const request = {} as ScheduledRequest;
+    v.stats.onPreempted(request, 'queued');
+    v.stats.onPreempted(request, 'queued');
+    v.stats.onPreempted(request, 'running');
+    const text = await metricsOf([v]).text();
+    assert.equal(value(text, 'nereid_inference_preemptions_total{kind="queued",model="m",version="2"}'), 2);
+    assert.equal(value(text, 'nereid_inference_preemptions_total{kind="running",model="m",version="2"}'), 1);
   });
 
   it('creates every series with zeros, all four failure reasons included (§5.2)', async () => {
