@@ -158,6 +158,10 @@ export const ERROR_CODES = {
   ENSEMBLE_CONDITION: 'INVALID_ARG',
   // A Python stub (docs/backends.md) that died, hung past its execute timeout, or could not start.
   PYTHON_STUB_FAILED: 'INTERNAL',
+  /** A load that would pass a model's memory limit or the server's memory budget (docs/resources.md). */
+  MEMORY_BUDGET: 'UNAVAILABLE',
+  /** A model stopped because it outgrew its memory limit while serving (docs/resources.md). */
+  MODEL_MEMORY_LIMIT: 'UNAVAILABLE',
   // Errors a model reports with a code of its own (pb_utils.TritonError codes INVALID_ARG, UNKNOWN).
   MODEL_ERROR_INVALID_ARG: 'INVALID_ARG',
   MODEL_ERROR_UNKNOWN: 'UNKNOWN',

@@ -151,6 +151,8 @@ describe('nereid serve --help', () => {
         'metrics-config': ['counter_latencies=true'],
         'metrics-interval-ms': ['1000'],
         'decoupled-response-timeout-secs': ['1'],
+        'memory-budget': ['8GiB'],
+        'model-memory-limit': ['512MiB'],
       };
       if (name === 'load-model') continue; // valid only with --model-control-mode=explicit: below
       assert.doesNotThrow(() => parseServeArgs([`--${name}`, ...(special[name] ?? value)]), `--${name}`);

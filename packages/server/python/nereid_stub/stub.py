@@ -677,6 +677,31 @@ class Stub:
                     return
 
 
+def _cap_data_segment():
+    """The backstop of the model's memory limit (NEREID_MEMORY_LIMIT_BYTES, docs/resources.md):
+    the data segment (private writable memory: the heap, anonymous mappings such as numpy's and
+    torch's buffers, thread stacks) may grow by at most twice the limit from what it is now, so
+    that a runaway allocation faster than the server's samples fails at once (numpy raises
+    MemoryError) instead of taking the machine's memory. The server's samples stop the model once
+    it is over its limit; twice leaves room for memory reserved but never touched."""
+    limit = os.environ.get("NEREID_MEMORY_LIMIT_BYTES", "")
+    if not limit:
+        return
+    try:
+        import resource
+
+        with open("/proc/self/status") as status:
+            data = next((int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:")), None)
+        if data is not None:
+            hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+            soft = data + 2 * int(limit)
+            if hard != resource.RLIM_INFINITY:
+                soft = min(soft, hard)
+            resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    except (OSError, ValueError, ImportError):
+        pass
+
+
 def run(start):
     """A process on the server's channel (argv: the two rings and the spill-file base): dies with
     the server, reports a boot error (no numpy) or boots what ``start(in_ring, out_ring,
@@ -699,6 +724,7 @@ def run(start):
 def _start_stub(in_ring, out_ring, spill_base):
     stub = Stub(in_ring, out_ring, spill_base)
     pb_utils._runtime = stub
+    _cap_data_segment()
     return stub
 
 

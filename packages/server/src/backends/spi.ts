@@ -124,6 +124,16 @@ export interface InstanceSpec {
   readonly instanceCount: number;
 }
 
+/**
+ * Memory a backend instance holds, as the statistics extension's `memory_usage` reports it:
+ * `type` and device `id` (0 for host memory), bytes.
+ */
+export interface MemoryUsageEntry {
+  readonly type: 'CPU' | 'CPU_PINNED' | 'GPU';
+  readonly id: number;
+  readonly byte_size: number;
+}
+
 export interface BackendInstance {
   /**
    * How many `execute` calls may be outstanding at once (default 1). With more, the server may
@@ -156,6 +166,20 @@ export interface BackendInstance {
    * enable running preemption (its load fails).
    */
   preempt?(request: BackendRequest, error: NereidError): void;
+  /**
+   * Optional: the memory this instance holds now (docs/resources.md). Cheap: from a sample the
+   * instance keeps; with `fresh`, the instance takes a new sample first (a read of /proc, never
+   * on the request path: the server calls it from its sampling timer and for statistics requests
+   * when the last sample is old). Absent: the server measures the version once at load (its
+   * process's growth, or its files' bytes). Must not throw.
+   */
+  memoryUsage?(fresh?: boolean): readonly MemoryUsageEntry[];
+  /**
+   * Optional: stops the instance for good because of `error` (its model outgrew its memory
+   * limit): the requests it holds fail with `error`, its process (if any) ends, it is not started
+   * again, and every later `execute` rejects with `error`. `unload` still follows. Must not throw.
+   */
+  terminate?(error: NereidError): void;
   /** Releases the instance. Called once, after its last execute has settled. */
   unload(): Promise<void>;
 }
@@ -180,6 +204,11 @@ export interface ModelContext {
   /** `--backend-config=<backend>,<key>=<value>` settings for this backend, plus global ones. */
   readonly backendConfig: Readonly<Record<string, string>>;
   readonly logger: Logger;
+  /**
+   * The model's memory limit in bytes (0: none; docs/resources.md). The server enforces it; a
+   * backend may also use it as a backstop (the Python stub caps its data segment with it).
+   */
+  readonly memoryLimitBytes?: number;
   /**
    * The server's models, for a model that calls other models while it executes (Triton's BLS)
    * or loads and unloads them. Absent when the backend model runs without a server. Calls go

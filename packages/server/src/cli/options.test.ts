@@ -151,3 +151,17 @@ describe('--model-config-limit', () => {
     assert.throws(() => parseServeArgs(['--model-config-limit=max-batch-size=1.5']), /expects a positive integer/);
   });
 });
+
+describe('memory options', () => {
+  it('read byte sizes and the sample interval, none by default', () => {
+    const defaults = parseServeArgs([]);
+    assert.deepEqual([defaults.memoryBudgetBytes, defaults.modelMemoryLimitBytes, defaults.memorySampleIntervalMs], [0, 0, 1000]);
+    const o = parseServeArgs(['--memory-budget=8GiB', '--model-memory-limit', '512M', '--memory-sample-interval-ms=0']);
+    assert.deepEqual([o.memoryBudgetBytes, o.modelMemoryLimitBytes, o.memorySampleIntervalMs], [8 * 2 ** 30, 512e6, 0]);
+  });
+  it('refuse what is not a byte size, naming the option', () => {
+    assert.throws(() => parseServeArgs(['--memory-budget=lots']), /--memory-budget expects a byte size such as 512MiB, 8GiB or 1000000, got 'lots'/);
+    assert.throws(() => parseServeArgs(['--model-memory-limit=-1']), /--model-memory-limit expects a byte size/);
+    assert.throws(() => parseServeArgs(['--memory-sample-interval-ms=0.5']), /--memory-sample-interval-ms expects an integer >= 0/);
+  });
+});

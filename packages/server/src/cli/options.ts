@@ -10,6 +10,7 @@ import { NereidError } from '@nereid/protocol';
 import { checkBackendConfigKey } from './backend-config.js';
 import { CONFIG_LIMIT_NAMES, parseConfigLimit, type ConfigLimitName } from '../config/index.js';
 import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
+import { DEFAULT_MEMORY_SAMPLE_INTERVAL_MS, parseByteSize } from '../core/memory.js';
 import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS } from '../frontends/grpc/grpc-frontend.js';
 import { MAX_MESSAGE_SIZE } from '../frontends/grpc/infer-codec.js';
 import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
@@ -95,6 +96,12 @@ export interface ServeOptions {
   ignored: string[];
   /** Start-up warnings about settings given that have no effect (a `--backend-config` key Nereid does not use), each once. */
   warnings: string[];
+  /** `--memory-budget` in bytes; 0: none. */
+  memoryBudgetBytes: number;
+  /** `--model-memory-limit` in bytes; 0: none. */
+  modelMemoryLimitBytes: number;
+  /** `--memory-sample-interval-ms`; 0: no samples. */
+  memorySampleIntervalMs: number;
 }
 
 export interface MetricsConfig {
@@ -121,6 +128,13 @@ function parseInt(name: string, text: string, min = 0, max = Infinity): number {
     throw new NereidError('REQUEST_PARAMETER', `--${name} expects ${what}, got '${text}'`);
   }
   return n;
+}
+
+/** A byte-size option (`512MiB`, `8GiB`, `1000000`; core/memory.ts); 0 means none. */
+function byteSizeOption(name: string, text: string): number {
+  const bytes = parseByteSize(text);
+  if (bytes === undefined) throw new NereidError('REQUEST_PARAMETER', `--${name} expects a byte size such as 512MiB, 8GiB or 1000000, got '${text}'`);
+  return bytes;
 }
 
 /** One `--metrics-config <key>=<value>` setting. */
@@ -972,6 +986,36 @@ const OPTIONS = {
     description: 'A NUMA node or CPU cores for a named host policy.',
     ignored: 'no host policies in this version; pin the process with taskset or numactl instead',
   },
+  // Memory accounting and budgets (docs/resources.md).
+  'memory-budget': {
+    group: 'Memory/Device Management',
+    kind: 'string',
+    format: '<bytes>',
+    nereidOnly: true,
+    default: '(none)',
+    description:
+      'Memory all loaded models together may hold, as a byte size (512MiB, 8GiB, 1000000). A load that would pass it fails naming the model, its need and the budget.',
+    apply: (o, v, n) => (o.memoryBudgetBytes = byteSizeOption(n, v)),
+  },
+  'model-memory-limit': {
+    group: 'Memory/Device Management',
+    kind: 'string',
+    format: '<bytes>',
+    nereidOnly: true,
+    default: '(none)',
+    description:
+      'The memory limit of a model that sets no memory_limit parameter. A load over it fails; a Python or PyTorch model that outgrows it while serving is stopped.',
+    apply: (o, v, n) => (o.modelMemoryLimitBytes = byteSizeOption(n, v)),
+  },
+  'memory-sample-interval-ms': {
+    group: 'Memory/Device Management',
+    kind: 'int',
+    nereidOnly: true,
+    default: String(DEFAULT_MEMORY_SAMPLE_INTERVAL_MS),
+    description:
+      "Milliseconds between two samples of the Python and PyTorch models' memory, each checked against its limit; 0: no samples (figures from the load only).",
+    apply: (o, v, n) => (o.memorySampleIntervalMs = parseInt(n, v)),
+  },
   'model-load-gpu-limit': {
     group: 'Memory/Device Management',
     kind: 'string',
@@ -1071,6 +1115,9 @@ export function defaultServeOptions(): ServeOptions {
     logFile: '',
     ignored: [],
     warnings: [],
+    memoryBudgetBytes: 0,
+    modelMemoryLimitBytes: 0,
+    memorySampleIntervalMs: DEFAULT_MEMORY_SAMPLE_INTERVAL_MS,
   };
 }
 

@@ -66,6 +66,9 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     rateLimitResources: options.rateLimitResources,
     decoupledResponseTimeoutMs: options.decoupledResponseTimeoutSecs * 1000,
     allowClientShm: options.allowClientShm,
+    memoryBudgetBytes: options.memoryBudgetBytes,
+    modelMemoryLimitBytes: options.modelMemoryLimitBytes,
+    memorySampleIntervalMs: options.memorySampleIntervalMs,
     logger,
     metrics: {
       counterLatencies: options.metricsConfig.counterLatencies,

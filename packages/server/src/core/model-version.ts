@@ -4,7 +4,7 @@
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
 import type { BackendRegistry } from '../backends/registry.js';
-import type { BackendModel, InstanceSpec, ModelServices } from '../backends/spi.js';
+import type { BackendModel, InstanceSpec, MemoryUsageEntry, ModelServices } from '../backends/spi.js';
 import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages, type InstanceBudget } from '../config/index.js';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
 import type { Logger } from '../observability/logger.js';
@@ -33,6 +33,7 @@ import { validateModelConfig, validateModelIO } from '../config/index.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
 import { backendLookup, backendSettings, completeVersionConfig, modelContext, warnIneffectiveFields } from './version-config.js';
 import { prepareWarmup, runWarmup, type WarmupSample } from './warmup.js';
+import { directoryBytes, LoadMeasure, modelMemoryLimit, sumEntries, totalBytes, type AccountedVersion, type MemoryAccounting } from './memory.js';
 
 /** Seconds since `start` (a process.hrtime.bigint() reading). */
 function secondsSince(start: bigint): number {
@@ -150,7 +151,18 @@ export function instanceCountChange(current: ModelConfig, next: ModelConfig): { 
   return next.instance_group.map((g, i) => ({ group: g.name, from: current.instance_group[i]!.count, to: g.count }));
 }
 
-export class ModelVersion implements Servable, MeteredVersion {
+/** What a version needs for memory accounting (core/memory.ts). */
+interface VersionMemory {
+  /** The limit in bytes; 0: none. */
+  readonly limitBytes: number;
+  /** The figure measured at load, for versions whose instances report none (in-process runtimes). */
+  readonly atLoad: readonly MemoryUsageEntry[];
+  readonly accounting: MemoryAccounting | undefined;
+  /** Takes the version out of service after it was stopped for passing its limit. */
+  readonly onStopped: ((version: ModelVersion, error: NereidError) => void) | undefined;
+}
+
+export class ModelVersion implements Servable, MeteredVersion, AccountedVersion {
   readonly name: string;
   readonly version: number;
   readonly io: ModelIOSpec;
@@ -177,6 +189,7 @@ export class ModelVersion implements Servable, MeteredVersion {
   #provenance: Record<string, ConfigOrigin> | undefined;
   #unloadPhases: PhaseDurations<UnloadPhase> | undefined;
   #unloading: Promise<void> | undefined;
+  readonly #memory: VersionMemory;
 
   constructor(init: {
     config: ModelConfig;
@@ -191,6 +204,7 @@ export class ModelVersion implements Servable, MeteredVersion {
     stages: ConfigStages;
     logger: Logger;
     onUnloaded?: (version: ModelVersion, phases: PhaseDurations<UnloadPhase>, totalSecs: number) => void;
+    memory?: VersionMemory;
   }) {
     this.name = init.config.name;
     this.version = init.version;
@@ -207,6 +221,39 @@ export class ModelVersion implements Servable, MeteredVersion {
     this.#onUnloaded = init.onUnloaded;
     this.#runnerContext = init.runnerContext;
     this.#runners = init.runners;
+    this.#memory = init.memory ?? { limitBytes: 0, atLoad: [], accounting: undefined, onStopped: undefined };
+  }
+
+  /** The memory limit in bytes (parameter `memory_limit` or `--model-memory-limit`); 0: none. */
+  get memoryLimitBytes(): number {
+    return this.#memory.limitBytes;
+  }
+
+  /** Whether the memory figure is live: the instances report theirs (stub-hosted backends). */
+  get memoryLive(): boolean {
+    return this.#runners.length > 0 && this.#runners.some(({ runner }) => runner.reportsMemory);
+  }
+
+  /** The memory this version holds, as the statistics' `memory_usage`: the last samples, or the figure of its load. */
+  get memory(): readonly MemoryUsageEntry[] {
+    if (!this.memoryLive) return this.#memory.atLoad;
+    return sumEntries(this.#runners.flatMap(({ runner }) => runner.memoryUsage(false)));
+  }
+
+  /** Samples the instances now (live versions); the figure of the load otherwise. */
+  sampleMemory(): readonly MemoryUsageEntry[] {
+    if (!this.memoryLive) return this.#memory.atLoad;
+    return sumEntries(this.#runners.flatMap(({ runner }) => runner.memoryUsage(true)));
+  }
+
+  /**
+   * The version outgrew its memory limit: every instance stops for good (the requests they hold
+   * fail with `error`, and so do the queued ones as the version drains), then the server takes the
+   * version out of service.
+   */
+  stopForMemory(error: NereidError): void {
+    for (const { runner } of this.#runners) runner.terminate(error);
+    this.#memory.onStopped?.(this, error);
   }
 
   /**
@@ -369,6 +416,7 @@ export class ModelVersion implements Servable, MeteredVersion {
       const phases = { drain, release: secondsSince(released) };
       const total = secondsSince(start);
       this.#unloadPhases = phases;
+      this.#memory.accounting?.remove(this);
       this.#logger.info(`unloaded model '${this.name}' version ${this.version} in ${ms(total)}: ${phaseList(UNLOAD_PHASES, phases)}`);
       this.#onUnloaded?.(this, phases, total);
       const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -392,6 +440,10 @@ export interface ModelVersionFactoryOptions {
   ensembleHost?: EnsembleHost;
   /** The server-wide instance count (`--model-config-limit instances-per-server`). */
   instanceBudget?: InstanceBudget;
+  /** Memory limits and budget (core/memory.ts); without it limits are checked for syntax only. */
+  memory?: MemoryAccounting;
+  /** Takes a version stopped for passing its memory limit out of service (the server's model manager). */
+  onMemoryStop?: (version: ModelVersion, error: NereidError) => void;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -434,7 +486,18 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const sequenceStates = await resolveSequenceStates(config, prepared.location.directory);
       endPhase('backend_init');
 
-      const backendModel = await backend.createModel(modelContext(prepared, version, config, settings, logger, this.#options.models));
+      const accounting = this.#options.memory;
+      const limitBytes = accounting?.limitOf(name, config.parameters) ?? modelMemoryLimit(name, config.parameters);
+      const context = modelContext(prepared, version, config, settings, logger, this.#options.models);
+      const fileBytes = accounting === undefined ? 0 : directoryBytes(context.versionDirectory);
+      const reservation = accounting?.reserve(name, version, limitBytes, fileBytes);
+      let backendModel: BackendModel;
+      try {
+        backendModel = await backend.createModel({ ...context, memoryLimitBytes: limitBytes });
+      } catch (err) {
+        reservation?.release();
+        throw err;
+      }
       let made: MadeRunner[] = [];
       try {
         const stats = new ModelStatistics(name, version);
@@ -449,8 +512,15 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
           model: name,
           budget: this.#options.instanceBudget,
         };
-        made = await createRunners(runnerContext, planInstances(config));
+        const measure = new LoadMeasure();
+        const created = await createRunners(runnerContext, planInstances(config)).finally(() => measure.end());
+        const growth = measure.growth;
+        made = created;
         const runners = made.map((m) => m.runner);
+        // Live figures (instances that report their memory) now; the others once, from this load.
+        const live = runners.some((r) => r.reportsMemory);
+        const atLoad: MemoryUsageEntry[] = live ? [] : [{ type: 'CPU', id: 0, byte_size: growth ?? fileBytes }];
+        reservation?.settle(live ? totalBytes(sumEntries(runners.flatMap((r) => r.memoryUsage(true)))) : totalBytes(atLoad));
         const active = made.filter((m) => !m.passive).map((m) => m.runner);
         if (preemption.running) {
           const fixed = active.find((r) => !r.preemptible);
@@ -495,7 +565,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
         const loadDurationSecs = total();
         logger.info(`loaded model '${name}' version ${version} in ${ms(loadDurationSecs)}: ${phaseList(LOAD_PHASES, loadPhases)}`);
         const metrics = this.#options.metrics;
-        return new ModelVersion({
+        const loaded = new ModelVersion({
           config,
           version,
           labels,
@@ -507,6 +577,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
           histograms,
           stages,
           logger,
+          memory: { limitBytes, atLoad, accounting, onStopped: this.#options.onMemoryStop },
           ...(metrics
             ? {
                 onUnloaded: (v: ModelVersion, unload: PhaseDurations<UnloadPhase>, totalSecs: number) =>
@@ -514,7 +585,11 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
               }
             : {}),
         });
+        accounting?.add(loaded);
+        reservation?.release();
+        return loaded;
       } catch (err) {
+        reservation?.release();
         await Promise.allSettled(made.map((m) => m.runner.unload()));
         await backendModel.unload().catch(() => undefined);
         throw err;

@@ -25,6 +25,7 @@ import { classify } from './classification.js';
 import { applyLogSettingsUpdate, logSettingsReport } from './log-settings.js';
 import { DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS, InferenceRequest, type ResponseSink } from './inference-request.js';
 import { ModelVersion, ModelVersionFactory } from './model-version.js';
+import { MemoryAccounting } from './memory.js';
 import { backendSettings } from './version-config.js';
 import { NEVER_ABORTED } from '../backends/spi.js';
 import type { RequestTimes } from '../scheduling/scheduler.js';
@@ -171,6 +172,15 @@ export interface ServerOptions {
   allowClientShm?: boolean;
   /** Prometheus metrics settings (`--metrics-config`, `--allow-cpu-metrics`, …; protocol.md §5). */
   metrics?: MetricsOptions;
+  /** `--memory-budget`: bytes all loaded models together may hold (docs/resources.md); 0 or absent: none. */
+  memoryBudgetBytes?: number;
+  /** `--model-memory-limit`: the memory limit of a model that sets no `memory_limit`; 0 or absent: none. */
+  modelMemoryLimitBytes?: number;
+  /**
+   * `--memory-sample-interval-ms` (default 1000): how often stub-hosted models' memory is sampled
+   * and checked against their limits; 0: never (figures from their load only, no stop at run time).
+   */
+  memorySampleIntervalMs?: number;
 }
 
 export interface StartReport {
@@ -184,7 +194,8 @@ function toStatus(s: VersionStatus): ModelVersionStatus {
   return { name: s.name, version: s.version === undefined ? '' : String(s.version), state: s.state, reason: s.reason };
 }
 
-function statisticsReport(s: ModelStatistics): ModelStatisticsReport {
+function statisticsReport(v: ModelVersion): ModelStatisticsReport {
+  const s: ModelStatistics = v.stats;
   const d = (x: { count: number; ns: bigint }) => ({ count: x.count, ns: x.ns });
   return {
     name: s.name,
@@ -221,7 +232,7 @@ function statisticsReport(s: ModelStatistics): ModelStatisticsReport {
       compute_infer: d(b.computeInfer),
       compute_output: d(b.computeOutput),
     })),
-    memory_usage: [],
+    memory_usage: v.memory.map((m) => ({ type: m.type, id: m.id, byte_size: m.byte_size })),
   };
 }
 
@@ -237,6 +248,8 @@ export class Server {
    * here; `infer` and `inferStream` resolve the tensor references of a request against them.
    */
   readonly sharedMemory: SharedMemoryManager;
+  /** Memory accounting, limits and the budget of the loaded models (docs/resources.md). */
+  readonly memory: MemoryAccounting;
   readonly #options: ServerOptions;
   readonly #registry: BackendRegistry;
   readonly #models: ModelManager<ModelVersion>;
@@ -259,18 +272,27 @@ export class Server {
       cuda: () => startCudaHelper({ python, logger: this.logger }),
       logError: (message) => this.logger.error(message),
     });
+    this.memory = new MemoryAccounting({
+      budgetBytes: options.memoryBudgetBytes ?? 0,
+      defaultLimitBytes: options.modelMemoryLimitBytes ?? 0,
+      ...(options.memorySampleIntervalMs !== undefined ? { sampleIntervalMs: options.memorySampleIntervalMs } : {}),
+      logger: this.logger,
+    });
     this.metrics = new ServerMetrics(
       () => this.#models.readyServables().map((s) => s.servable),
       options.metrics,
       this.logger,
       () => this.#models.versionWeights(),
     );
+    this.metrics.setMemorySource(this.memory);
     const registry = new BackendRegistry(undefined, { backendDirectory: options.backendDirectory });
     for (const b of options.backends ?? []) registry.register(b);
     this.#registry = registry;
     const limits: ConfigLimits = { ...DEFAULT_CONFIG_LIMITS, ...options.configLimits };
     const factory = new ModelVersionFactory(registry, {
       instanceBudget: new InstanceBudget(limits['instances-per-server']),
+      memory: this.memory,
+      onMemoryStop: (version, error) => this.#models.stopServing(version.name, version, error.message),
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
       metrics: this.metrics,
@@ -338,6 +360,7 @@ export class Server {
     }
     this.#state = 'ready';
     this.metrics.start();
+    this.memory.start();
     if (this.#options.modelControlMode !== 'explicit') this.#models.startPolling(this.#options.repositoryPollSecs ?? 15);
     else if (this.#options.repositoryPollSecs !== undefined && this.#options.repositoryPollSecs > 0) this.#models.startPolling(this.#options.repositoryPollSecs);
     return this.#startReport;
@@ -507,19 +530,20 @@ export class Server {
     if (this.#state !== 'ready' && this.#state !== 'loading') {
       throw new NereidError('SERVER_NOT_READY', 'Server not ready');
     }
+    this.memory.refreshIfStale();
     if (model === undefined || model === '') {
-      return this.#models.readyServables().map((s) => statisticsReport(s.servable.stats));
+      return this.#models.readyServables().map((s) => statisticsReport(s.servable));
     }
     const ready = this.#models.readyServables(model);
     if (ready.length === 0) {
       throw new NereidError('STATISTICS_UNAVAILABLE', `requested model '${model}' is not available`);
     }
-    if (version === undefined || version === '' || version === '-1') return ready.map((s) => statisticsReport(s.servable.stats));
+    if (version === undefined || version === '' || version === '-1') return ready.map((s) => statisticsReport(s.servable));
     const one = ready.find((s) => String(s.version) === version);
     if (one === undefined) {
       throw new NereidError('STATISTICS_UNAVAILABLE', `requested model version is not available for model '${model}'`);
     }
-    return [statisticsReport(one.servable.stats)];
+    return [statisticsReport(one.servable)];
   }
 
   /** The current log settings (the logging extension, protocol.md §3.16). */
@@ -953,6 +977,7 @@ export class Server {
       await this.#models.shutdown();
       this.sharedMemory.close();
       this.metrics.stop();
+      this.memory.stop();
       this.#state = 'stopped';
     })();
     return this.#stopping;

@@ -115,6 +115,20 @@ export interface MeteredVersion {
   readonly loadPhases?: PhaseDurations<LoadPhase>;
   /** Present when a histogram family is enabled. */
   readonly histograms: VersionHistograms | undefined;
+  /** The memory it holds (`nereid_model_memory_bytes`); absent: not reported. */
+  readonly memory?: readonly { readonly type: string; readonly id: number; readonly byte_size: number }[];
+  /** Its memory limit in bytes, 0 for none (`nereid_model_memory_limit_bytes`). */
+  readonly memoryLimitBytes?: number;
+}
+
+/** The server-wide memory figures (`ServerMetrics.setMemorySource`; core/memory.ts). */
+export interface MemorySource {
+  /** `--memory-budget` in bytes; 0: none. */
+  readonly budgetBytes: number;
+  /** Bytes the loaded models hold, with loads under way's reservations. */
+  readonly usedBytes: number;
+  /** Versions stopped for passing their memory limit, by model. */
+  readonly stops: ReadonlyMap<string, number>;
 }
 
 /** One weighted version of a model (`nereid_model_version_weight`). */
@@ -123,6 +137,9 @@ export interface VersionWeightSample {
   readonly version: number;
   readonly weight: number;
 }
+
+/** Nereid's per-version memory gauge (docs/resources.md). */
+export const MODEL_MEMORY_FAMILY = 'nereid_model_memory_bytes';
 
 /** Nereid's gauge of the weights set by the `version_weights` load parameter (docs/operations.md). */
 export const VERSION_WEIGHT_FAMILY = 'nereid_model_version_weight';
@@ -315,6 +332,7 @@ export class ServerMetrics {
   #cpuUtilization: Gauge | undefined;
   #cpuMemoryTotal: Gauge | undefined;
   #cpuMemoryUsed: Gauge | undefined;
+  #memorySource: MemorySource | undefined;
 
   /** `weights`: the version weights in effect at the time of a scrape (the server passes its model manager's). */
   constructor(versions: () => Iterable<MeteredVersion>, options: MetricsOptions = {}, logger?: Logger, weights: () => Iterable<VersionWeightSample> = () => []) {
@@ -342,6 +360,11 @@ export class ServerMetrics {
       .map(([name]) => name);
     this.#registerModelFamilies();
     if (this.#options.cpu) this.#registerCpuFamilies();
+  }
+
+  /** Where the server-wide memory families read their figures (the server's `MemoryAccounting`). */
+  setMemorySource(source: MemorySource): void {
+    this.#memorySource = source;
   }
 
   /** The exposition text (Prometheus text format 0.0.4) of every registered family. */
@@ -520,6 +543,7 @@ export class ServerMetrics {
         each((v) => micros(v.stats.computeOutput)),
       );
     }
+    this.#registerMemoryFamilies(gauge, counter);
     for (const family of this.#histogramFamilies) {
       const help = HISTOGRAM_FAMILIES[family]!.help;
       const produce = () => {
@@ -543,6 +567,41 @@ export class ServerMetrics {
       // each series' own.
       this.registry.registerMetric(scraped(new Histogram({ name: family, help, registers: [], buckets: [1] }), 'histogram', help, produce));
     }
+  }
+
+  /**
+   * Memory accounting and budgets (docs/resources.md): per-version memory and limits, the
+   * server-wide budget and what is accounted against it, and versions stopped for passing their
+   * limit. Read at scrape time like the other per-model families.
+   */
+  #registerMemoryFamilies(
+    gauge: (name: string, help: string, produce: () => Sample[]) => void,
+    counter: (name: string, help: string, produce: () => Sample[]) => void,
+  ): void {
+    gauge(MODEL_MEMORY_FAMILY, 'Memory a model version holds, in bytes, by memory type and device (the statistics extension\'s memory_usage)', () => {
+      const out: Sample[] = [];
+      for (const v of this.#versions()) {
+        for (const m of v.memory ?? []) out.push({ labels: versionLabels(v, { id: String(m.id), type: m.type }), value: m.byte_size });
+      }
+      return out;
+    });
+    gauge('nereid_model_memory_limit_bytes', 'Memory limit of a model version, in bytes (parameter memory_limit or --model-memory-limit)', () => {
+      const out: Sample[] = [];
+      for (const v of this.#versions()) if (v.memoryLimitBytes) out.push({ labels: versionLabels(v), value: v.memoryLimitBytes });
+      return out;
+    });
+    gauge('nereid_memory_budget_bytes', 'Memory all models together may hold, in bytes (--memory-budget); absent without one', () => {
+      const budget = this.#memorySource?.budgetBytes ?? 0;
+      return budget > 0 ? [{ labels: {}, value: budget }] : [];
+    });
+    gauge('nereid_memory_used_bytes', 'Memory accounted to the loaded models (and loads under way), in bytes', () =>
+      this.#memorySource === undefined ? [] : [{ labels: {}, value: this.#memorySource.usedBytes }],
+    );
+    counter('nereid_model_memory_limit_stops', 'Model versions stopped because they outgrew their memory limit', () => {
+      const out: Sample[] = [];
+      for (const [model, n] of this.#memorySource?.stops ?? []) out.push({ labels: { model }, value: n });
+      return out;
+    });
   }
 
   #registerCpuFamilies(): void {

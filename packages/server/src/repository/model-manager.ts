@@ -1120,6 +1120,22 @@ export class ModelManager<S extends Servable> {
     });
   }
 
+  /**
+   * Takes `servable` out of service at once, outside the model's turn (it may happen while a load
+   * of the model runs): UNLOADING, then UNAVAILABLE with `reason` once it drained. A no-op when
+   * it no longer serves. A later load request loads the model again; a repository poll does only
+   * once its files change.
+   */
+  stopServing(name: string, servable: S, reason: string): void {
+    const entry = this.#models.get(name);
+    if (entry === undefined) return;
+    for (const slot of entry.versions.values()) {
+      if (slot.servable !== servable) continue;
+      this.#retire(slot, reason);
+      return;
+    }
+  }
+
   /** Serving, or failed in a way that counts: something an unload changes. */
   #isActive(entry: ModelEntry<S>): boolean {
     if (entry.reason !== '') return true;

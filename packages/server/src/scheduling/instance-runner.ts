@@ -6,7 +6,7 @@
  * still computes them one at a time.
  */
 import { NereidError, toNereidError } from '@nereid/protocol';
-import type { BackendInstance, ExecutionTiming, InstanceSpec } from '../backends/spi.js';
+import type { BackendInstance, ExecutionTiming, InstanceSpec, MemoryUsageEntry } from '../backends/spi.js';
 import type { RateLimitedInstance, RateLimiter } from './rate-limiter.js';
 import { NO_OBSERVER, type FailureReason, type ScheduledRequest, type SchedulerObserver } from './scheduler.js';
 
@@ -243,6 +243,21 @@ export class InstanceRunner {
     } catch {
       return false;
     }
+  }
+
+  /** Whether the backend instance reports its memory (`BackendInstance.memoryUsage`). */
+  get reportsMemory(): boolean {
+    return this.#instance.memoryUsage !== undefined;
+  }
+
+  /** The backend instance's memory (`BackendInstance.memoryUsage`); empty when it reports none. */
+  memoryUsage(fresh: boolean): readonly MemoryUsageEntry[] {
+    return this.#instance.memoryUsage?.(fresh) ?? [];
+  }
+
+  /** Stops the backend instance for good (`BackendInstance.terminate`); a no-op for one without. */
+  terminate(error: NereidError): void {
+    this.#instance.terminate?.(error);
   }
 
   /** Tells the backend instance that its version unloads (`BackendInstance.unloading`). */

@@ -59,10 +59,12 @@ import {
   type BackendTensor,
   type ExecutionTiming,
   type InstanceSpec,
+  type MemoryUsageEntry,
   type ModelContext,
   NEVER_ABORTED,
 } from '../spi.js';
 import { defaultIntraOpThreads } from '../threads.js';
+import { processMemoryBytes } from '../../core/memory.js';
 import { StubProcess, type StubMessage } from './stub-process.js';
 
 /** The interpreter of the stubs (and of the CUDA shared-memory helper) when none is configured. */
@@ -330,6 +332,10 @@ class PythonInstance implements BackendInstance {
   #closing = false;
   /** Whether the model's class defines `is_ready` (reported by the stub's initialize). */
   #hasIsReady = false;
+  /** The last sample of the stub's memory (`memoryUsage`). */
+  #memory: readonly MemoryUsageEntry[] = [];
+  /** Set by `terminate`: every request held and every later execute fails with it. */
+  #terminated: NereidError | undefined;
 
   constructor(ctx: ModelContext, spec: InstanceSpec, runner: Runner, modelFile: string, settings: StubSettings) {
     this.#ctx = ctx;
@@ -355,6 +361,9 @@ class PythonInstance implements BackendInstance {
         logger: this.#ctx.logger,
         cwd: this.#ctx.versionDirectory,
         startTimeoutMs: this.#settings.startTimeoutMs,
+        // The stub caps its data segment with it (a backstop against allocations faster than the
+        // server's samples; docs/resources.md).
+        ...(this.#ctx.memoryLimitBytes ? { env: { NEREID_MEMORY_LIMIT_BYTES: String(this.#ctx.memoryLimitBytes) } } : {}),
       });
       this.#startingStub = stub;
       stub.listen(
@@ -392,6 +401,7 @@ class PythonInstance implements BackendInstance {
       }
       this.#stub = stub;
       this.#servingSince = Date.now();
+      this.memoryUsage(true);
       return stub;
     })();
     const starting = this.#starting;
@@ -414,6 +424,7 @@ class PythonInstance implements BackendInstance {
   }
 
   async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
+    if (this.#terminated !== undefined) throw this.#terminated;
     const stub = await this.#running();
     const x = this.#nextExec++;
     const parts: Uint8Array[] = [];
@@ -706,10 +717,9 @@ class PythonInstance implements BackendInstance {
     if (this.#stub !== stub) return;
     this.#stub = undefined;
     this.#starting = undefined;
-    const error = new NereidError(
-      'PYTHON_STUB_FAILED',
-      `${this.#what}: the Python stub ${why}${this.#closing ? '' : '; the requests it held failed and the instance restarts'}`,
-    );
+    const error =
+      this.#terminated ??
+      new NereidError('PYTHON_STUB_FAILED', `${this.#what}: the Python stub ${why}${this.#closing ? '' : '; the requests it held failed and the instance restarts'}`);
     for (const [x, held] of [...this.#held]) {
       if (!held.done) held.settle?.reject(error);
       else held.requests.forEach((r, i) => held.final[i] || r.respond(error, true));
@@ -782,6 +792,26 @@ class PythonInstance implements BackendInstance {
     this.#startingStub?.kill('was stopped: the instance is unloading');
     const stub = this.#stub;
     if (stub !== undefined) for (const held of this.#held.values()) if (!held.done) this.#boundByUnload(stub, held);
+  }
+
+  /**
+   * The stub process's own memory (PSS, else RSS; core/memory.ts) as one CPU entry; with `fresh`,
+   * read from /proc now, else the last sample. Empty while no stub runs.
+   */
+  memoryUsage(fresh = false): readonly MemoryUsageEntry[] {
+    if (!fresh) return this.#memory;
+    const pid = this.#stub?.alive ? this.#stub.pid : undefined;
+    const bytes = pid === undefined ? undefined : processMemoryBytes(pid);
+    this.#memory = bytes === undefined ? [] : [{ type: 'CPU', id: 0, byte_size: bytes }];
+    return this.#memory;
+  }
+
+  /** Stops the stub for good: its requests fail with `error`, and so does every later execute. */
+  terminate(error: NereidError): void {
+    if (this.#terminated !== undefined) return;
+    this.#terminated = error;
+    this.unloading();
+    this.#stub?.kill(`was stopped: ${error.message}`);
   }
 
   /** An execute in flight once the instance unloads may run for unload-timeout-secs more. */
