@@ -145,6 +145,24 @@ describe('memory accounting and limits', () => {
     await srv.server.unloadModel('hoard');
   });
 
+  it('keeps the serving copy when a reload is refused over its limit', async () => {
+    await srv.server.loadModel('hoard');
+    const config = JSON.stringify({
+      name: 'hoard',
+      backend: 'python',
+      input: [{ name: 'MIB', data_type: 'TYPE_INT32', dims: [1] }],
+      output: [{ name: 'HELD', data_type: 'TYPE_INT32', dims: [1] }],
+      instance_group: [{ kind: 'KIND_CPU', count: 1 }],
+      parameters: { memory_limit: { string_value: '4MiB' } },
+    });
+    const err = await refusal(srv.server.loadModel('hoard', { config }));
+    // Refused before it starts: its last load measured more than that.
+    assert.match(err.message, /model 'hoard' version 1 needs an estimated [\d.]+ MiB \(as measured at its last load\), over its memory limit of 4 MiB/);
+    assert.equal(await allocate(srv, 'hoard', 0), 0);
+    assert.match(srv.server.modelStatuses().find((s) => s.name === 'hoard')!.reason, /reload failed, this version keeps serving its previous copy/);
+    await srv.server.unloadModel('hoard');
+  });
+
   it('reports a figure measured at load for an in-process ONNX Runtime model', async () => {
     await srv.server.loadModel('simple');
     assert.ok(cpuBytes(srv, 'simple') > 0);
@@ -168,10 +186,10 @@ describe('memory accounting and limits', () => {
   it('stops a model that outgrows its limit while serving; the others keep answering; it loads again', async () => {
     await Promise.all([srv.server.loadModel('capped'), srv.server.loadModel('good')]);
     assert.equal(await allocate(srv, 'capped', 32), 32);
-    // 120 MiB more: over the 160 MiB limit with the interpreter's own (the data-segment backstop
+    // 135 MiB more: over the 160 MiB limit with the interpreter's own (the data-segment backstop
     // is at twice the limit, so the allocation succeeds and a sample stops the model, maybe while
     // this request still runs: then it fails with the memory error).
-    await allocate(srv, 'capped', 120).catch((err: NereidError) => assert.equal(err.code, 'MODEL_MEMORY_LIMIT'));
+    await allocate(srv, 'capped', 135).catch((err: NereidError) => assert.equal(err.code, 'MODEL_MEMORY_LIMIT'));
     await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be stopped', 10_000);
     const status = srv.server.modelStatuses().find((s) => s.name === 'capped')!;
     assert.match(status.reason, /model 'capped' version 1 was stopped: it used [\d.]+ MiB, over its memory limit of 160 MiB/);
@@ -216,7 +234,7 @@ describe('the server-wide memory budget', () => {
       first: { 'config.pbtxt': hoardConfig('first'), '1/model.py': HOARD_PY },
       second: { 'config.pbtxt': hoardConfig('second'), '1/model.py': HOARD_PY },
     });
-    srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', memoryBudgetBytes: 150 * MIB, memorySampleIntervalMs: 100 });
+    srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', memoryBudgetBytes: 200 * MIB, memorySampleIntervalMs: 100 });
   });
   after(async () => {
     await srv?.stop();
@@ -225,12 +243,13 @@ describe('the server-wide memory budget', () => {
 
   it('refuses a second model once the first holds most of the budget, naming model, need and budget', async () => {
     await srv.server.loadModel('first');
-    await allocate(srv, 'first', 100);
-    await waitUntil(() => srv.server.memory.usedBytes > 100 * MIB, 'the accounted memory to pass 100 MiB', 10_000);
+    // 175 MiB and the interpreter's own (about 18 MiB): the second's (as much) passes the budget.
+    await allocate(srv, 'first', 175);
+    await waitUntil(() => srv.server.memory.usedBytes > 185 * MIB, 'the accounted memory to pass 185 MiB', 10_000);
     const err = await refusal(srv.server.loadModel('second'));
-    assert.match(err.message, /model 'second' version 1 needs [\d.]+ (B|KiB|MiB) measured after initialize, but the models loaded hold [\d.]+ MiB of the server's memory budget of 150 MiB \(--memory-budget\)/);
+    assert.match(err.message, /model 'second' version 1 needs [\d.]+ (B|KiB|MiB) measured after initialize, but the models loaded hold [\d.]+ MiB of the server's memory budget of 200 MiB \(--memory-budget\)/);
     const text = await srv.server.metrics.text();
-    assert.match(text, /^nereid_memory_budget_bytes 157286400$/m);
+    assert.match(text, /^nereid_memory_budget_bytes 209715200$/m);
     // Once the first is unloaded, the second fits.
     await srv.server.unloadModel('first');
     await waitUntil(() => srv.server.memory.usedBytes === 0, 'the first model to be released', 10_000);

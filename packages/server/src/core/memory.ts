@@ -90,28 +90,21 @@ export function modelMemoryLimit(model: string, parameters: Readonly<Record<stri
 }
 
 /**
- * A process's own memory in bytes: PSS (`/proc/<pid>/smaps_rollup`: its private pages plus its
- * share of pages shared with other processes, so stubs sharing libtorch are not each charged for
- * all of it), else RSS (`/proc/<pid>/statm`) where the kernel has no smaps_rollup. Undefined when
- * the process is gone.
+ * A process's own memory in bytes: its resident anonymous memory (`RssAnon` of
+ * /proc/<pid>/status: heap, arrays, tensors, model weights it read), leaving out resident pages
+ * of files (shared libraries such as libtorch, which every stub maps) and of shared memory (the
+ * stub's tensor rings). A read costs about 15 µs; PSS (smaps_rollup) would split shared pages
+ * fairly but costs milliseconds for a process with libtorch loaded. Undefined when the process
+ * is gone (or the kernel reports no RssAnon, before Linux 4.5).
  */
 export function processMemoryBytes(pid: number): number | undefined {
   try {
-    const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'latin1');
-    const m = /^Pss:\s+(\d+) kB/m.exec(text);
-    if (m !== null) return Number(m[1]) * 1024;
-  } catch {
-    // no smaps_rollup (kernel < 4.14) or the process is gone: statm below
-  }
-  try {
-    const resident = Number(readFileSync(`/proc/${pid}/statm`, 'latin1').split(' ')[1]);
-    return Number.isFinite(resident) ? resident * PAGE_SIZE : undefined;
+    const m = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m === null ? undefined : Number(m[1]) * 1024;
   } catch {
     return undefined;
   }
 }
-
-const PAGE_SIZE = 4096;
 
 /** The bytes of every file under `dir` (recursively, links not followed); 0 for a missing directory. */
 export function directoryBytes(dir: string): number {

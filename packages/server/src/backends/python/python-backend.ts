@@ -795,7 +795,7 @@ class PythonInstance implements BackendInstance {
   }
 
   /**
-   * The stub process's own memory (PSS, else RSS; core/memory.ts) as one CPU entry; with `fresh`,
+   * The stub process's own memory (its resident anonymous memory; core/memory.ts) as one CPU entry; with `fresh`,
    * read from /proc now, else the last sample. Empty while no stub runs.
    */
   memoryUsage(fresh = false): readonly MemoryUsageEntry[] {
