@@ -9,7 +9,9 @@
  *       served instance's intra-op thread count: the ceiling for this model on this machine;
  *   (d) a bare server answering Nereid's response bytes without any model (bench/bare-http-server.ts,
  *       or bench/bare-grpc-server.ts for the gRPC transports), same load: the ceiling of the
- *       transport and the load generator on this machine.
+ *       transport and the load generator on this machine;
+ *   (e) (a) with memory accounting off (`--memory-sample-interval-ms=0`), (a) keeping the
+ *       default: the cost of the accounting (docs/resources.md), target < 2 %.
  * The load: `--concurrency` (default 64) closed-loop clients, each sending batch-1 requests, from
  * `--clients` load processes (bench/grpc-load-client.ts, default 1, as perf_analyzer is one
  * process: on a machine whose cores the server shares, a second load process only adds a
@@ -23,7 +25,7 @@
  * stream less than either; CPU per request is what bounds every served figure here.
  * Targets: (a) ≥ 3 × (b), and (a) ≥ 0.6 × (c).
  *
- * The four are measured in alternating windows (c, a, b, d; `--rounds` rounds of `--seconds`,
+ * The five are measured in alternating windows (c, a, b, d, e; `--rounds` rounds of `--seconds`,
  * after a warm-up window each) and the medians kept. Batch sizes come from each server's
  * statistics (`GET /v2/models/mlp/stats`, `batch_stats`), differenced over the windows.
  *
@@ -120,7 +122,7 @@ const request = grpc
 const requestFile = join(work, 'request.bin');
 await writeFile(requestFile, request);
 
-const serve = (repo: string) =>
+const serve = (repo: string, extra: readonly string[] = []) =>
   spawnServer(
     [
       ...nereidServeCommand(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
@@ -129,6 +131,7 @@ const serve = (repo: string) =>
       '--http-address=127.0.0.1',
       ...(grpc ? ['--grpc-port=0', '--grpc-address=127.0.0.1'] : ['--allow-grpc=false']),
       '--allow-metrics=false',
+      ...extra,
     ],
     /Started HTTPService at [^\s]+:(\d+)/,
     grpc ? { grpc: /Started GRPCInferenceService at [^\s]+:(\d+)/ } : {},
@@ -211,6 +214,7 @@ async function probe(server: ChildServer): Promise<{ bytes: Buffer; streamed?: B
 
 const batching = await serve(batchingRepo);
 const direct = await serve(directRepo);
+const unaccounted = await serve(batchingRepo, ['--memory-sample-interval-ms=0']);
 const pool = LoadClientPool.fork(join(root, 'dist/bench/grpc-load-client.js'), [requestFile], clients);
 let session: ort.InferenceSession | undefined;
 let bare: ChildServer | undefined;
@@ -229,7 +233,7 @@ const measured = await (async () => {
     // Both servers answer as ONNX Runtime does on the same row.
     session = await ort.InferenceSession.create(join(example, '1', 'model.onnx'), { intraOpNumThreads: intraOpThreads, interOpNumThreads: 1 });
     const reference = (await session.run({ INPUT0: new ort.Tensor('float32', input, [1, 256]) })).OUTPUT0!.data as Float32Array;
-    const responses = [await probe(batching), await probe(direct)];
+    const responses = [await probe(batching), await probe(direct), await probe(unaccounted)];
     for (const r of responses) {
       if (r.output.length !== 16 || r.output.some((v, i) => Math.abs(v - reference[i]!) > 1e-4)) {
         const show = (a: Float32Array) => `${a.length} values [${[...a.subarray(0, 16)].join(', ')}${a.length > 16 ? ', …' : ''}]`;
@@ -275,10 +279,10 @@ const measured = await (async () => {
 
     // Warm-up (JIT of the servers and load processes, ONNX Runtime's arenas), not recorded.
     await runLoad(() => ceilingSession.run(batchFeeds), 1, 1);
-    for (const server of [batching, direct, bare]) await window(server, 1);
+    for (const server of [batching, direct, bare, unaccounted]) await window(server, 1);
 
-    const targets = ['ceiling', batching, direct, bare] as const;
-    const [ceilingRuns, batchingRuns, directRuns, bareRuns] = await alternate(targets, rounds, async (target) =>
+    const targets = ['ceiling', batching, direct, bare, unaccounted] as const;
+    const [ceilingRuns, batchingRuns, directRuns, bareRuns, unaccountedRuns] = await alternate(targets, rounds, async (target) =>
       target === 'ceiling'
         ? { ceiling: (await runLoad(() => ceilingSession.run(batchFeeds), 1, seconds)).throughput * CEILING_BATCH }
         : window(target, seconds),
@@ -292,6 +296,7 @@ const measured = await (async () => {
       batching: loadOf(batchingRuns!),
       direct: loadOf(directRuns!),
       bare: loadOf(bareRuns!),
+      unaccounted: loadOf(unaccountedRuns!),
       batchingBatches: batchesOf(batchingRuns!),
       directBatches: batchesOf(directRuns!),
       foreign: [...batchingRuns!, ...directRuns!, ...bareRuns!].map((r: Run) => r.result!.foreignCpuShare),
@@ -299,7 +304,7 @@ const measured = await (async () => {
   } finally {
     await pool.close();
     await session?.release();
-    await Promise.all([batching.stop(), direct.stop(), bare?.stop()]);
+    await Promise.all([batching.stop(), direct.stop(), unaccounted.stop(), bare?.stop()]);
     await rm(work, { recursive: true, force: true });
   }
 })();
@@ -317,6 +322,7 @@ const figures: Figure[] = [
   { name: 'batching_request_median_batch_size', value: measured.batchingBatches.requestMedian, unit: 'rows' },
   { name: 'batching_full_batch_share', value: measured.batchingBatches.fullShare, unit: '' },
   { name: 'no_batching_mean_batch_size', value: measured.directBatches.mean, unit: 'rows' },
+  compared('accounting_on_vs_off', 'infer/s', b.throughput, measured.unaccounted.throughput, 'memory_accounting_off'),
   compared('batching_vs_transport', 'infer/s', b.throughput, measured.bare.throughput, grpc ? 'bare_grpc_js' : 'bare_node_http'),
   compared('batching_server_cpu_per_request', 'us', b.serverCpuUsPerRequest, d.serverCpuUsPerRequest, 'no_batching'),
   { name: 'batching_server_main_thread_per_request', value: b.serverMainThreadCpuUsPerRequest, unit: 'us' },

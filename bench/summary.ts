@@ -33,6 +33,7 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'perf-protocols', figure: 'perf_grpc_latency_c1', label: 'nereid perf: gRPC latency vs in process, c1' },
   { bench: 'dynamic-batching', figure: 'batching_throughput', label: 'dynamic batching vs no batching (throughput)', target: { on: 'ratio', op: '>=', bound: 3 } },
   { bench: 'dynamic-batching', figure: 'batching_vs_ceiling', label: 'dynamic batching vs in-process ONNX Runtime ceiling', target: { on: 'ratio', op: '>=', bound: 0.6 } },
+  { bench: 'dynamic-batching', figure: 'accounting_on_vs_off', label: 'memory accounting on vs off (dynamic batching throughput)', target: { on: 'ratio', op: '>=', bound: 0.98 } },
   { bench: 'dynamic-batching-stream', figure: 'batching_throughput', label: 'dynamic batching vs no batching, gRPC streams', target: { on: 'ratio', op: '>=', bound: 3 } },
   { bench: 'dynamic-batching-stream', figure: 'batching_vs_ceiling', label: 'dynamic batching vs ceiling, gRPC streams', target: { on: 'ratio', op: '>=', bound: 0.6 } },
   { bench: 'instance-update', figure: 'instance count change in place (mlp, 1 → 2 instances)', label: 'in-place instance change vs full reload (time)' },

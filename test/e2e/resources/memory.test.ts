@@ -198,7 +198,7 @@ describe('memory accounting and limits', () => {
     const refused = await refusal(allocate(srv, 'capped', 0));
     assert.match(refused.message, /capped/);
     const text = await srv.server.metrics.text();
-    assert.match(text, /^nereid_model_memory_limit_stops\{model="capped"\} 1$/m);
+    assert.match(text, /^nereid_model_memory_limit_stops_total\{model="capped"\} 1$/m);
     // Another model answers all along.
     const r = await srv.server.infer({ model: 'good', inputs: X });
     assert.deepEqual([...new Float32Array(new Uint8Array(r.outputs[0]!.data).slice().buffer)], [1, 2]);

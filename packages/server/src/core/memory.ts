@@ -227,7 +227,7 @@ export class MemoryAccounting {
    * limit must be able to load again.
    */
   readonly #lastMeasured = new Map<string, number>();
-  /** Versions stopped for passing their limit, by model (`nereid_model_memory_limit_stops`). */
+  /** Versions stopped for passing their limit, by model (`nereid_model_memory_limit_stops_total`). */
   readonly #stops = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
   #sampledAt = 0;

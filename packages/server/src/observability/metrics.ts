@@ -597,7 +597,7 @@ export class ServerMetrics {
     gauge('nereid_memory_used_bytes', 'Memory accounted to the loaded models (and loads under way), in bytes', () =>
       this.#memorySource === undefined ? [] : [{ labels: {}, value: this.#memorySource.usedBytes }],
     );
-    counter('nereid_model_memory_limit_stops', 'Model versions stopped because they outgrew their memory limit', () => {
+    counter('nereid_model_memory_limit_stops_total', 'Model versions stopped because they outgrew their memory limit', () => {
       const out: Sample[] = [];
       for (const [model, n] of this.#memorySource?.stops ?? []) out.push({ labels: { model }, value: n });
       return out;
