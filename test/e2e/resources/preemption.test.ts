@@ -68,6 +68,17 @@ dynamic_batching { priority_levels: 2 default_priority_level: 2 }
 parameters { key: "preemption" value: { string_value: "running" } }
 `;
 
+/** An ensemble over `gated` that asks for preemption, which only a dynamic batcher can do. */
+const ENSEMBLE_CONFIG = `
+name: "ensemble"
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+ensemble_scheduling { step [ { model_name: "gated" model_version: -1 input_map { key: "IN" value: "IN" } output_map { key: "OUT" value: "OUT" } } ] }
+parameters { key: "preemption" value: { string_value: "running" } }
+`;
+
 let repo: string;
 let srv: RunningGrpcServer;
 let metrics: RunningMetrics;
@@ -85,6 +96,7 @@ before(async () => {
       'config.pbtxt': gateConfig('unbounded', { extra: 'dynamic_batching { priority_levels: 2 default_priority_level: 2 }\nparameters { key: "preemption" value: { string_value: "queued" } }' }),
       '1/.keep': '',
     },
+    ensemble: { 'config.pbtxt': ENSEMBLE_CONFIG, '1/.keep': '' },
   });
   srv = await startServer({ modelRepositories: [repo], grpc: true, backends: [gate.backend] });
   metrics = await startMetrics(srv.server);
@@ -182,9 +194,13 @@ describe('queued preemption (preemption "queued", max_total_queue_size)', () => 
   });
 
   it('a model whose preemption parameters cannot work does not load, and says why', () => {
-    const failure = srv.server.startReport.failures.find((f) => JSON.stringify(f).includes('unbounded'));
-    assert.ok(failure, JSON.stringify(srv.server.startReport));
-    assert.match(JSON.stringify(failure), /parameter 'preemption' \\"queued\\" evicts requests from a full model-wide queue: set parameter 'max_total_queue_size'/);
+    const reason = (model: string) => {
+      const failure = srv.server.startReport.failures.find((f) => f.name === model);
+      assert.ok(failure, JSON.stringify(srv.server.startReport));
+      return failure.reason;
+    };
+    assert.match(reason('unbounded'), /^model 'unbounded': parameter 'preemption' "queued" evicts requests from a full model-wide queue: set parameter 'max_total_queue_size'/);
+    assert.match(reason('ensemble'), /^model 'ensemble': parameter 'preemption' acts between priority levels and needs dynamic_batching with priority_levels of 2 or more; the model has no dynamic_batching section$/);
   });
 });
 

@@ -477,7 +477,11 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     };
     const total = () => prepared.timings.read + prepared.timings.parse + secondsSince(loadStart);
     try {
-      if (prepared.config.platform === 'ensemble') return this.#loadEnsemble(prepared, version, loadStart);
+      if (prepared.config.platform === 'ensemble') {
+        // An ensemble queues nothing of its own: preemption parameters on one are refused, not ignored.
+        preemptionSettings(prepared.config);
+        return this.#loadEnsemble(prepared, version, loadStart);
+      }
       const settings = backendSettings(this.#options.backendConfig, prepared.config.backend);
       const backend = await this.#registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
       const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
