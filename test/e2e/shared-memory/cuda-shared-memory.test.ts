@@ -24,6 +24,31 @@ import { ADD_SUB_PY, REPEAT_CONFIG, REPEAT_PY, requirePython } from '../../helpe
 import { FakeDeviceBuffer, installFakeCupy, type FakeCupy } from '../../helpers/fake-cupy.js';
 import { A, assertNoDataOutputs, assertOutputsAt, B, ENSEMBLE_CONFIG, int32, PYTHON_CONFIG, SENTINEL, shmRequest } from './common.js';
 
+/** Answers how many requests it has executed, counting this one: the order requests were queued in. */
+const ORDER_PY = String.raw`
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.count = 0
+
+    def execute(self, requests):
+        responses = []
+        for _ in requests:
+            self.count += 1
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("COUNT", np.array([self.count], dtype=np.int64))]))
+        return responses
+`;
+const ORDER_CONFIG = `name: "order"
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "COUNT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+`;
+
 let fake: FakeCupy;
 let served: ServedRepository;
 const buffers: FakeDeviceBuffer[] = [];
@@ -43,6 +68,7 @@ before(async () => {
       simple_ensemble: { 'config.pbtxt': ENSEMBLE_CONFIG, '1/.keep': '' },
       add_sub_py: { 'config.pbtxt': PYTHON_CONFIG, '1/model.py': ADD_SUB_PY },
       repeat: { 'config.pbtxt': REPEAT_CONFIG, '1/model.py': REPEAT_PY },
+      order: { 'config.pbtxt': ORDER_CONFIG, '1/model.py': ORDER_PY },
     },
     { allowClientShm: true, backendConfig: new Map([['python', { 'python-executable': fake.python }]]) },
   );
@@ -146,6 +172,28 @@ describe('CUDA shared memory through the helper (stand-in CUDA runtime: this mac
         assertOutputsInBuffer(out);
       }
     }
+  });
+
+  it('a gRPC stream: a request after one whose input is copied from a CUDA region is queued after it', async () => {
+    const b = deviceBuffer(4);
+    const name = `ord_${randomUUID()}`;
+    await served.grpc.registerCudaSharedMemory(name, b.handle, 0, 4);
+    const stream = served.grpc.stream();
+    const counts = new Map<string, bigint>();
+    const done = (async () => {
+      for await (const r of stream) {
+        if (r.error) throw r.error;
+        counts.set(r.result!.id ?? '', (r.result!.typed('COUNT') as BigInt64Array)[0]!);
+      }
+    })();
+    for (let i = 0; i < 3; i++) {
+      stream.send({ model: 'order', id: `cuda${i}`, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], sharedMemory: { region: name, byteSize: 4 } }] });
+      stream.send({ model: 'order', id: `plain${i}`, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] });
+    }
+    stream.end();
+    await done;
+    const order = [...counts].sort((x, y) => Number(x[1] - y[1])).map(([id]) => id);
+    assert.deepEqual(order, ['cuda0', 'plain0', 'cuda1', 'plain1', 'cuda2', 'plain2']);
   });
 
   it('a gRPC stream: CUDA-region requests keep their order among themselves', async () => {

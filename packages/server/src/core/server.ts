@@ -683,9 +683,10 @@ export class Server {
    * verifies that no input region shrank under its mapping while the request used it. The regions
    * stay acquired until `release`, so unregistering one meanwhile cannot pull it from under the
    * request. Synchronous, so a stream's requests keep their order, except where an input lies in
-   * a CUDA region: its bytes are copied from the device first (the CUDA runtime answers in order,
-   * so such requests keep their order among themselves), and the binding is a promise. Outputs
-   * into CUDA regions are copied to the device by `deliver`, which is then a promise too.
+   * a CUDA region: its bytes are copied from the device first and the binding is a promise (the
+   * request is then queued after `inferStream` returned; the gRPC stream holds back the requests
+   * after it until `onAccepted`). Outputs into CUDA regions are copied to the device by
+   * `deliver`, which is then a promise too.
    *
    * `release` runs once the request has settled: its backend has answered it (backends keep no
    * input after responding, docs/backends.md), so the input buffers go back to the pool and the

@@ -58,6 +58,13 @@ export class InferStream {
   #clientDone = false;
   /** The server is shutting down: end the stream once every request so far is answered. */
   #serverDone = false;
+  /**
+   * Pending while a request was issued but is not queued yet (its inputs are being copied from a
+   * CUDA shared-memory region): later requests are issued once it is, so that the stream's
+   * requests reach their queues in the order they came. Other requests are queued within
+   * `inferStream` and never set it.
+   */
+  #gate: Promise<void> | undefined;
   #closed = false;
   /** Reading paused until the call's write buffer drains. */
   #paused = false;
@@ -124,8 +131,10 @@ export class InferStream {
       s.error = error;
       this.#flush();
     };
+    let openGate: (() => void) | undefined;
     const onAccepted = (a: StreamAccepted) => {
       accepted = a;
+      openGate?.();
       if (!a.decoupled) return;
       // Decoupled: no place in the order; responses go out as they come.
       this.#slots.splice(this.#slots.indexOf(slot!), 1);
@@ -153,31 +162,45 @@ export class InferStream {
         });
       }
     };
-    let run: Promise<void>;
-    try {
-      run = this.#server.inferStream(decodeInferRequest(request), { signal: this.#abort.signal, onAccepted, onResponse });
-    } catch (err) {
-      run = Promise.reject(err);
-    }
-    run.then(
-      () => {
-        if (slot === undefined) this.#settleUnordered();
-      },
-      (err: unknown) => {
-        const error = toNereidError(err);
-        // After the request was issued the message names the model and version (§4.7).
-        const message =
-          accepted === undefined
-            ? errorResponse(error.message, request.id)
-            : errorResponse(error.message, request.id, request.model_name, request.model_version);
-        if (slot !== undefined) {
-          settle(slot, message, error);
-          return;
-        }
-        this.#writeError(message, error);
-        this.#settleUnordered();
-      },
-    );
+    /** Issues the request; a promise while it is not queued yet (see `#gate`). */
+    const issue = (): Promise<void> | undefined => {
+      let run: Promise<void>;
+      try {
+        run = this.#server.inferStream(decodeInferRequest(request), { signal: this.#abort.signal, onAccepted, onResponse });
+      } catch (err) {
+        run = Promise.reject(err);
+      }
+      run.then(
+        () => {
+          if (slot === undefined) this.#settleUnordered();
+        },
+        (err: unknown) => {
+          const error = toNereidError(err);
+          // After the request was issued the message names the model and version (§4.7).
+          const message =
+            accepted === undefined
+              ? errorResponse(error.message, request.id)
+              : errorResponse(error.message, request.id, request.model_name, request.model_version);
+          if (slot !== undefined) {
+            settle(slot, message, error);
+            return;
+          }
+          this.#writeError(message, error);
+          this.#settleUnordered();
+        },
+      );
+      if (accepted !== undefined) return undefined;
+      return new Promise<void>((resolve) => {
+        openGate = resolve;
+        run.then(resolve, resolve);
+      });
+    };
+    const gate = this.#gate === undefined ? issue() : this.#gate.then(issue);
+    if (gate === undefined) return;
+    this.#gate = gate;
+    void gate.then(() => {
+      if (this.#gate === gate) this.#gate = undefined;
+    });
   }
 
   #settleUnordered(): void {
