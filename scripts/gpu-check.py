@@ -355,6 +355,23 @@ def run_client(http_port, grpc_port, report_path, label):
 
     c.step("CUDA registration refused without a GPU", refusal_without_gpu)
 
+    def gpu_metrics():
+        port = os.environ.get("METRICS_PORT")
+        if not port:
+            raise Skip("METRICS_PORT is not set")
+        conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=30)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        families = sorted({line.split()[2] for line in text.splitlines() if line.startswith("# TYPE nv_gpu_")})
+        c.report["nv_gpu_families"] = families
+        if no_gpu is not None:
+            raise Skip("no GPU (families found: %s)" % (", ".join(families) or "none"))
+        if not families:
+            raise RuntimeError("/metrics has no nv_gpu_* family on a machine with a GPU")
+        return ", ".join(families)
+
+    c.step("GPU metrics (nv_gpu_* families on /metrics)", gpu_metrics)
+
     def cuda_round_trip():
         if no_gpu is not None:
             raise Skip("no GPU: %s" % no_gpu)

@@ -104,7 +104,7 @@ start_server() {
 
 say "step 4: Nereid, CUDA helper with the default runtime (cupy, else torch)"
 if start_server "$OUT/server.log"; then
-  timeout 120 "$PYTHON" scripts/gpu-check.py client "$HTTP_PORT" "$GRPC_PORT" "$REPORT" || fail "checks against Nereid (default runtime)"
+  METRICS_PORT="$METRICS_PORT" timeout 120 "$PYTHON" scripts/gpu-check.py client "$HTTP_PORT" "$GRPC_PORT" "$REPORT" || fail "checks against Nereid (default runtime)"
   grep -E "CUDA shared memory|KIND_GPU|cuda" "$OUT/server.log" | head -20 | sed 's/^/gpu-check: server: /'
 else
   fail "Nereid did not become ready (its log: $OUT/server.log)"

@@ -63,10 +63,12 @@ test('gpu-check.sh without a GPU: every step passes or says why it was skipped, 
       ['identity_py over HTTP (binary)', 'ok'],
       ['gpu_scale (TorchScript) over HTTP, and where it ran', 'ok'],
       ['CUDA registration refused without a GPU', 'ok'],
+      ['GPU metrics (nv_gpu_* families on /metrics)', 'skipped'],
       ['CUDA shared-memory round trip (cupy client)', 'skipped'],
     ],
   );
   assert.match(report.steps[4]!.why!, /^no GPU/);
+  assert.match(report.steps[5]!.why!, /^no GPU/);
   assert.equal(report.gpu_scale_device, -1);
   assert.deepEqual(Object.keys(report.figures).sort(), ['gpu_scale HTTP binary infer', 'identity_py HTTP binary infer']);
   for (const f of Object.values(report.figures)) assert.equal(f.runs, 100);
