@@ -194,7 +194,7 @@ describe('nereid serve --help', () => {
       ['metrics-config', 'Metrics', '<key>=<value>', ['default: (none)', 'repeatable'], /histogram_latencies/],
       ['disable-auto-complete-config', 'Model Repository', '(no value)', ['default: (auto-complete on)'], /complete config\.pbtxt/],
       ['grpc-use-ssl', 'GRPC', '<boolean>', ['default: false', 'no effect'], /No effect: no TLS in this version/],
-      ['allow-gpu-metrics', 'Metrics', '<boolean>', ['default: true', 'no effect'], /No effect: Nereid runs on CPUs only/],
+      ['allow-gpu-metrics', 'Metrics', '<boolean>', ['default: true'], /nv_gpu_utilization/],
       ['trace-config', 'Tracing', '[<mode>,]<key>=<value>', ['default: (tracing off)', 'repeatable', 'no effect'], /No effect: no tracing/],
       ['http-thread-count', 'HTTP', '<integer>', ['default: 8', 'no effect'], /event loop/],
       ['cache-config', 'Response Cache', '<cache>,<key>=<value>', ['default: (no cache)', 'repeatable', 'no effect'], /no response cache/],

@@ -56,7 +56,7 @@ describe('tritonserver launcher', () => {
       await p.waitFor(/Started Metrics Service at 127\.0\.0\.1:\d+/);
       const ready = await httpRequest(`http://${http[1]}/v2/health/ready`);
       assert.equal(ready.status, 200, ready.text);
-      assert.match(p.stderr, /^tritonserver: CUDA_VISIBLE_DEVICES=GPU-0 has no effect: Nereid runs on CPUs only and uses no GPU$/m);
+      assert.doesNotMatch(p.stderr, /CUDA_VISIBLE_DEVICES/);
       assert.match(p.stderr, /option --pinned-memory-pool-byte-size is not supported by this version of Nereid and has no effect/);
       assert.deepEqual(await p.stop(signal), { code: 0, signal: null }, p.output);
       assert.match(p.stdout, new RegExp(`received ${signal}: no longer ready`));

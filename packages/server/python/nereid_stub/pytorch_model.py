@@ -9,7 +9,11 @@ Tensor names follow Triton's PyTorch backend:
             element of the returned tuple; else the configuration order is the tuple order.
 A batching model gets one forward call per batch: the requests' inputs concatenated along the
 first dimension, the outputs split back by each request's batch size.
+On a KIND_GPU instance the module and the inputs move to the instance's CUDA device (the server
+says which in ``nereid_cuda_device``: 0 when the stub sees only its own device) and the outputs
+come back to the CPU.
 """
+import sys
 
 import json
 import re
@@ -53,12 +57,23 @@ class TorchScriptModel:
             except RuntimeError:
                 pass  # already set in this process
         self._inference_mode = params.get("INFERENCE_MODE", "true").lower() not in ("false", "0", "off", "no")
+        self._device = None
+        if args.get("model_instance_kind") == "GPU":
+            if not torch.cuda.is_available():
+                raise pb_utils.TritonModelException(
+                    "model '%s': instance '%s' has kind KIND_GPU, but torch %s of the Python interpreter %s has no CUDA "
+                    "(torch.cuda.is_available() is false): install a CUDA build of torch for that interpreter "
+                    "(or name another with --backend-config=pytorch,python-executable=...), or use KIND_CPU"
+                    % (self._name, args.get("model_instance_name", ""), torch.__version__, sys.executable))
+            self._device = torch.device("cuda", int(args.get("nereid_cuda_device") or 0))
         try:
             self._module = torch.jit.load(self._path, map_location="cpu")
         except Exception as err:
             raise pb_utils.TritonModelException(
                 "model '%s': '%s' is not a TorchScript model that torch %s can load (save it with torch.jit.save): %s"
                 % (self._name, self._path, torch.__version__, str(err).splitlines()[0] if str(err) else type(err).__name__)) from err
+        if self._device is not None:
+            self._module.to(self._device)
         self._module.eval()
         self._input_names = [i["name"] for i in config.get("input", [])]
         self._output_names = [o["name"] for o in config.get("output", [])]
@@ -108,6 +123,8 @@ class TorchScriptModel:
             parts = per_name[name]
             array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             args[position] = torch.from_numpy(np.ascontiguousarray(array))
+            if self._device is not None:
+                args[position] = args[position].to(self._device, non_blocking=True)
         if any(a is None for a in args):
             raise pb_utils.TritonModelException(
                 "model '%s': the configured inputs do not cover forward()'s arguments %s" % (self._name, self._input_order))

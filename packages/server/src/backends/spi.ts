@@ -16,6 +16,7 @@
  */
 import type { DataType, NereidError, ParameterValue } from '@nereid/protocol';
 import type { ModelConfig } from '../config/model-config.js';
+import type { PlacedDevice } from '../devices/index.js';
 import type { InferOptions, InferRequest, InferResponse, LoadModelOptions, StreamInferOptions, UnloadModelOptions } from '../core/types.js';
 import type { Logger } from '../observability/logger.js';
 
@@ -119,7 +120,10 @@ export interface InstanceSpec {
   readonly name: string;
   readonly groupName: string;
   readonly kind: 'KIND_CPU' | 'KIND_GPU' | 'KIND_MODEL';
+  /** The server's index of the instance's GPU (KIND_GPU), else 0. */
   readonly deviceId: number;
+  /** Where a KIND_GPU instance runs: its GPU or MIG instance (absent for other kinds). */
+  readonly device?: PlacedDevice;
   /** Instances of the model being created, in total (for sizing thread pools). */
   readonly instanceCount: number;
 }
@@ -252,5 +256,11 @@ export interface Backend {
   autoCompleteConfig?(ctx: AutoCompleteContext): Promise<ModelConfig>;
   /** Default instance count for KIND_CPU groups when the config gives none (§3.3). */
   readonly defaultCpuInstanceCount?: number;
+  /**
+   * The backend can run instances on a GPU (default false). Only then does KIND_AUTO become
+   * KIND_GPU where the server has GPUs, and may a group have kind KIND_GPU; its instances get
+   * `InstanceSpec.device`.
+   */
+  readonly gpu?: boolean;
   createModel(ctx: ModelContext): Promise<BackendModel>;
 }

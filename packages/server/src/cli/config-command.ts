@@ -13,6 +13,7 @@ import { BackendRegistry } from '../backends/registry.js';
 import { configProvenance, DEFAULT_CONFIG_LIMITS, modelConfigToJson, printModelConfigText } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { EffectiveConfigReport } from '../core/types.js';
+import { discoverDevices } from '../devices/index.js';
 import { backendLookup, backendSettings, completeVersionConfig, modelContext } from '../core/version-config.js';
 import { createLogger } from '../observability/logger.js';
 import { prepareModelConfig } from '../repository/config-loader.js';
@@ -93,7 +94,9 @@ export async function effectiveConfigOf(directory: string, options: ConfigComman
   const settings = backendSettings(serve.backendConfig, prepared.config.backend);
   const registry = new BackendRegistry(undefined, { backendDirectory: serve.backendDirectory });
   const backend = await registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
-  const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
+  // The GPUs as a server would find them, so that KIND_AUTO and KIND_GPU groups complete as in a load.
+  const devices = await discoverDevices({ visibleDevices: process.env['CUDA_VISIBLE_DEVICES'], logger });
+  const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger, devices);
   // The backend's own checks of the configuration against the model (ONNX Runtime: names, types,
   // dims), which a load makes when it creates the backend model; no instance is created.
   await (await backend.createModel(modelContext(prepared, version, config, settings, logger))).unload();

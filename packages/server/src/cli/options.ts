@@ -78,6 +78,7 @@ export interface ServeOptions {
   grpcMaxInputSize: number;
   allowMetrics: boolean;
   allowCpuMetrics: boolean;
+  allowGpuMetrics: boolean;
   /** `--allow-client-shm` (protocol.md §6.4): clients may register and use shared memory; default false. */
   allowClientShm: boolean;
   /** Empty: the HTTP address (protocol.md §6.2). */
@@ -254,7 +255,7 @@ interface IgnoredOption extends OptionDoc {
 /** One entry of the option table: parsing and `--help` both read it. */
 export type ServeOptionSpec = EffectiveOption | IgnoredOption;
 
-const NO_GPU = 'Nereid runs on CPUs only and uses no GPU';
+const NO_GPU = 'Nereid has no CUDA memory management of its own: GPU memory belongs to the stub processes of KIND_GPU instances';
 const NO_TLS = 'no TLS in this version; terminate TLS in front of Nereid (a proxy or a service mesh)';
 const NO_TRACING = 'no tracing in this version (the trace extension is not implemented)';
 const NO_CACHE = 'no response cache in this version';
@@ -797,7 +798,13 @@ const OPTIONS = {
     description: 'Serve the Prometheus metrics endpoint (GET /metrics).',
     apply: (o, v, n) => (o.allowMetrics = parseBool(n, v)),
   },
-  'allow-gpu-metrics': { group: 'Metrics', kind: 'bool', default: 'true', description: 'Report the GPU metric families.', ignored: `${NO_GPU}, so there are no GPU families` },
+  'allow-gpu-metrics': {
+    group: 'Metrics',
+    kind: 'bool',
+    default: 'true',
+    description: 'Report the GPU families (nv_gpu_utilization, nv_gpu_memory_*_bytes, nv_gpu_power_*, nv_energy_consumption) of the GPUs nvidia-smi finds.',
+    apply: (o, v, n) => (o.allowGpuMetrics = parseBool(n, v)),
+  },
   'allow-cpu-metrics': {
     group: 'Metrics',
     kind: 'bool',
@@ -825,7 +832,7 @@ const OPTIONS = {
     kind: 'string',
     format: '<number>',
     default: '2000',
-    description: 'Milliseconds between two samples of the CPU families (above 0).',
+    description: 'Milliseconds between two samples of the CPU and GPU families (above 0).',
     apply: (o, v, n) => {
       const ms = Number(v);
       if (v.trim() === '' || !Number.isFinite(ms) || ms <= 0) throw new NereidError('REQUEST_PARAMETER', `--${n} expects a number of milliseconds > 0, got '${v}'`);
@@ -1102,6 +1109,7 @@ export function defaultServeOptions(): ServeOptions {
     grpcMaxInputSize: MAX_MESSAGE_SIZE,
     allowMetrics: true,
     allowCpuMetrics: true,
+    allowGpuMetrics: true,
     allowClientShm: false,
     metricsAddress: '',
     metricsPort: 8002,

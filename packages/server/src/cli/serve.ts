@@ -77,6 +77,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       histogramBatchSize: options.allowMetrics && options.metricsConfig.histogramBatchSize,
       buckets: options.metricsConfig.buckets,
       cpu: options.allowMetrics && options.allowCpuMetrics,
+      gpu: options.allowMetrics && options.allowGpuMetrics,
       intervalMs: options.metricsIntervalMs,
     },
   });

@@ -69,7 +69,7 @@ describe('tritonserver launcher: argument mapping', () => {
     const { serveArgs, notices } = serve(tritonserverArgs(argv));
     assert.deepEqual(serveArgs, ['--model-repository=/m', '--cuda-memory-pool-byte-size=0:0', '--pinned-memory-pool-byte-size=0', '--allow-gpu-metrics=false', '--trace-config=level=OFF']);
     assert.deepEqual(notices, []);
-    assert.deepEqual(parseServeArgs(serveArgs).ignored, ['cuda-memory-pool-byte-size', 'pinned-memory-pool-byte-size', 'allow-gpu-metrics', 'trace-config']);
+    assert.deepEqual(parseServeArgs(serveArgs).ignored, ['cuda-memory-pool-byte-size', 'pinned-memory-pool-byte-size', 'trace-config']);
   });
 
   it("renames Model Analyzer's --buffer-management-thread-count to tritonserver's name, with a notice", () => {
@@ -89,10 +89,8 @@ describe('tritonserver launcher: argument mapping', () => {
     }
   });
 
-  it('gives a notice for GPUs asked for in CUDA_VISIBLE_DEVICES, none when it is empty or unset', () => {
-    assert.deepEqual(serve(tritonserverArgs([], { CUDA_VISIBLE_DEVICES: 'GPU-1234,GPU-5678' })).notices, [
-      'CUDA_VISIBLE_DEVICES=GPU-1234,GPU-5678 has no effect: Nereid runs on CPUs only and uses no GPU',
-    ]);
+  it('gives no notice for CUDA_VISIBLE_DEVICES: the GPU discovery of the server honours it', () => {
+    assert.deepEqual(serve(tritonserverArgs([], { CUDA_VISIBLE_DEVICES: 'GPU-1234,GPU-5678' })).notices, []);
     assert.deepEqual(serve(tritonserverArgs([], { CUDA_VISIBLE_DEVICES: '' })).notices, []);
     assert.deepEqual(serve(tritonserverArgs([], {})).notices, []);
   });

@@ -37,8 +37,8 @@ export const TRITONSERVER_ALIASES: Readonly<Record<string, string>> = {
 
 /**
  * Maps `tritonserver` arguments (`argv` without the program name) to `nereid serve`'s. `env` is
- * the environment the launcher runs in: a non-empty `CUDA_VISIBLE_DEVICES` (GPUs asked for) gets a
- * notice. Throws a NereidError (REQUEST_PARAMETER) naming the argument it refuses.
+ * the environment the launcher runs in (unused: CUDA_VISIBLE_DEVICES reaches the server, whose GPU
+ * discovery honours it). Throws a NereidError (REQUEST_PARAMETER) naming the argument it refuses.
  */
 export function tritonserverArgs(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): TritonserverCommand {
   if (argv.some((a) => a === '--help' || a === '-h')) return { action: 'help' };
@@ -78,10 +78,6 @@ export function tritonserverArgs(argv: readonly string[], env: Readonly<Record<s
       i++;
     }
     serveArgs.push(`--${name}=${value}`);
-  }
-  const cuda = env.CUDA_VISIBLE_DEVICES;
-  if (cuda !== undefined && cuda.trim() !== '') {
-    notices.push(`CUDA_VISIBLE_DEVICES=${cuda} has no effect: Nereid runs on CPUs only and uses no GPU`);
   }
   return { action: 'serve', serveArgs, notices };
 }

@@ -301,7 +301,8 @@ test('config group: ensemble static checks (§6.1, §6.2)', () => {
 test('instance-group group', () => {
   assert.equal(
     groupError(`${BASE} instance_group { kind: KIND_GPU }`),
-    "model 'm': instance group 'm_0' has kind KIND_GPU but server does not support GPUs",
+    "model 'm': instance group 'm_0' has kind KIND_GPU but server does not support GPUs (no GPU was found: see the server's start-up log); " +
+      'use KIND_CPU, or KIND_AUTO to run on a GPU where there is one',
   );
   assert.equal(
     groupError(`${BASE} instance_group { name: "auto" gpus: [ 5 ] }`),

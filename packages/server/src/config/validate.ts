@@ -258,7 +258,13 @@ export function validateInstanceGroups(config: ModelConfig, options: InstanceGro
         }
         break;
       case 'KIND_GPU':
-        if (available.size === 0) throw configError(config, `${where} has kind KIND_GPU but server does not support GPUs`);
+        if (available.size === 0) {
+          throw configError(
+            config,
+            `${where} has kind KIND_GPU but server does not support GPUs (no GPU was found: see the server's start-up log); ` +
+              'use KIND_CPU, or KIND_AUTO to run on a GPU where there is one',
+          );
+        }
         if (group.gpus.length === 0) throw configError(config, `${where} has kind KIND_GPU but specifies no GPUs`);
         for (const id of group.gpus) {
           if (!available.has(id)) {

@@ -7,6 +7,7 @@ import type { BackendRegistry } from '../backends/registry.js';
 import type { BackendModel, InstanceSpec, MemoryUsageEntry, ModelServices } from '../backends/spi.js';
 import { configProvenance, loadLabelFiles, type ConfigOrigin, type ConfigStages, type InstanceBudget } from '../config/index.js';
 import type { ModelConfig, ModelInstanceGroup } from '../config/model-config.js';
+import { DeviceList, type MigHolds, type PlacedDevice, type Placement } from '../devices/index.js';
 import type { Logger } from '../observability/logger.js';
 import {
   LOAD_PHASES,
@@ -64,6 +65,8 @@ interface RunnerContext {
   readonly model: string;
   /** The server-wide instance count (`instances-per-server`); each runner gives its share back when released. */
   readonly budget: InstanceBudget | undefined;
+  /** Where the KIND_GPU instances run, and the MIG holds the version gives back once unloaded. */
+  readonly placement?: Placement;
 }
 
 /** An instance to create: its spec and the group it belongs to. */
@@ -123,14 +126,24 @@ function registerRunners(limiter: RateLimiter | undefined, runners: readonly Ins
   }
 }
 
-/** Instances of every group of `config`, named `<group>_<index>` (§2.10), from index `from[group]` on. */
-function planInstances(config: ModelConfig, from: ReadonlyMap<string, number> = new Map()): PlannedInstance[] {
-  const total = config.instance_group.reduce((n, g) => n + g.count, 0);
+/**
+ * Instances of every group of `config`, named `<group>_<index>` (§2.10), from index `from[group]`
+ * on. A KIND_GPU group has `count` instances on each of its devices (`placement`), numbered count
+ * first: with two GPUs, `_0` and `_1` are the first instance on each.
+ */
+function planInstances(config: ModelConfig, from: ReadonlyMap<string, number> = new Map(), placement?: Placement): PlannedInstance[] {
+  const devicesOf = (group: ModelInstanceGroup): readonly (PlacedDevice | undefined)[] =>
+    group.kind === 'KIND_GPU' ? placement?.groups.get(group.name) ?? [] : [undefined];
+  const total = config.instance_group.reduce((n, g) => n + g.count * devicesOf(g).length, 0);
   const planned: PlannedInstance[] = [];
   for (const group of config.instance_group) {
     if (group.kind === 'KIND_AUTO') throw new NereidError('INTERNAL', `instance group '${group.name}' was not normalised`);
-    for (let c = from.get(group.name) ?? 0; c < group.count; c++) {
-      planned.push({ spec: { name: `${group.name}_${c}`, groupName: group.name, kind: group.kind, deviceId: 0, instanceCount: total }, group });
+    const devices = devicesOf(group);
+    if (devices.length === 0) throw new NereidError('INTERNAL', `instance group '${group.name}' was not placed on a device`);
+    for (let k = from.get(group.name) ?? 0; k < group.count * devices.length; k++) {
+      const device = devices[k % devices.length];
+      const spec = { name: `${group.name}_${k}`, groupName: group.name, kind: group.kind, deviceId: device?.index ?? 0, instanceCount: total };
+      planned.push({ spec: device ? { ...spec, device } : spec, group });
     }
   }
   return planned;
@@ -413,6 +426,7 @@ export class ModelVersion implements Servable, MeteredVersion, AccountedVersion 
       results.push(...(await Promise.allSettled(this.#runners.map(({ runner }) => runner.unload()))));
       // The backend model goes after its instances (backends/spi.ts).
       results.push(...(await Promise.allSettled([this.#runnerContext.backendModel.unload()])));
+      this.#runnerContext.placement?.release();
       const phases = { drain, release: secondsSince(released) };
       const total = secondsSince(start);
       this.#unloadPhases = phases;
@@ -444,6 +458,10 @@ export interface ModelVersionFactoryOptions {
   memory?: MemoryAccounting;
   /** Takes a version stopped for passing its memory limit out of service (the server's model manager). */
   onMemoryStop?: (version: ModelVersion, error: NereidError) => void;
+  /** The GPUs and MIG instances found at start-up (none until discovery ran). */
+  devices?: () => DeviceList;
+  /** Who holds which MIG instance, across the server's models. */
+  migHolds?: MigHolds;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -484,22 +502,26 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       }
       const settings = backendSettings(this.#options.backendConfig, prepared.config.backend);
       const backend = await this.#registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
-      const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
+      const devices = this.#options.devices?.() ?? DeviceList.NONE;
+      const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger, devices);
       const preemption = preemptionSettings(config);
       const labels = await loadLabelFiles(config, prepared.location.directory);
       const sequenceStates = await resolveSequenceStates(config, prepared.location.directory);
       endPhase('backend_init');
 
+      const placement = config.instance_group.some((g) => g.kind === 'KIND_GPU') ? this.#options.migHolds?.place(config, devices) : undefined;
       const accounting = this.#options.memory;
       const limitBytes = accounting?.limitOf(name, config.parameters) ?? modelMemoryLimit(name, config.parameters);
       const context = modelContext(prepared, version, config, settings, logger, this.#options.models);
       const fileBytes = accounting === undefined ? 0 : directoryBytes(context.versionDirectory);
-      const reservation = accounting?.reserve(name, version, limitBytes, fileBytes);
+      let reservation: ReturnType<MemoryAccounting['reserve']> | undefined;
       let backendModel: BackendModel;
       try {
+        reservation = accounting?.reserve(name, version, limitBytes, fileBytes);
         backendModel = await backend.createModel({ ...context, memoryLimitBytes: limitBytes });
       } catch (err) {
         reservation?.release();
+        placement?.release();
         throw err;
       }
       let made: MadeRunner[] = [];
@@ -515,9 +537,10 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
           rateLimiter: limiter,
           model: name,
           budget: this.#options.instanceBudget,
+          ...(placement ? { placement } : {}),
         };
         const measure = new LoadMeasure();
-        const created = await createRunners(runnerContext, planInstances(config)).finally(() => measure.end());
+        const created = await createRunners(runnerContext, planInstances(config, new Map(), placement)).finally(() => measure.end());
         const growth = measure.growth;
         made = created;
         const runners = made.map((m) => m.runner);
@@ -596,6 +619,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
         reservation?.release();
         await Promise.allSettled(made.map((m) => m.runner.unload()));
         await backendModel.unload().catch(() => undefined);
+        placement?.release();
         throw err;
       }
     } catch (err) {
@@ -669,7 +693,9 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     const logger = this.#options.logger;
     const backend = this.#registry.get(prepared.config.backend, name);
     const settings = backendSettings(this.#options.backendConfig, backend.name);
-    const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger);
+    const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger, this.#options.devices?.());
+    // GPU instances are placed per device (and may hold MIG instances): a count change reloads.
+    if (config.instance_group.some((g) => g.kind === 'KIND_GPU')) return undefined;
     if (instanceCountChange(current.config, config) === undefined) return undefined;
     const extras = sequenceWarmupInputs(config, await resolveSequenceStates(config, prepared.location.directory));
     return current.prepareInstanceUpdate(config, stages, await prepareWarmup(config, prepared.location.directory, extras));

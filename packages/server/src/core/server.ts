@@ -18,6 +18,7 @@ import { DEFAULT_CONFIG_LIMITS, InstanceBudget, modelConfigToJson, type ConfigLi
 import type { ModelConfig } from '../config/model-config.js';
 import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
 import { ServerMetrics, type MetricsOptions } from '../observability/metrics.js';
+import { DeviceList, GpuSampler, MigHolds, describeDevices, discoverDevices } from '../devices/index.js';
 import { ModelManager, type VersionStatus } from '../repository/model-manager.js';
 import { loadRequestOf } from './repository-parameters.js';
 import type { ModelStatistics } from '../observability/model-statistics.js';
@@ -181,6 +182,12 @@ export interface ServerOptions {
    * and checked against their limits; 0: never (figures from their load only, no stop at run time).
    */
   memorySampleIntervalMs?: number;
+  /**
+   * GPU discovery at start (docs/resources.md): the nvidia-smi command (default `nvidia-smi` on
+   * PATH) and the longest one call may take; `false`: no discovery, the server has no GPUs.
+   * CUDA_VISIBLE_DEVICES of the server's environment restricts and renumbers the GPUs found.
+   */
+  gpuDiscovery?: { readonly command?: string; readonly timeoutMs?: number } | false;
 }
 
 export interface StartReport {
@@ -257,6 +264,8 @@ export class Server {
   #state: ServerState = 'created';
   #startReport: StartReport = { failures: [] };
   #stopping: Promise<void> | undefined;
+  #devices: DeviceList = DeviceList.NONE;
+  #gpuSampler: GpuSampler | undefined;
   /** Readiness withdrawn ahead of a shutdown (`withdrawReadiness`). */
   #readinessWithdrawn = false;
 
@@ -293,6 +302,8 @@ export class Server {
       instanceBudget: new InstanceBudget(limits['instances-per-server']),
       memory: this.memory,
       onMemoryStop: (version, error) => this.#models.stopServing(version.name, version, error.message),
+      devices: () => this.#devices,
+      migHolds: new MigHolds(),
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
       metrics: this.metrics,
@@ -351,6 +362,15 @@ export class Server {
   async load(): Promise<StartReport> {
     if (this.#state !== 'created') throw new NereidError('INTERNAL', 'the server was already started');
     this.#state = 'loading';
+    const discovery = this.#options.gpuDiscovery;
+    if (discovery !== false) {
+      this.#devices = await discoverDevices({ ...discovery, visibleDevices: process.env['CUDA_VISIBLE_DEVICES'], logger: this.logger });
+      for (const line of describeDevices(this.#devices)) this.logger.info(line);
+      if (this.#devices.hasGpu) {
+        this.#gpuSampler = new GpuSampler(this.#devices, { ...discovery, intervalMs: this.metrics.intervalMs, processes: true, logger: this.logger });
+        this.metrics.useGpuSampler(this.#gpuSampler);
+      }
+    }
     try {
       const failures = await this.#models.startup(this.#options.loadModels);
       this.#startReport = { failures: failures.map(toStatus) };
@@ -364,6 +384,11 @@ export class Server {
     if (this.#options.modelControlMode !== 'explicit') this.#models.startPolling(this.#options.repositoryPollSecs ?? 15);
     else if (this.#options.repositoryPollSecs !== undefined && this.#options.repositoryPollSecs > 0) this.#models.startPolling(this.#options.repositoryPollSecs);
     return this.#startReport;
+  }
+
+  /** The GPUs and MIG instances found at start (none before `load`, or without discovery). */
+  get devices(): DeviceList {
+    return this.#devices;
   }
 
   get startReport(): StartReport {

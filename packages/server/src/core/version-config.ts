@@ -18,6 +18,7 @@ import {
   type ConfigStages,
 } from '../config/index.js';
 import type { ModelConfig } from '../config/model-config.js';
+import { DeviceList, checkDevicePlacement } from '../devices/index.js';
 import type { Logger } from '../observability/logger.js';
 import type { PreparedModel } from '../repository/config-loader.js';
 
@@ -121,11 +122,26 @@ export async function completeVersionConfig(
   backend: Backend,
   backendConfig: Readonly<Record<string, string>>,
   logger: Logger,
+  devices: DeviceList = DeviceList.NONE,
 ): Promise<CompletedVersionConfig> {
   const name = prepared.location.name;
-  // Step 6: instance groups.
-  let config = normalizeInstanceGroups(structuredClone(prepared.config), { gpus: [], defaultCpuCount: backend.defaultCpuInstanceCount ?? 1 });
-  validateInstanceGroups(config, { gpus: [] });
+  // Step 6: instance groups. KIND_AUTO becomes KIND_GPU only for a backend that runs on GPUs,
+  // and only on whole GPUs (one in MIG mode is used through its MIG instances, named).
+  const wholeGpus = backend.gpu ? devices.gpus.filter((g) => !g.migEnabled).map((g) => g.index) : [];
+  let config = normalizeInstanceGroups(structuredClone(prepared.config), { gpus: wholeGpus, defaultCpuCount: backend.defaultCpuInstanceCount ?? 1 });
+  if (devices.hasGpu) {
+    const gpuGroup = config.instance_group.find((g) => g.kind === 'KIND_GPU');
+    if (!backend.gpu && gpuGroup !== undefined) {
+      throw new NereidError(
+        'CONFIG_UNSUPPORTED',
+        `model '${name}': instance group '${gpuGroup.name}' has kind KIND_GPU, but the ${backend.name} backend of this build runs on CPU only; ` +
+          'use KIND_CPU (KIND_AUTO also places it on the CPU)',
+      );
+    }
+    const requested = new Map(config.instance_group.map((g, i) => [g.name, prepared.config.instance_group?.[i]?.gpus ?? []] as const));
+    checkDevicePlacement(config, devices, requested);
+  }
+  validateInstanceGroups(config, { gpus: devices.gpus.map((g) => g.index) });
   validateConfigLimits(config, prepared.limits);
   const beforeAutoComplete = structuredClone(config);
   let afterAutoComplete = beforeAutoComplete;

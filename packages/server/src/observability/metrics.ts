@@ -16,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, freemem, totalmem } from 'node:os';
 import { NereidError } from '@nereid/protocol';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { GpuSample, GpuSampler } from '../devices/index.js';
 import type { ModelConfig } from '../config/model-config.js';
 import type { Logger } from './logger.js';
 import { PREEMPTION_KINDS } from '../scheduling/preemption.js';
@@ -98,7 +99,9 @@ export interface MetricsOptions {
   buckets?: Readonly<Record<string, readonly number[]>>;
   /** `--allow-cpu-metrics` (default true): `nv_cpu_utilization` and the CPU memory families. */
   cpu?: boolean;
-  /** `--metrics-interval-ms` (default 2000): how often the CPU families are sampled. */
+  /** `--allow-gpu-metrics` (default true): the `nv_gpu_*` families, where the server has GPUs. */
+  gpu?: boolean;
+  /** `--metrics-interval-ms` (default 2000): how often the CPU and GPU families are sampled. */
   intervalMs?: number;
 }
 
@@ -333,6 +336,7 @@ export class ServerMetrics {
   #cpuMemoryTotal: Gauge | undefined;
   #cpuMemoryUsed: Gauge | undefined;
   #memorySource: MemorySource | undefined;
+  #gpuSampler: GpuSampler | undefined;
 
   /** `weights`: the version weights in effect at the time of a scrape (the server passes its model manager's). */
   constructor(versions: () => Iterable<MeteredVersion>, options: MetricsOptions = {}, logger?: Logger, weights: () => Iterable<VersionWeightSample> = () => []) {
@@ -345,6 +349,7 @@ export class ServerMetrics {
       histogramBatchSize: options.histogramBatchSize ?? false,
       buckets: options.buckets ?? {},
       cpu: options.cpu ?? true,
+      gpu: options.gpu ?? true,
       intervalMs: options.intervalMs ?? 2000,
     };
     for (const family of Object.keys(this.#options.buckets)) {
@@ -417,8 +422,9 @@ export class ServerMetrics {
     return [...this.#unloads.values()];
   }
 
-  /** Starts sampling the CPU families every `intervalMs` (no-op without them or when running). */
+  /** Starts sampling the CPU and GPU families every `intervalMs` (no-op without them or when running). */
   start(): void {
+    this.#gpuSampler?.start();
     if (!this.#options.cpu || this.#timer !== undefined) return;
     this.#cpuPrevious = readCpuTimes();
     this.#sampleMemory();
@@ -431,6 +437,7 @@ export class ServerMetrics {
    * per-model series remain.
    */
   stop(): void {
+    this.#gpuSampler?.stop();
     this.#unloads.clear();
     clearInterval(this.#timer);
     this.#timer = undefined;
@@ -602,6 +609,46 @@ export class ServerMetrics {
       for (const [model, n] of this.#memorySource?.stops ?? []) out.push({ labels: { model }, value: n });
       return out;
     });
+  }
+
+  // --- GPU metrics (GPU and MIG placement): Triton's nv_gpu_* families, from nvidia-smi samples.
+
+  /**
+   * Reports the GPUs `sampler` samples in the `nv_gpu_*` families (labelled `gpu_uuid`), unless
+   * `--allow-gpu-metrics=false`; without GPUs there are none, as in Triton. Call once, before
+   * `start()`; the sampler runs from `start()` to `stop()`.
+   */
+  useGpuSampler(sampler: GpuSampler): void {
+    if (!this.#options.gpu || this.#gpuSampler !== undefined) return;
+    this.#gpuSampler = sampler;
+    const gauge = (name: string, help: string, value: (s: GpuSample) => number | undefined) =>
+      this.registry.registerMetric(
+        scraped(new Gauge({ name, help, registers: [] }), 'gauge', help, () =>
+          sampler.samples.flatMap((s) => {
+            const v = value(s);
+            return v === undefined ? [] : [{ labels: { gpu_uuid: s.uuid }, value: v }];
+          }),
+        ),
+      );
+    gauge('nv_gpu_utilization', 'GPU utilization rate [0.0 - 1.0)', (s) => s.utilization);
+    gauge('nv_gpu_memory_total_bytes', 'GPU total memory, in bytes', (s) => s.memoryTotalBytes);
+    gauge('nv_gpu_memory_used_bytes', 'GPU used memory, in bytes', (s) => s.memoryUsedBytes);
+    gauge('nv_gpu_power_usage', 'GPU power usage in watts', (s) => s.powerWatts);
+    gauge('nv_gpu_power_limit', 'GPU power management limit in watts', (s) => s.powerLimitWatts);
+    const energyHelp = 'GPU energy consumption in joules since the Triton Server started';
+    this.registry.registerMetric(
+      scraped(new Counter({ name: 'nv_energy_consumption', help: energyHelp, registers: [] }), 'counter', energyHelp, () =>
+        sampler.samples.flatMap((s) => {
+          const joules = sampler.energyJoules(s.uuid);
+          return joules === undefined ? [] : [{ labels: { gpu_uuid: s.uuid }, value: Math.round(joules * 1000) / 1000 }];
+        }),
+      ),
+    );
+  }
+
+  /** `--metrics-interval-ms`: how often per-interval families are sampled. */
+  get intervalMs(): number {
+    return this.#options.intervalMs;
   }
 
   #registerCpuFamilies(): void {

@@ -361,9 +361,14 @@ class PythonInstance implements BackendInstance {
         logger: this.#ctx.logger,
         cwd: this.#ctx.versionDirectory,
         startTimeoutMs: this.#settings.startTimeoutMs,
-        // The stub caps its data segment with it (a backstop against allocations faster than the
-        // server's samples; docs/resources.md).
-        ...(this.#ctx.memoryLimitBytes ? { env: { NEREID_MEMORY_LIMIT_BYTES: String(this.#ctx.memoryLimitBytes) } } : {}),
+        // The stub caps its data segment with NEREID_MEMORY_LIMIT_BYTES (a backstop against
+        // allocations faster than the server's samples; docs/resources.md). A KIND_GPU instance's
+        // stub sees its own device only (as cuda:0), or with `cuda_visible_devices: server` the
+        // server's GPUs in its order (devices/placement.ts).
+        env: {
+          ...(this.#ctx.memoryLimitBytes ? { NEREID_MEMORY_LIMIT_BYTES: String(this.#ctx.memoryLimitBytes) } : {}),
+          ...(this.#spec.device ? { CUDA_VISIBLE_DEVICES: this.#spec.device.cudaVisibleDevices } : {}),
+        },
       });
       this.#startingStub = stub;
       stub.listen(
@@ -376,6 +381,8 @@ class PythonInstance implements BackendInstance {
         model_instance_kind: this.#spec.kind === 'KIND_GPU' ? 'GPU' : this.#spec.kind === 'KIND_MODEL' ? 'MODEL' : 'CPU',
         model_instance_name: this.#spec.name,
         model_instance_device_id: String(this.#spec.deviceId),
+        // The torch device index of the instance's GPU inside the stub (pytorch_model.py).
+        nereid_cuda_device: String(cudaDeviceInStub(this.#spec)),
         model_repository: this.#ctx.modelDirectory,
         model_version: String(this.#ctx.version),
         model_name: this.#ctx.name,
@@ -854,15 +861,20 @@ class PythonModel implements BackendModel {
   }
 
   async createInstance(spec: InstanceSpec): Promise<BackendInstance> {
-    if (spec.kind === 'KIND_GPU') {
-      throw new NereidError('CONFIG_UNSUPPORTED', `model '${this.#ctx.name}': the ${this.#runner} backend runs on CPU only here; use KIND_CPU`);
-    }
     const instance = new PythonInstance(this.#ctx, spec, this.#runner, this.#modelFile, this.#settings);
     await instance.start();
     return instance;
   }
 
   async unload(): Promise<void> {}
+}
+
+/** The CUDA device index of a KIND_GPU instance as its stub sees it (0 when it sees only its own). */
+function cudaDeviceInStub(spec: InstanceSpec): number {
+  const device = spec.device;
+  if (device === undefined) return 0;
+  const visible = device.cudaVisibleDevices.split(',');
+  return Math.max(0, visible.indexOf(device.mig?.uuid ?? device.uuid));
 }
 
 /**
@@ -881,6 +893,7 @@ function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDirectory' 
 export const pythonBackend: Backend = {
   name: 'python',
   spiVersion: BACKEND_SPI_VERSION,
+  gpu: true,
 
   /**
    * `TritonPythonModel.auto_complete_config` (§3.5), run in a throw-away stub; a model without
@@ -929,6 +942,7 @@ export const pythonBackend: Backend = {
 export const pytorchBackend: Backend = {
   name: 'pytorch',
   spiVersion: BACKEND_SPI_VERSION,
+  gpu: true,
 
   async createModel(ctx: ModelContext): Promise<BackendModel> {
     if (ctx.config.platform === 'torch_aoti') {
