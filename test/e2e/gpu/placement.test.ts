@@ -11,10 +11,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { simpleModel } from '@nereid/testkit';
-import { NereidError } from '@nereid/protocol';
+import type { NereidError } from '@nereid/protocol';
 import { makeRepository, removeDir, startServer, type ModelFiles, type RunningServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
-import { requirePython, saveTorchScript } from '../../helpers/python.js';
+import { requirePython, saveTorchScript, waitUntil } from '../../helpers/python.js';
 
 const FAKE_BIN = fileURLToPath(new URL('../../../../test/helpers/nvidia-smi/bin', import.meta.url));
 
@@ -69,6 +69,20 @@ async function placements(srv: RunningServer, model: string, count: number): Pro
     }
   }
   return new Map([...seen].sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/** The error loading `model` fails with (fails the test if it loads). */
+async function loadRefusal(srv: RunningServer, model: string): Promise<NereidError> {
+  return srv.server.loadModel(model).then(
+    () => assert.fail(`model '${model}' loaded`),
+    (err: unknown) => err as NereidError,
+  );
+}
+
+/** Unloads `model` and waits until its versions are released (an unload finishes in the background). */
+async function unload(srv: RunningServer, model: string): Promise<void> {
+  await srv.server.unloadModel(model);
+  await waitUntil(() => srv.server.modelStatuses().every((s) => s.name !== model || s.state !== 'UNLOADING'), `'${model}' to unload`);
 }
 
 /** Starts a server whose nvidia-smi answers from fixture set `fixture`. */
@@ -198,15 +212,12 @@ describe('A100 40GB in MIG mode (3g.20gb + 2 × 1g.5gb)', () => {
   it('by UUID: the stub sees that MIG instance; a second model asking for it is refused naming the holder, and loads once it is freed', async () => {
     await srv.server.loadModel('by_uuid');
     assert.deepEqual([...(await placements(srv, 'by_uuid', 1))], [['by_uuid_0_0', [A100_MIG[1], 'GPU', '0']]]);
-    const refused = await srv.server.loadModel('same_uuid').then(
-      () => assert.fail('same_uuid loaded'),
-      (err: unknown) => err as NereidError,
-    );
+    const refused = await loadRefusal(srv, 'same_uuid');
     assert.match(refused.message, new RegExp(`model 'same_uuid': MIG instance ${A100_MIG[1]} \\(1g.5gb on GPU 0\\) is held by model 'by_uuid'`));
-    await srv.server.unloadModel('by_uuid');
+    await unload(srv, 'by_uuid');
     await srv.server.loadModel('same_uuid');
     assert.deepEqual([...(await placements(srv, 'same_uuid', 1))].map(([, [v]]) => v), [A100_MIG[1]]);
-    await srv.server.unloadModel('same_uuid');
+    await unload(srv, 'same_uuid');
   });
 
   it('by profile: 1g.5gb:2 spreads the group one instance per MIG instance; none is left for another', async () => {
@@ -218,25 +229,19 @@ describe('A100 40GB in MIG mode (3g.20gb + 2 × 1g.5gb)', () => {
         ['small_1', [A100_MIG[2], 'GPU', '0']],
       ],
     );
-    const refused = await srv.server.loadModel('by_uuid').then(
-      () => assert.fail('by_uuid loaded'),
-      (err: unknown) => err as NereidError,
-    );
+    const refused = await loadRefusal(srv, 'by_uuid');
     assert.match(refused.message, /held by model 'by_profile'/);
-    await srv.server.unloadModel('by_profile');
+    await unload(srv, 'by_profile');
   });
 
   it('count: 2 on one MIG instance runs both instances there', async () => {
     await srv.server.loadModel('big');
     assert.deepEqual([...(await placements(srv, 'big', 2))].map(([, [v]]) => v), [A100_MIG[0], A100_MIG[0]]);
-    await srv.server.unloadModel('big');
+    await unload(srv, 'big');
   });
 
   it('a whole GPU in MIG mode is refused, naming the parameter to use', async () => {
-    const refused = await srv.server.loadModel('whole').then(
-      () => assert.fail('whole loaded'),
-      (err: unknown) => err as NereidError,
-    );
+    const refused = await loadRefusal(srv, 'whole');
     assert.match(refused.message, /instance group 'whole_0' is placed on GPU 0 \(NVIDIA A100-SXM4-40GB\), which is in MIG mode: .*parameter 'mig_devices'/);
   });
 });
@@ -303,10 +308,7 @@ instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]
     const srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', gpuDiscovery: { command: 'nereid-test-no-nvidia-smi' } });
     try {
       assert.equal(srv.server.devices.hasGpu, false);
-      const refused = await srv.server.loadModel('gpu_python').then(
-        () => assert.fail('loaded'),
-        (err: unknown) => err as NereidError,
-      );
+      const refused = await loadRefusal(srv, 'gpu_python');
       assert.match(refused.message, /instance group 'gpu_python_0' has kind KIND_GPU but server does not support GPUs \(no GPU was found: .*\); use KIND_CPU, or KIND_AUTO/);
     } finally {
       await srv.stop();
@@ -318,10 +320,7 @@ instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]
     await saveTorchScript(join(repo, 'torch_gpu', '1', 'model.pt'), 'class M(torch.nn.Module):\n    def forward(self, x: torch.Tensor):\n        return x * 2\n');
     const srv = await serverOn('two-gpus', repo, { explicit: true });
     try {
-      const refused = await srv.server.loadModel('torch_gpu').then(
-        () => assert.fail('loaded'),
-        (err: unknown) => err as NereidError,
-      );
+      const refused = await loadRefusal(srv, 'torch_gpu');
       assert.match(
         refused.message,
         /model 'torch_gpu': instance 'torch_gpu_0_0' has kind KIND_GPU, but torch \S+ of the Python interpreter \S*python3\S* has no CUDA \(torch.cuda.is_available\(\) is false\): install a CUDA build of torch/,
