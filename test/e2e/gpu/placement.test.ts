@@ -162,6 +162,22 @@ describe('two GPUs without MIG', () => {
     assert.equal(srv.server.startReport.failures.length, 1);
   });
 
+  it("reports each stub's GPU memory (nvidia-smi --query-compute-apps) as GPU entries of the statistics' memory_usage", async () => {
+    const gpuEntries = () =>
+      srv.server
+        .modelStatistics('spread')[0]!
+        .memory_usage.filter((m) => m.type === 'GPU')
+        .map((m) => [m.id, Number(m.byte_size) / 2 ** 20]);
+    await waitUntil(() => gpuEntries().length === 2, 'GPU entries in memory_usage');
+    // Two stubs on each GPU, each using the 1536 MiB the fake nvidia-smi reports per process.
+    assert.deepEqual(gpuEntries(), [
+      [0, 3072],
+      [1, 3072],
+    ]);
+    const cpu = srv.server.modelStatistics('spread')[0]!.memory_usage.find((m) => m.type === 'CPU');
+    assert.ok(cpu !== undefined && Number(cpu.byte_size) > 0 && Number(cpu.byte_size) < 1536 * 2 ** 20 * 4);
+  });
+
   it('reports the nv_gpu_* families with gpu_uuid labels and the values nvidia-smi gave', async () => {
     let text = '';
     for (let i = 0; i < 50 && !text.includes('nv_energy_consumption{'); i++) {

@@ -214,6 +214,12 @@ export interface ModelContext {
    */
   readonly memoryLimitBytes?: number;
   /**
+   * The GPU memory process `pid` uses, by the server's GPU index, from the server's last
+   * nvidia-smi sample (every `--metrics-interval-ms`); empty without GPUs. For backends whose
+   * instances run in processes of their own (the Python backend's GPU entries of `memoryUsage`).
+   */
+  readonly gpuMemoryOf?: (pid: number) => ReadonlyMap<number, number>;
+  /**
    * The server's models, for a model that calls other models while it executes (Triton's BLS)
    * or loads and unloads them. Absent when the backend model runs without a server. Calls go
    * through the `Server` facade as an embedding program's would: the same validation,

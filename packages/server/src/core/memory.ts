@@ -134,10 +134,13 @@ export function sumEntries(entries: Iterable<MemoryUsageEntry>): MemoryUsageEntr
   return out;
 }
 
-/** The total bytes of `entries`, every type and device together. */
+/**
+ * The total host bytes of `entries` (CPU and CPU_PINNED): limits and budgets are of host memory;
+ * GPU entries (a stub's memory on its GPU) are reported, not counted against them.
+ */
 export function totalBytes(entries: readonly MemoryUsageEntry[]): number {
   let n = 0;
-  for (const e of entries) n += e.byte_size;
+  for (const e of entries) if (e.type !== 'GPU') n += e.byte_size;
   return n;
 }
 

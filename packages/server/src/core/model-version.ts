@@ -462,6 +462,8 @@ export interface ModelVersionFactoryOptions {
   devices?: () => DeviceList;
   /** Who holds which MIG instance, across the server's models. */
   migHolds?: MigHolds;
+  /** The GPU memory a process uses, by GPU index (`ModelContext.gpuMemoryOf`). */
+  gpuMemoryOf?: (pid: number) => ReadonlyMap<number, number>;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -518,7 +520,8 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       let backendModel: BackendModel;
       try {
         reservation = accounting?.reserve(name, version, limitBytes, fileBytes);
-        backendModel = await backend.createModel({ ...context, memoryLimitBytes: limitBytes });
+        const gpuMemoryOf = this.#options.gpuMemoryOf;
+        backendModel = await backend.createModel({ ...context, memoryLimitBytes: limitBytes, ...(gpuMemoryOf ? { gpuMemoryOf } : {}) });
       } catch (err) {
         reservation?.release();
         placement?.release();

@@ -304,6 +304,7 @@ export class Server {
       onMemoryStop: (version, error) => this.#models.stopServing(version.name, version, error.message),
       devices: () => this.#devices,
       migHolds: new MigHolds(),
+      gpuMemoryOf: (pid) => this.#gpuSampler?.processMemory(pid) ?? new Map(),
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
       metrics: this.metrics,
@@ -381,6 +382,7 @@ export class Server {
     this.#state = 'ready';
     this.metrics.start();
     this.memory.start();
+    this.#gpuSampler?.start();
     if (this.#options.modelControlMode !== 'explicit') this.#models.startPolling(this.#options.repositoryPollSecs ?? 15);
     else if (this.#options.repositoryPollSecs !== undefined && this.#options.repositoryPollSecs > 0) this.#models.startPolling(this.#options.repositoryPollSecs);
     return this.#startReport;
@@ -1004,6 +1006,7 @@ export class Server {
       this.sharedMemory.close();
       this.metrics.stop();
       this.memory.stop();
+      this.#gpuSampler?.stop();
       this.#state = 'stopped';
     })();
     return this.#stopping;

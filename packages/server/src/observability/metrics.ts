@@ -422,9 +422,8 @@ export class ServerMetrics {
     return [...this.#unloads.values()];
   }
 
-  /** Starts sampling the CPU and GPU families every `intervalMs` (no-op without them or when running). */
+  /** Starts sampling the CPU families every `intervalMs` (no-op without them or when running). */
   start(): void {
-    this.#gpuSampler?.start();
     if (!this.#options.cpu || this.#timer !== undefined) return;
     this.#cpuPrevious = readCpuTimes();
     this.#sampleMemory();
@@ -437,7 +436,6 @@ export class ServerMetrics {
    * per-model series remain.
    */
   stop(): void {
-    this.#gpuSampler?.stop();
     this.#unloads.clear();
     clearInterval(this.#timer);
     this.#timer = undefined;
@@ -615,8 +613,8 @@ export class ServerMetrics {
 
   /**
    * Reports the GPUs `sampler` samples in the `nv_gpu_*` families (labelled `gpu_uuid`), unless
-   * `--allow-gpu-metrics=false`; without GPUs there are none, as in Triton. Call once, before
-   * `start()`; the sampler runs from `start()` to `stop()`.
+   * `--allow-gpu-metrics=false`; without GPUs there are none, as in Triton. Call once; the
+   * caller runs the sampler.
    */
   useGpuSampler(sampler: GpuSampler): void {
     if (!this.#options.gpu || this.#gpuSampler !== undefined) return;

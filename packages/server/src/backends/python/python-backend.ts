@@ -803,13 +803,15 @@ class PythonInstance implements BackendInstance {
 
   /**
    * The stub process's own memory (its resident anonymous memory; core/memory.ts) as one CPU entry; with `fresh`,
-   * read from /proc now, else the last sample. Empty while no stub runs.
+   * read from /proc now, else the last sample. Empty while no stub runs. A stub using a GPU adds
+   * a GPU entry per device (the server's index), from the server's last nvidia-smi sample.
    */
   memoryUsage(fresh = false): readonly MemoryUsageEntry[] {
     if (!fresh) return this.#memory;
     const pid = this.#stub?.alive ? this.#stub.pid : undefined;
     const bytes = pid === undefined ? undefined : processMemoryBytes(pid);
-    this.#memory = bytes === undefined ? [] : [{ type: 'CPU', id: 0, byte_size: bytes }];
+    const gpu = pid === undefined ? [] : [...(this.#ctx.gpuMemoryOf?.(pid) ?? [])].map(([id, size]) => ({ type: 'GPU' as const, id, byte_size: size }));
+    this.#memory = bytes === undefined ? gpu : [{ type: 'CPU', id: 0, byte_size: bytes }, ...gpu];
     return this.#memory;
   }
 
