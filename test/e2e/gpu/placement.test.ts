@@ -41,6 +41,47 @@ class TritonPythonModel:
                 for _ in requests]
 `;
 
+/** Answers SPAN = [start, end] of its execute (wall-clock seconds), after 0.4 s of sleep. */
+const SPAN_PY = String.raw`
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        start = time.time()
+        time.sleep(0.4)
+        span = np.array([start, time.time()], dtype=np.float64)
+        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("SPAN", span)]) for _ in requests]
+`;
+
+function spanModel(name: string, gpus: string): ModelFiles {
+  return {
+    'config.pbtxt': `
+name: "${name}"
+backend: "python"
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "SPAN" data_type: TYPE_FP64 dims: [ 2 ] } ]
+instance_group [ { kind: KIND_GPU count: ${gpus === '[ 0 ]' ? 2 : 1} gpus: ${gpus} rate_limiter { resources [ { name: "R" count: 1 } ] } } ]
+`,
+    '1/model.py': SPAN_PY,
+  };
+}
+
+/** Whether two concurrent requests to `model` ran at the same time. */
+async function ranTogether(srv: RunningServer, model: string): Promise<boolean> {
+  const spans = await Promise.all(
+    [0, 1].map(async () => {
+      const r = await srv.server.infer({ model, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: new Int32Array([1]) }] });
+      const d = r.outputs[0]!.data;
+      return new Float64Array(d.buffer.slice(d.byteOffset, d.byteOffset + 16));
+    }),
+  );
+  const [a, b] = spans as [Float64Array, Float64Array];
+  return a[0]! < b[1]! && b[0]! < a[1]!;
+}
+
 function whereModel(name: string, extra: string): ModelFiles {
   return {
     'config.pbtxt': `
@@ -193,6 +234,26 @@ describe('two GPUs without MIG', () => {
     assert.equal(line('nv_gpu_power_limit', T4[1]), '70');
     assert.ok(Number(line('nv_energy_consumption', T4[0])) >= 0);
     assert.match(text, /# TYPE nv_energy_consumption counter/);
+  });
+});
+
+describe('the rate limiter pools per-device resources by each instance\'s GPU', () => {
+  let repo: string;
+  let srv: RunningServer;
+  before(async () => {
+    repo = await makeRepository({ one_gpu: spanModel('one_gpu', '[ 0 ]'), two_gpus: spanModel('two_gpus', '[ 0, 1 ]') });
+    process.env['FAKE_NVIDIA_SMI_FIXTURE'] = 'two-gpus';
+    srv = await startServer({ modelRepositories: [repo], rateLimit: 'execution_count' });
+    assert.deepEqual(srv.server.startReport.failures, []);
+  });
+  after(async () => {
+    await srv?.stop();
+    await removeDir(repo);
+  });
+
+  it('two instances on one GPU take turns for a resource of count 1; on two GPUs they run together', async () => {
+    assert.equal(await ranTogether(srv, 'one_gpu'), false);
+    assert.equal(await ranTogether(srv, 'two_gpus'), true);
   });
 });
 
