@@ -57,16 +57,8 @@ class TritonPythonModel:
 `;
 
 function spanModel(name: string, gpus: string): ModelFiles {
-  return {
-    'config.pbtxt': `
-name: "${name}"
-backend: "python"
-input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "SPAN" data_type: TYPE_FP64 dims: [ 2 ] } ]
-instance_group [ { kind: KIND_GPU count: ${gpus === '[ 0 ]' ? 2 : 1} gpus: ${gpus} rate_limiter { resources [ { name: "R" count: 1 } ] } } ]
-`,
-    '1/model.py': SPAN_PY,
-  };
+  const group = `instance_group [ { kind: KIND_GPU count: ${gpus === '[ 0 ]' ? 2 : 1} gpus: ${gpus} rate_limiter { resources [ { name: "R" count: 1 } ] } } ]`;
+  return pythonModel(name, SPAN_PY, 'output [ { name: "SPAN" data_type: TYPE_FP64 dims: [ 2 ] } ]', group);
 }
 
 /** Whether two concurrent requests to `model` ran at the same time. */
@@ -82,17 +74,22 @@ async function ranTogether(srv: RunningServer, model: string): Promise<boolean> 
   return a[0]! < b[1]! && b[0]! < a[1]!;
 }
 
-function whereModel(name: string, extra: string): ModelFiles {
+/** A Python model with input IN (INT32 [1]), `output` and `extra` configuration. */
+function pythonModel(name: string, source: string, output: string, extra: string): ModelFiles {
   return {
     'config.pbtxt': `
 name: "${name}"
 backend: "python"
 input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "WHERE" data_type: TYPE_STRING dims: [ 1 ] } ]
+${output}
 ${extra}
 `,
-    '1/model.py': WHERE_PY,
+    '1/model.py': source,
   };
+}
+
+function whereModel(name: string, extra: string): ModelFiles {
+  return pythonModel(name, WHERE_PY, 'output [ { name: "WHERE" data_type: TYPE_STRING dims: [ 1 ] } ]', extra);
 }
 
 /** Each instance's report (instance name → [visible, kind, device id]), from concurrent requests until all `count` answered. */
