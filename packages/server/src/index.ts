@@ -42,6 +42,7 @@ export {
 export { GrpcFrontend, type GrpcFrontendOptions } from './frontends/grpc/grpc-frontend.js';
 export { HttpFrontend, DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpFrontendOptions } from './frontends/http/http-frontend.js';
 export { MetricsFrontend, type MetricsFrontendOptions } from './frontends/metrics/metrics-frontend.js';
+export { DeviceList, type Device, type Gpu, type MigInstance, type PlacedDevice } from './devices/index.js';
 export {
   BACKEND_SPI_VERSION,
   type AutoCompleteContext,
