@@ -11,7 +11,9 @@
  *       target: at least 2 GB/s). The caller gives each response's outputs back
  *       (`Server.recycleOutputs`) as the HTTP frontend does once it has written them out; the
  *       same loads with the outputs dropped instead (each response then costs a fresh buffer)
- *       are reported as well.
+ *       are reported as well;
+ *   (c) one sample of the memory accounting (docs/resources.md: a read of /proc per stub, here
+ *       two), against the default sample interval: the share of one core the samples take.
  * Targets alternate in windows, three rounds, medians kept (the machine is shared and noisy).
  * Skips, saying why, when /usr/bin/python3 cannot import numpy.
  *
@@ -116,6 +118,11 @@ const [pySmall, ortSmallRuns] = await alternate(['py_small', 'ort_small'], 3, as
 const recycling = async (model: string) => server.recycleOutputs(await server.infer(request(model, big)));
 const [pyBig, ortBigRuns] = await alternate(['py_big', 'ort_big'], 3, (model) => runLoad(() => recycling(model), 1, seconds));
 const [pyBigDropped, ortBigDropped] = await alternate(['py_big', 'ort_big'], 3, (model) => runLoad(() => server.infer(request(model, big)), 1, seconds));
+// (c): the accounting's timer does this once per interval; timed over many calls.
+const SAMPLES = 2000;
+const sampleStart = process.hrtime.bigint();
+for (let i = 0; i < SAMPLES; i++) server.memory.sample();
+const sampleUs = Number(process.hrtime.bigint() - sampleStart) / 1e3 / SAMPLES;
 await server.stop();
 await rm(repo, { recursive: true, force: true });
 
@@ -135,6 +142,7 @@ const figures: Figure[] = [
   compared('python CPU per request, server and stub (16 FP32)', 'us', ps.cpuUsPerRequest, os.cpuUsPerRequest, 'onnxruntime identity'),
   compared('python 4 MiB round trips', '/s', pb.throughput, ob.throughput, 'onnxruntime identity'),
   compared('python 4 MiB tensor bandwidth (in + out)', 'GB/s', (pb.throughput * bytesPerTrip) / 1e9, (ob.throughput * bytesPerTrip) / 1e9, 'onnxruntime identity'),
+  compared('memory accounting sample (2 Python stubs)', 'us', sampleUs, server.memory.sampleIntervalMs * 1e3, 'sample interval'),
   compared('python 4 MiB tensor bandwidth, outputs not recycled', 'GB/s', (pd.throughput * bytesPerTrip) / 1e9, (od.throughput * bytesPerTrip) / 1e9, 'onnxruntime identity'),
 ];
 report(figures, jsonPath);
