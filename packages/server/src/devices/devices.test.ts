@@ -222,6 +222,18 @@ describe('placement', () => {
     assert.throws(() => checkDevicePlacement(noGroup, list, requested(noGroup)), /parameter 'mig_devices.h' names no instance group/);
   });
 
+  it('gives two groups of one model distinct instances of a profile', async () => {
+    const { list } = await discover('a100-mig');
+    const c = config(
+      'instance_group [ { name: "a" kind: KIND_GPU }, { name: "b" kind: KIND_GPU } ] parameters { key: "mig_devices" value { string_value: "1g.5gb" } }',
+    );
+    checkDevicePlacement(c, list, requested(c));
+    const placed = new MigHolds().place(c, list);
+    const a = placed.groups.get('a')![0]!.mig!.uuid;
+    const b = placed.groups.get('b')![0]!.mig!.uuid;
+    assert.notEqual(a, b);
+  });
+
   it('holds MIG instances for one model: by UUID, by profile, freed at release', async () => {
     const { list } = await discover('h100-mig');
     const holds = new MigHolds();

@@ -176,7 +176,7 @@ export function restrictToVisible<T extends Found>(found: readonly T[], visible:
         const mig = parent.migs.find((m) => m.uuid === entry)!;
         const already = out.findIndex((o) => o.row.uuid === parent.row.uuid);
         if (already >= 0) {
-          out[already] = { ...out[already]!, migs: [...out[already]!.migs, mig] };
+          if (!out[already]!.migs.includes(mig)) out[already] = { ...out[already]!, migs: [...out[already]!.migs, mig] };
           continue;
         }
         pick = { ...parent, migs: [mig] };

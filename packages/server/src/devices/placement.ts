@@ -23,7 +23,8 @@ export const MIG_DEVICES_PARAMETER = 'mig_devices';
 /**
  * `instance` (default): a stub-hosted KIND_GPU instance sees only its device (CUDA_VISIBLE_DEVICES
  * set to its UUID; it is `cuda:0` there). `server`: it sees every GPU the server sees, numbered as
- * the server numbers them, so `cuda:<model_instance_device_id>` is its device, as in Triton.
+ * the server numbers them (GPUs in MIG mode left out), so that `cuda:<model_instance_device_id>`
+ * is its device, as in Triton, when no GPU is in MIG mode.
  */
 export const CUDA_VISIBLE_DEVICES_PARAMETER = 'cuda_visible_devices';
 
@@ -221,7 +222,7 @@ export class MigHolds {
       for (const { profile, count } of request.profiles) {
         // Instances this model already holds first (a reload keeps its devices), then free ones.
         const candidates = pool
-          .filter((m) => m.profile === profile && !picked.includes(m))
+          .filter((m) => m.profile === profile && !picked.includes(m) && !taken.has(m.uuid))
           .filter((m) => this.holder(m.uuid) === undefined || this.holder(m.uuid) === model)
           .sort((a, b) => Number(this.holder(b.uuid) === model) - Number(this.holder(a.uuid) === model));
         if (candidates.length < count) {
