@@ -6,15 +6,17 @@
  * outgrows its limit while serving is stopped (its requests fail with a clear error, the other
  * models keep answering, the index shows why) and loads again.
  *
- * Needs /usr/bin/python3 with numpy (npm test installs it); fails naming what is missing otherwise.
+ * Needs /usr/bin/python3 with numpy, and torch for the PyTorch case (npm test installs both);
+ * fails naming what is missing otherwise.
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { NereidError } from '@nereid/protocol';
 import { simpleModel } from '@nereid/testkit';
 import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
-import { IDENTITY_PY, identityConfig, requirePython, waitUntil } from '../../helpers/python.js';
+import { IDENTITY_PY, identityConfig, requirePython, saveTorchScript, waitUntil } from '../../helpers/python.js';
 
 const MIB = 2 ** 20;
 
@@ -209,6 +211,18 @@ describe('memory accounting and limits', () => {
     await srv.server.unloadModel('good');
   });
 
+  it('refuses, through the stub\'s data-segment cap, one allocation far over the limit, and keeps serving', async () => {
+    await srv.server.loadModel('capped');
+    // 400 MiB at once: past the cap (twice the 160 MiB limit above what the stub held at its
+    // start), so numpy cannot allocate it; nothing was allocated, so the model is not stopped.
+    const err = await refusal(allocate(srv, 'capped', 400));
+    assert.match(err.message, /MemoryError|Unable to allocate/);
+    assert.equal(await allocate(srv, 'capped', 8), 8);
+    assert.equal(srv.server.modelStatuses().find((s) => s.name === 'capped')?.state, 'READY');
+    await srv.server.unloadModel('capped');
+    await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be unloaded', 10_000);
+  });
+
   it('fails the requests a stopped model held with the memory error', async () => {
     await srv.server.loadModel('capped');
     // The first request allocates past the limit and holds its execute for 5 s: a sample stops the
@@ -221,6 +235,31 @@ describe('memory accounting and limits', () => {
       assert.equal(err.code, 'MODEL_MEMORY_LIMIT');
     }
     await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be unloaded', 10_000);
+  });
+});
+
+describe('memory accounting of a PyTorch model', () => {
+  before(() => requirePython(['numpy', 'torch']));
+  let repo: string;
+  let srv: RunningServer;
+
+  before(async () => {
+    repo = await makeRepository({
+      torch_id: {
+        'config.pbtxt': `name: "torch_id"\nbackend: "pytorch"\nmax_batch_size: 4\ninput [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 2 ] } ]\noutput [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 2 ] } ]\n`,
+      },
+    });
+    await saveTorchScript(join(repo, 'torch_id', '1', 'model.pt'), 'class M(torch.nn.Module):\n    def forward(self, x: torch.Tensor):\n        return x\n');
+    srv = await startServer({ modelRepositories: [repo], memorySampleIntervalMs: 100 });
+  });
+  after(async () => {
+    await srv?.stop();
+    await removeDir(repo);
+  });
+
+  it("reports the stub's memory with libtorch loaded", async () => {
+    // An interpreter with numpy holds about 16 MiB of its own; libtorch's allocations add more.
+    assert.ok(cpuBytes(srv, 'torch_id') > 20 * MIB, String(cpuBytes(srv, 'torch_id')));
   });
 });
 
