@@ -36,6 +36,8 @@ else {
       process.exit(9);
     }
     process.stdout.write(readFileSync(file, 'utf8'));
+    // `<file>.exit` holds the exit code of a recorded failure (nvidia-smi prints its errors on stdout).
+    if (existsSync(`${file}.exit`)) process.exitCode = Number(readFileSync(`${file}.exit`, 'utf8').trim());
   }
   else {
     process.stderr.write(`fake nvidia-smi: unknown command line '${line}' (known: ${[...Object.keys(COMMANDS), COMPUTE_APPS].join(' | ')})\n`);

@@ -140,6 +140,13 @@ describe('discovery through the fake nvidia-smi', () => {
     assert.deepEqual(logger.lines, ['I GPU discovery: nereid-no-such-nvidia-smi was not found; no GPUs']);
   });
 
+  it('nvidia-smi finding no devices: no GPUs, one info line', async () => {
+    const { list, lines } = await discover('no-devices');
+    assert.equal(list.hasGpu, false);
+    assert.equal(lines.length, 1);
+    assert.match(lines[0]!, /^I GPU discovery: \S*nvidia-smi found no devices; no GPUs$/);
+  });
+
   it('a hanging or failing nvidia-smi is killed or reported, never a crash', async () => {
     const saved = process.env['FAKE_NVIDIA_SMI_HANG'];
     process.env['FAKE_NVIDIA_SMI_HANG'] = '1';

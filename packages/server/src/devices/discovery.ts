@@ -112,6 +112,10 @@ export async function discoverDevices(options: DiscoveryOptions): Promise<Device
       logger.info(`GPU discovery: ${gpusOut.reason}; no GPUs`);
       return DeviceList.NONE;
     }
+    if (/No devices were found/.test(gpusOut.reason)) {
+      logger.info(`GPU discovery: ${command} found no devices; no GPUs`);
+      return DeviceList.NONE;
+    }
     return failed(gpusOut.reason);
   }
   let rows: GpuRow[];
