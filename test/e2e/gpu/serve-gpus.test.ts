@@ -6,9 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { simpleModel } from '@nereid/testkit';
-import { startNereidServe, stopAllNereid } from '../../helpers/cli.js';
+import { NereidProcess, startNereidServe, stopAllNereid } from '../../helpers/cli.js';
 import { makeRepository, removeDir } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 import { promtoolCheck, scrape } from '../metrics/exposition.js';
@@ -69,6 +71,24 @@ describe('nereid serve on an H100 machine (recorded nvidia-smi)', () => {
     } finally {
       await server.process.stop();
     }
+  });
+
+  it("nereid config completes KIND_AUTO as a load would: a Python model on the whole GPU, an ONNX model on the CPU", async () => {
+    // A model directory of its own: the repository above is served by the other tests.
+    const python = join(await makeRepository({}), 'auto_python');
+    await mkdir(join(python, '1'), { recursive: true });
+    await writeFile(join(python, 'config.pbtxt'), 'backend: "python"\ninput [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n');
+    await writeFile(join(python, '1', 'model.py'), 'class TritonPythonModel:\n    def execute(self, requests):\n        return []\n');
+    for (const [dir, expected] of [
+      [python, /kind: KIND_GPU[\s\S]*gpus: \[?\s*1/],
+      [join(repo, 'simple'), /kind: KIND_CPU/],
+    ] as const) {
+      const p = new NereidProcess(['config', dir], env('h100-mig'));
+      const exit = await p.waitForExit();
+      assert.equal(exit.code, 0, p.output);
+      assert.match(p.stdout, expected);
+    }
+    await removeDir(dirname(python));
   });
 
   it('without nvidia-smi: one info line, no GPU families', async () => {
