@@ -13,8 +13,9 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { NereidError } from '@nereid/protocol';
+import { GrpcClient } from '@nereid/client';
 import { simpleModel } from '@nereid/testkit';
-import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
+import { makeRepository, removeDir, startServer, type RunningGrpcServer, type RunningServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 import { IDENTITY_PY, identityConfig, requirePython, saveTorchScript, waitUntil } from '../../helpers/python.js';
 
@@ -103,7 +104,7 @@ async function refusal(p: Promise<unknown>): Promise<NereidError> {
 describe('memory accounting and limits', () => {
   before(() => requirePython(['numpy']));
   let repo: string;
-  let srv: RunningServer;
+  let srv: RunningGrpcServer;
 
   before(async () => {
     repo = await makeRepository({
@@ -120,7 +121,7 @@ describe('memory accounting and limits', () => {
       good: { 'config.pbtxt': identityConfig('good', 'TYPE_FP32'), '1/model.py': IDENTITY_PY },
       simple: modelFiles(simpleModel()),
     });
-    srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', memorySampleIntervalMs: 100 });
+    srv = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', memorySampleIntervalMs: 100, grpc: true });
   });
   after(async () => {
     await srv?.stop();
@@ -144,6 +145,17 @@ describe('memory accounting and limits', () => {
     // The HTTP statistics carry it too.
     const body = (await (await fetch(`${srv.url}/v2/models/hoard/stats`)).json()) as { model_stats: { memory_usage: { type: string; byte_size: number }[] }[] };
     assert.ok(body.model_stats[0]!.memory_usage[0]!.byte_size >= before + 60 * MIB);
+    // And gRPC's ModelStatistics.
+    const grpc = new GrpcClient(srv.grpcTarget);
+    try {
+      const stats = await grpc.modelStatistics('hoard');
+      const m = stats.model_stats[0]!.memory_usage[0]!;
+      assert.equal(m.type, 'CPU');
+      assert.equal(m.id, 0n);
+      assert.ok(m.byte_size >= BigInt(before + 60 * MIB), String(m.byte_size));
+    } finally {
+      grpc.close();
+    }
     await srv.server.unloadModel('hoard');
   });
 
@@ -163,6 +175,25 @@ describe('memory accounting and limits', () => {
     assert.equal(await allocate(srv, 'hoard', 0), 0);
     assert.match(srv.server.modelStatuses().find((s) => s.name === 'hoard')!.reason, /reload failed, this version keeps serving its previous copy/);
     await srv.server.unloadModel('hoard');
+  });
+
+  it('refuses more instances in place when they would pass the limit; the model keeps serving', async () => {
+    await srv.server.loadModel('capped');
+    assert.equal(await allocate(srv, 'capped', 125), 125);
+    await waitUntil(() => cpuBytes(srv, 'capped') > 130 * MIB, 'the sample to see 125 MiB more', 10_000);
+    const twoInstances = JSON.stringify({
+      name: 'capped',
+      backend: 'python',
+      input: [{ name: 'MIB', data_type: 'TYPE_INT32', dims: [1] }],
+      output: [{ name: 'HELD', data_type: 'TYPE_INT32', dims: [1] }],
+      instance_group: [{ kind: 'KIND_CPU', count: 2 }],
+      parameters: { memory_limit: { string_value: '160MiB' } },
+    });
+    const err = await refusal(srv.server.loadModel('capped', { config: twoInstances }));
+    assert.match(err.message, /model 'capped' version 1 needs [\d.]+ MiB with its 1 new instance\(s\) \([\d.]+ MiB of them\), over its memory limit of 160 MiB/);
+    assert.equal(await allocate(srv, 'capped', 0), 125);
+    await srv.server.unloadModel('capped');
+    await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be unloaded', 10_000);
   });
 
   it('reports a figure measured at load for an in-process ONNX Runtime model', async () => {

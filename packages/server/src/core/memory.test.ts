@@ -182,6 +182,20 @@ describe('MemoryAccounting', () => {
     assert.equal(next.estimate, 30 * MIB);
   });
 
+  it('checks instances added in place against the limit and the budget', () => {
+    const m = new MemoryAccounting({ logger: silentLogger(), sampleIntervalMs: 0, budgetBytes: 100 * MIB });
+    m.add(version('m', 60 * MIB, 80 * MIB));
+    assert.throws(
+      () => m.checkGrowth('m', 1, 80 * MIB, 60 * MIB, 30 * MIB, 1),
+      /model 'm' version 1 needs 90 MiB with its 1 new instance\(s\) \(30 MiB of them\), over its memory limit of 80 MiB/,
+    );
+    assert.throws(
+      () => m.checkGrowth('m', 1, 0, 60 * MIB, 50 * MIB, 2),
+      /needs 110 MiB with its 2 new instance\(s\) \(50 MiB of them\), but the models loaded hold 60 MiB of the server's memory budget of 100 MiB/,
+    );
+    m.checkGrowth('m', 1, 80 * MIB, 60 * MIB, 10 * MIB, 1);
+  });
+
   it('stops a live version over its limit once, counts it, and stops accounting it', () => {
     const m = new MemoryAccounting({ logger: silentLogger(), sampleIntervalMs: 0 });
     const under = version('under', 10 * MIB, 100 * MIB);

@@ -331,6 +331,16 @@ export class MemoryAccounting {
     };
   }
 
+  /**
+   * Checks instances added in place to a loaded version (`current` bytes) that bring `extra`
+   * bytes: against its limit and the budget; throws MEMORY_BUDGET.
+   */
+  checkGrowth(model: string, version: number, limit: number, current: number, extra: number, instances: number): void {
+    const what = `${formatBytes(current + extra)} with its ${instances} new instance(s) (${formatBytes(extra)} of them)`;
+    if (limit > 0 && current + extra > limit) this.#check(model, version, limit, current + extra, what);
+    this.#check(model, version, 0, extra, what);
+  }
+
   #check(model: string, version: number, limit: number, need: number, what: string): void {
     if (limit > 0 && need > limit) {
       throw new NereidError(

@@ -337,6 +337,7 @@ export class ModelVersion implements Servable, MeteredVersion, AccountedVersion 
     const ctx = this.#runnerContext;
     const made = await createRunners(ctx, planInstances(config, counts));
     try {
+      this.#checkAddedMemory(made.map((m) => m.runner));
       await runWarmup(config, samples, made.map((m) => m.runner));
       registerRunners(ctx.rateLimiter, made.map((m) => m.runner), this.name);
     } catch (err) {
@@ -376,6 +377,18 @@ export class ModelVersion implements Servable, MeteredVersion, AccountedVersion 
         await Promise.allSettled(made.map((m) => m.runner.unload()));
       },
     };
+  }
+
+  /**
+   * Instances created in place count against the version's memory limit and the server's budget
+   * (core/memory.ts) once they exist: throws MEMORY_BUDGET when the version with them would pass
+   * either. Instances that report no memory (in-process runtimes) are not measured.
+   */
+  #checkAddedMemory(added: readonly InstanceRunner[]): void {
+    const accounting = this.#memory.accounting;
+    if (accounting === undefined || !added.some((r) => r.reportsMemory)) return;
+    const extra = totalBytes(sumEntries(added.flatMap((r) => r.memoryUsage(true))));
+    accounting.checkGrowth(this.name, this.version, this.#memory.limitBytes, totalBytes(this.sampleMemory()), extra, added.length);
   }
 
   /** An instance removed in place: released once it holds no batch (its scheduler no longer gives it any). */
