@@ -71,7 +71,7 @@ describe('nereid serve with the example repository', () => {
       ['grpc-infer-thread-count', 'Nereid serves every request on the Node.js event loop, so there are no request threads to size'],
       ['allow-vertex-ai', 'Nereid has no Vertex AI endpoint'],
       ['trace-rate', 'no tracing in this version (the trace extension is not implemented)'],
-      ['pinned-memory-pool-byte-size', 'Nereid runs on CPUs only and uses no GPU'],
+      ['pinned-memory-pool-byte-size', 'Nereid has no CUDA memory management of its own: GPU memory belongs to the stub processes of KIND_GPU instances'],
     ]) {
       assert.ok(
         server.process.stderr.split('\n').some((l) => /^W/.test(l) && l.endsWith(`] option --${option} is not supported by this version of Nereid and has no effect: ${why}`)),

@@ -13,7 +13,7 @@ export interface UnsupportedBackend {
   readonly instead: string;
 }
 
-const GPU_ONLY = 'it needs NVIDIA CUDA and a GPU, and this server runs on CPUs only';
+const GPU_ONLY = 'it needs NVIDIA CUDA and a GPU in the server process, and this server runs its in-process backends on CPUs only';
 const TO_ONNX = "export the model to ONNX and serve it with backend 'onnxruntime'";
 
 /** By `backend` name (after platform → backend derivation, §1.4). */
