@@ -66,6 +66,10 @@ describe('nvidia-smi parsers on the recorded fixtures', () => {
     ]);
     assert.ok(a100.every((m) => m.uuid.startsWith('MIG-')));
     assert.deepEqual(parseMigList(fixture('two-gpus', 'list.txt')), []);
+    // R450/R460 drivers named MIG devices by their GPU, GPU instance and compute instance.
+    assert.deepEqual(parseMigList('GPU 0: A100-SXM4-40GB (UUID: GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77)\n  MIG 1g.5gb Device 0: (UUID: MIG-GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77/7/0)\n'), [
+      { parentIndex: 0, migIndex: 0, profile: '1g.5gb', uuid: 'MIG-GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77/7/0' },
+    ]);
     const h100 = parseMigList(fixture('h100-mig', 'list.txt'));
     assert.deepEqual(h100.map((m) => m.profile), ['3g.40gb', '1g.10gb', '1g.10gb', '1g.10gb', '1g.10gb']);
     const memory = parseMigMemory(fixture('h100-mig', 'query.xml'));
