@@ -73,6 +73,29 @@ ${limit === undefined ? '' : `parameters { key: "memory_limit" value { string_va
 `;
 }
 
+/** The config of a hoarding model as a load request's JSON override. */
+function hoardJson(name: string, limit: string, count = 1): string {
+  return JSON.stringify({
+    name,
+    backend: 'python',
+    input: [{ name: 'MIB', data_type: 'TYPE_INT32', dims: [1] }],
+    output: [{ name: 'HELD', data_type: 'TYPE_INT32', dims: [1] }],
+    instance_group: [{ kind: 'KIND_CPU', count }],
+    parameters: { memory_limit: { string_value: limit } },
+  });
+}
+
+function statusOf(srv: RunningServer, model: string): { state: string; reason: string } {
+  const status = srv.server.modelStatuses().find((s) => s.name === model);
+  assert.ok(status, `no status for ${model}`);
+  return status;
+}
+
+/** Waits until `model` is UNAVAILABLE (stopped or unloaded, its stubs gone). */
+function unavailable(srv: RunningServer, model: string): Promise<void> {
+  return waitUntil(() => statusOf(srv, model).state === 'UNAVAILABLE', `${model} to be UNAVAILABLE`, 10_000);
+}
+
 const X = [{ name: 'INPUT0', datatype: 'FP32' as const, shape: [1, 2], data: new Float32Array([1, 2]) }];
 
 async function allocate(srv: RunningServer, model: string, mib: number, holdSecs = 0): Promise<number> {
@@ -161,19 +184,12 @@ describe('memory accounting and limits', () => {
 
   it('keeps the serving copy when a reload is refused over its limit', async () => {
     await srv.server.loadModel('hoard');
-    const config = JSON.stringify({
-      name: 'hoard',
-      backend: 'python',
-      input: [{ name: 'MIB', data_type: 'TYPE_INT32', dims: [1] }],
-      output: [{ name: 'HELD', data_type: 'TYPE_INT32', dims: [1] }],
-      instance_group: [{ kind: 'KIND_CPU', count: 1 }],
-      parameters: { memory_limit: { string_value: '4MiB' } },
-    });
+    const config = hoardJson('hoard', '4MiB');
     const err = await refusal(srv.server.loadModel('hoard', { config }));
     // Refused before it starts: its last load measured more than that.
     assert.match(err.message, /model 'hoard' version 1 needs an estimated [\d.]+ MiB \(as measured at its last load\), over its memory limit of 4 MiB/);
     assert.equal(await allocate(srv, 'hoard', 0), 0);
-    assert.match(srv.server.modelStatuses().find((s) => s.name === 'hoard')!.reason, /reload failed, this version keeps serving its previous copy/);
+    assert.match(statusOf(srv, 'hoard').reason, /reload failed, this version keeps serving its previous copy/);
     await srv.server.unloadModel('hoard');
   });
 
@@ -181,19 +197,12 @@ describe('memory accounting and limits', () => {
     await srv.server.loadModel('capped');
     assert.equal(await allocate(srv, 'capped', 125), 125);
     await waitUntil(() => cpuBytes(srv, 'capped') > 130 * MIB, 'the sample to see 125 MiB more', 10_000);
-    const twoInstances = JSON.stringify({
-      name: 'capped',
-      backend: 'python',
-      input: [{ name: 'MIB', data_type: 'TYPE_INT32', dims: [1] }],
-      output: [{ name: 'HELD', data_type: 'TYPE_INT32', dims: [1] }],
-      instance_group: [{ kind: 'KIND_CPU', count: 2 }],
-      parameters: { memory_limit: { string_value: '160MiB' } },
-    });
+    const twoInstances = hoardJson('capped', '160MiB', 2);
     const err = await refusal(srv.server.loadModel('capped', { config: twoInstances }));
     assert.match(err.message, /model 'capped' version 1 needs [\d.]+ MiB with its 1 new instance\(s\) \([\d.]+ MiB of them\), over its memory limit of 160 MiB/);
     assert.equal(await allocate(srv, 'capped', 0), 125);
     await srv.server.unloadModel('capped');
-    await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be unloaded', 10_000);
+    await unavailable(srv, 'capped');
   });
 
   it('reports a figure measured at load for an in-process ONNX Runtime model', async () => {
@@ -212,8 +221,7 @@ describe('memory accounting and limits', () => {
     const err = await refusal(srv.server.loadModel('big_init'));
     assert.match(err.message, /model 'big_init' version 1 needs [\d.]+ MiB measured after initialize, over its memory limit of 100 MiB/);
     assert.match(err.message, /raise parameter 'memory_limit'/);
-    const status = srv.server.modelStatuses().find((s) => s.name === 'big_init');
-    assert.equal(status?.state, 'UNAVAILABLE');
+    assert.equal(statusOf(srv, 'big_init').state, 'UNAVAILABLE');
   });
 
   it('stops a model that outgrows its limit while serving; the others keep answering; it loads again', async () => {
@@ -223,8 +231,8 @@ describe('memory accounting and limits', () => {
     // is at twice the limit, so the allocation succeeds and a sample stops the model, maybe while
     // this request still runs: then it fails with the memory error).
     await allocate(srv, 'capped', 135).catch((err: NereidError) => assert.equal(err.code, 'MODEL_MEMORY_LIMIT'));
-    await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be stopped', 10_000);
-    const status = srv.server.modelStatuses().find((s) => s.name === 'capped')!;
+    await unavailable(srv, 'capped');
+    const status = statusOf(srv, 'capped');
     assert.match(status.reason, /model 'capped' version 1 was stopped: it used [\d.]+ MiB, over its memory limit of 160 MiB/);
     const index = await srv.server.repositoryIndex();
     assert.match(index.find((e) => e.name === 'capped')!.reason!, /over its memory limit/);
@@ -249,9 +257,9 @@ describe('memory accounting and limits', () => {
     const err = await refusal(allocate(srv, 'capped', 400));
     assert.match(err.message, /MemoryError|Unable to allocate/);
     assert.equal(await allocate(srv, 'capped', 8), 8);
-    assert.equal(srv.server.modelStatuses().find((s) => s.name === 'capped')?.state, 'READY');
+    assert.equal(statusOf(srv, 'capped').state, 'READY');
     await srv.server.unloadModel('capped');
-    await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be unloaded', 10_000);
+    await unavailable(srv, 'capped');
   });
 
   it('fails the requests a stopped model held with the memory error', async () => {
@@ -265,7 +273,7 @@ describe('memory accounting and limits', () => {
       assert.match(err.message, /^model 'capped' version 1 was stopped: it used [\d.]+ MiB, over its memory limit of 160 MiB; raise parameter 'memory_limit'/);
       assert.equal(err.code, 'MODEL_MEMORY_LIMIT');
     }
-    await waitUntil(() => srv.server.modelStatuses().find((s) => s.name === 'capped')?.state === 'UNAVAILABLE', 'capped to be unloaded', 10_000);
+    await unavailable(srv, 'capped');
   });
 });
 
