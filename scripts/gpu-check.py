@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -65,6 +66,23 @@ class TritonPythonModel:
 '''
 
 
+def first_mig_of_gpu0():
+    """The UUID of GPU 0's first MIG instance when GPU 0 is in MIG mode (nvidia-smi -L), else None."""
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    in_gpu0 = False
+    for line in listing.splitlines():
+        if line.startswith("GPU "):
+            in_gpu0 = line.startswith("GPU 0:")
+        elif in_gpu0 and line.strip().startswith("MIG ") and "(UUID: " in line:
+            uuid = line.split("(UUID: ", 1)[1].rstrip(")").strip()
+            say("GPU 0 is in MIG mode: the TorchScript model goes on its MIG instance %s" % uuid)
+            return uuid
+    return None
+
+
 def make_repo(root):
     torch, _, no_gpu = probe_gpu()
     ident = os.path.join(root, "identity_py", "1")
@@ -90,12 +108,15 @@ def make_repo(root):
     os.makedirs(scale, exist_ok=True)
     torch.jit.save(torch.jit.script(Scale()), os.path.join(scale, "model.pt"))
     kind = "KIND_CPU" if no_gpu else "KIND_GPU gpus: [ 0 ]"
+    mig = None if no_gpu else first_mig_of_gpu0()
+    # A GPU in MIG mode runs CUDA work only in its MIG instances: place the model on the first one.
+    params = '' if mig is None else 'parameters { key: "mig_devices" value { string_value: "%s" } }\n' % mig
     with open(os.path.join(root, "gpu_scale", "config.pbtxt"), "w") as f:
         f.write('name: "gpu_scale"\nplatform: "pytorch_libtorch"\nmax_batch_size: 0\n'
                 'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
                 'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1 ] }, '
                 '{ name: "DEVICE__1" data_type: TYPE_INT64 dims: [ 1 ] } ]\n'
-                'instance_group [ { kind: %s } ]\n' % kind)
+                'instance_group [ { kind: %s } ]\n%s' % (kind, params))
     say("wrote gpu_scale (TorchScript by torch.jit %s, %s)%s" % (torch.__version__, kind.split()[0],
                                                                  "" if not no_gpu else ": no GPU (%s)" % no_gpu))
     return 0
