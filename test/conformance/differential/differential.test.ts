@@ -120,6 +120,7 @@ const CASES = [
   'statistics_model_raises',
   'statistics_response_stats',
   'statistics_versions',
+  'statistics_memory_usage',
   'statistics_unknown',
   'repository_index',
   'repository_unload_load',
