@@ -20,7 +20,7 @@ export interface KeyFigure {
   bench: string;
   figure: string;
   label: string;
-  target?: { on: 'ratio' | 'value'; op: '>=' | '<'; bound: number };
+  target?: { on: 'ratio' | 'value'; op: '>=' | '<' | '<='; bound: number };
 }
 
 /** The targets are the issues' (docs/benchmarks.md lists them with each script). */
@@ -46,6 +46,14 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'sequence', figure: 'sequence batcher throughput', label: 'sequence batcher vs dynamic batcher with client-held state' },
   { bench: 'ensemble', figure: 'ensemble added per step', label: 'ensemble added per step (µs)', target: { on: 'value', op: '<', bound: 25 } },
   { bench: 'ocr-pipeline', figure: 'ocr ensemble (5 steps), latency per image', label: 'OCR pipeline: one ensemble request vs 5 client calls (latency)', target: { on: 'ratio', op: '<', bound: 1 } },
+  // Issue 32: Nereid / Triton on the same Python models, measured by perf_analyzer (bench/vs-triton.ts).
+  ...['add_sub_http_c1', 'add_sub_http_c4', 'add_sub_http_c16', 'add_sub_grpc_c1', 'add_sub_grpc_c4', 'add_sub_grpc_c16', 'batched_sleep_http_c16', 'batched_sleep_grpc_c16'].flatMap(
+    (point): KeyFigure[] => [
+      { bench: 'vs-triton', figure: `vs_triton_pa_${point}_throughput`, label: `${point}: throughput vs Triton`, target: { on: 'ratio', op: '>=', bound: 1 } },
+      { bench: 'vs-triton', figure: `vs_triton_pa_${point}_p99`, label: `${point}: p99 vs Triton`, target: { on: 'ratio', op: '<=', bound: 1 } },
+      { bench: 'vs-triton', figure: `vs_triton_pa_${point}_batch`, label: `${point}: average batch size vs Triton`, target: { on: 'ratio', op: '>=', bound: 1 } },
+    ],
+  ),
   { bench: 'analyze', figure: 'analyze quick speed-up over Model Analyzer brute (wall time)', label: 'nereid analyze quick vs Model Analyzer brute (wall-time speed-up)', target: { on: 'value', op: '>=', bound: 5 } },
   { bench: 'analyze', figure: 'analyze quick recommendation throughput', label: 'nereid analyze quick recommendation vs best found (throughput)', target: { on: 'ratio', op: '>=', bound: 0.95 } },
 ];
@@ -83,7 +91,7 @@ export function summaryTable(keys: readonly KeyFigure[], results: ReadonlyMap<st
     let result = '–';
     if (k.target) {
       const x = k.target.on === 'ratio' ? f.ratio : f.value;
-      result = x === undefined || Number.isNaN(x) ? 'missing' : (k.target.op === '>=' ? x >= k.target.bound : x < k.target.bound) ? 'met' : 'not met';
+      result = x === undefined || Number.isNaN(x) ? 'missing' : (k.target.op === '>=' ? x >= k.target.bound : k.target.op === '<=' ? x <= k.target.bound : x < k.target.bound) ? 'met' : 'not met';
     }
     rows.push([k.bench, k.label, `${fmt(f.value)}${f.unit ? ` ${f.unit}` : ''}`, f.ratio === undefined ? '' : fmt(f.ratio), target, result]);
   }
