@@ -55,4 +55,13 @@ describe('bench summary', () => {
     assert.match(row('sequence batcher vs dynamic'), /\| 1\.546 +\| +\| – +\|$/);
     assert.match(row('gRPC ModelInfer throughput'), /\| missing \(exit 1\) +\|$/);
   });
+
+  it('judges an at-most target (vs-triton p99) as met at the bound and not met above it', () => {
+    const p99 = (ratio: number) => ({ name: 'vs_triton_pa_add_sub_grpc_c16_p99', value: 5000 * ratio, unit: 'us', baseline: 5000, baselineName: 'triton', ratio });
+    const keys = KEY_FIGURES.filter((k) => k.figure === 'vs_triton_pa_add_sub_grpc_c16_p99');
+    assert.equal(keys.length, 1);
+    const result = (ratio: number) => summaryTable(keys, new Map([['vs-triton', { code: 0, figures: [p99(ratio)] }]])).split('\n').find((l) => l.includes('p99 vs Triton')) ?? '';
+    assert.match(result(1), /\| ratio <= 1 +\| met +\|$/);
+    assert.match(result(1.3), /\| ratio <= 1 +\| not met +\|$/);
+  });
 });
