@@ -209,19 +209,29 @@ function loadArgs(point: Point, target: Target): string[] {
     '--concurrency-range', String(point.concurrency),
     '--measurement-interval', String(windowMs),
     '--stability-percentage', '100',
-    '--max-trials', '10',
+    '--max-trials', '20',
     ...(point.streaming ? ['--streaming'] : []),
   ];
+}
+
+/**
+ * Both generators' exit status when the last windows did not agree within the band: on a shared
+ * 2-core machine that happens, and the windows measured are still reported (and said so).
+ */
+const UNSTABLE = 2;
+function unstable(generator: Generator, point: Point, target: Target): void {
+  console.log(`vs-triton: ${generator} ${point.name} against ${target.name}: did not stabilise within 20 windows; the last ones are used`);
 }
 
 async function measure(generator: Generator, point: Point, target: Target): Promise<Measurement> {
   const before = await counts(target, point.model);
   await target.probe?.();
-  const limit = windowMs * 14 + 15_000;
+  const limit = windowMs * 24 + 15_000;
   let m: Omit<Measurement, 'batch'>;
   if (generator === 'perf_analyzer') {
     const r = await run(PERF_ANALYZER, loadArgs(point, target), toolEnvironment(), limit);
-    if (r.code !== 0) throw new Error(`perf_analyzer ${point.name} against ${target.name} exited ${r.code}:\n${r.stdout}\n${r.stderr}`);
+    if (r.code !== 0 && !(r.code === UNSTABLE && r.stdout.includes('Avg request latency'))) throw new Error(`perf_analyzer ${point.name} against ${target.name} exited ${r.code}:\n${r.stdout}\n${r.stderr}`);
+    if (r.code === UNSTABLE) unstable(generator, point, target);
     const levels = r.stdout.split(/\n(?=Request concurrency: \d+\n)/);
     const last = levels[levels.length - 1]!;
     const b = /Avg request latency: (\d+) usec \(overhead \d+ usec \+ queue (\d+) usec \+ compute input (\d+) usec \+ compute infer (\d+) usec \+ compute output (\d+) usec\)/.exec(last);
@@ -236,7 +246,8 @@ async function measure(generator: Generator, point: Point, target: Target): Prom
     };
   } else {
     const r = await run(process.execPath, [NEREID_PERF, ...loadArgs(point, target), '--json'], process.env, limit);
-    if (r.code !== 0) throw new Error(`nereid perf ${point.name} against ${target.name} exited ${r.code}:\n${r.stdout}\n${r.stderr}`);
+    if (r.code !== 0 && !(r.code === UNSTABLE && r.stdout.startsWith('{'))) throw new Error(`nereid perf ${point.name} against ${target.name} exited ${r.code}:\n${r.stdout}\n${r.stderr}`);
+    if (r.code === UNSTABLE) unstable(generator, point, target);
     const level = (JSON.parse(r.stdout) as { levels: LevelSummary[] }).levels.at(-1)!;
     const s = level.server;
     m = {
@@ -342,6 +353,7 @@ try {
       } catch (e) {
         // One point that fails is reported and the others still run; the exit status says so.
         console.log(`vs-triton: ${generator} ${point.name}: FAILED: ${(e as Error).message.split('\n')[0]}`);
+        console.error((e as Error).message);
         failures++;
         continue;
       }
