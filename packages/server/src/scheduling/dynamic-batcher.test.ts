@@ -1356,9 +1356,16 @@ describe('DynamicBatcher: cost', () => {
     };
     const best = (n: number): number => Math.min(...Array.from({ length: 5 }, () => nsPerRequest(n)));
     best(1000);
-    const short = best(250);
-    const long = best(4000);
-    assert.ok(long < 4 * short, `${long.toFixed(0)} ns per request with 4000 queued, ${short.toFixed(0)} ns with 250`);
+    // Up to three comparisons, each of its own best figures: a machine busy with other work can
+    // stall one of them, while a cost that grows with the queue fails all three (16 times, not 4).
+    const tries: string[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const short = best(250);
+      const long = best(4000);
+      if (long < 4 * short) return;
+      tries.push(`${long.toFixed(0)} ns per request with 4000 queued, ${short.toFixed(0)} ns with 250`);
+    }
+    assert.fail(tries.join('; '));
   });
 });
 
