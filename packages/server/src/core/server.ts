@@ -656,7 +656,7 @@ export class Server {
    * send any number of responses, are refused (MODEL_DECOUPLED_UNSUPPORTED): use `inferStream`.
    */
   async infer(request: InferRequest, options: InferOptions = {}): Promise<InferResponse> {
-    const requestTime = process.hrtime.bigint();
+    const requestTime = options.receivedAt ?? process.hrtime.bigint();
     const mv = this.#resolve(request.model, request.version, true);
     if (mv.config.model_transaction_policy?.decoupled) {
       throw new NereidError(
@@ -852,7 +852,7 @@ export class Server {
    * `preserve_ordering`, a request's responses wait until earlier requests are final.
    */
   async inferStream(request: InferRequest, options: StreamInferOptions): Promise<void> {
-    const requestTime = process.hrtime.bigint();
+    const requestTime = options.receivedAt ?? process.hrtime.bigint();
     const mv = this.#resolve(request.model, request.version, true);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';

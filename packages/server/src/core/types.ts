@@ -85,6 +85,12 @@ export interface InferResponse {
 export interface InferOptions {
   /** Aborting cancels the request wherever it is (queue or execution). */
   signal?: AbortSignal;
+  /**
+   * When the request's bytes arrived (`process.hrtime.bigint()`): a frontend passes the moment the
+   * HTTP body was complete, or gRPC handed over the message, so that the request's duration
+   * (statistics `success`, protocol.md §3.14) covers its decoding. Default: when the call is made.
+   */
+  receivedAt?: bigint;
 }
 
 /** One response of a streaming inference (`Server.inferStream`). */

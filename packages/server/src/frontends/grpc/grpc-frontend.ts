@@ -283,6 +283,9 @@ export class GrpcFrontend {
         config: toProtoModelConfig(server.modelConfig(r.name, requestedVersion(r.name, r.version))),
       })),
       ModelInfer: unary<pb.ModelInferRequest, pb.ModelInferResponse>(async (request, call) => {
+        // The request's clock starts when grpc-js hands over the received message, before its
+        // conversion into the server's request (docs/protocol.md, statistics).
+        const receivedAt = process.hrtime.bigint();
         this.#refuseIfStopping();
         this.#unaryInflight++;
         const abort = new AbortController();
@@ -291,7 +294,7 @@ export class GrpcFrontend {
         const onCancelled = () => abort.abort();
         call.once('cancelled', onCancelled);
         try {
-          const response = await server.infer(decodeInferRequest(request), { signal: abort.signal });
+          const response = await server.infer(decodeInferRequest(request), { signal: abort.signal, receivedAt });
           const message = encodeInferResponse(response);
           // The outputs' pooled buffers go back once grpc-js has copied their bytes into the message.
           if (server.holdsPooledOutputs(response)) whenEncoded(message, () => server.recycleOutputs(response));

@@ -115,6 +115,8 @@ export class InferStream {
 
   #onRequest(request: pb.ModelInferRequest): void {
     if (this.#closed) return;
+    // The request's clock starts when its message arrived (docs/protocol.md, statistics).
+    const receivedAt = process.hrtime.bigint();
     let slot: Slot | undefined = { message: undefined, error: undefined };
     this.#slots.push(slot);
     if (this.#serverDone) {
@@ -166,7 +168,7 @@ export class InferStream {
     const issue = (): Promise<void> | undefined => {
       let run: Promise<void>;
       try {
-        run = this.#server.inferStream(decodeInferRequest(request), { signal: this.#abort.signal, onAccepted, onResponse });
+        run = this.#server.inferStream(decodeInferRequest(request), { signal: this.#abort.signal, receivedAt, onAccepted, onResponse });
       } catch (err) {
         run = Promise.reject(err);
       }

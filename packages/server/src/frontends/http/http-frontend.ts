@@ -544,9 +544,13 @@ export class HttpFrontend {
     const signal = connectionSignal(req.socket);
     let read: PooledBody | undefined;
     let body: Buffer;
+    // The request's clock starts once its body is complete (its bytes have arrived): decoding and
+    // everything after it count in its duration (docs/protocol.md, statistics).
+    let receivedAt: bigint;
     try {
       const headerLength = Number(req.headers[INFERENCE_HEADER_CONTENT_LENGTH]);
       read = await readBodyInto(req, this.#options.maxInputSize, this.#bodies, Number.isSafeInteger(headerLength) ? headerLength : 0);
+      receivedAt = process.hrtime.bigint();
       body = await decodeContent(read.bytes, req.headers['content-encoding'], this.#options.maxInputSize);
       if (body !== read.bytes) read.release();
     } catch (err) {
@@ -559,7 +563,7 @@ export class HttpFrontend {
     // The response's outputs, once known: they go back (`recycleOutputs`) with the body.
     const sent: { response?: InferResponse } = {};
     try {
-      await this.#inferBody(req, res, model, version, body, signal, sent);
+      await this.#inferBody(req, res, model, version, body, signal, sent, receivedAt);
     } finally {
       // The request has settled (its backend answered it); the response may still be on its way.
       afterResponse(req, res, () => {
@@ -577,16 +581,17 @@ export class HttpFrontend {
     body: Buffer,
     signal: AbortSignal,
     sent: { response?: InferResponse },
+    receivedAt: bigint,
   ): Promise<void> {
     const split = splitInferenceBody(body, req.headers[INFERENCE_HEADER_CONTENT_LENGTH] as string | undefined);
     const decoded = split.rawBinary
       ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
       : decodeJsonInferRequest(split.header, split.binary, model, version);
     if (acceptsEvents(req)) {
-      await this.#inferEvents(res, decoded, signal);
+      await this.#inferEvents(res, decoded, signal, receivedAt);
       return;
     }
-    const response = await this.#server.infer(decoded.request, { signal }).catch((err: unknown) => {
+    const response = await this.#server.infer(decoded.request, { signal, receivedAt }).catch((err: unknown) => {
       throw decoupledError(err, "HTTP end point doesn't support models with decoupled transaction policy");
     });
     sent.response = response;
@@ -624,7 +629,7 @@ export class HttpFrontend {
    * response of the request, decoupled models included, as one Server-Sent Event holding the
    * JSON response body of §3.7.2 with `parameters.triton_final_response`. Outputs are JSON only.
    */
-  async #inferEvents(res: ServerResponse, decoded: DecodedInferRequest, signal: AbortSignal): Promise<void> {
+  async #inferEvents(res: ServerResponse, decoded: DecodedInferRequest, signal: AbortSignal, receivedAt: bigint): Promise<void> {
     const { request } = decoded;
     for (const [name, binary] of decoded.binaryOutputs) {
       if (binary) {
@@ -635,7 +640,7 @@ export class HttpFrontend {
       }
     }
     const json = { binaryOutputs: new Map<string, boolean>(), defaultBinary: false };
-    await this.#events(res, request, signal, (response, final) => {
+    await this.#events(res, request, signal, receivedAt, (response, final) => {
       const withFlag = { ...response, parameters: { ...response.parameters, triton_final_response: final } };
       return Buffer.from(encodeInferResponse(withFlag, { ...json, request }).chunks[0]!).toString('utf8');
     });
@@ -648,18 +653,20 @@ export class HttpFrontend {
   async #generate(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined, stream: boolean): Promise<void> {
     const signal = connectionSignal(req.socket);
     const body = await readBody(req, this.#options.maxInputSize);
+    const receivedAt = process.hrtime.bigint();
     const coding = req.headers['content-encoding'];
     if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
       throw new NereidError('REQUEST_COMPRESSION_INVALID', "Unsupported content-encoding, only 'identity' is supported.");
     }
     const request = decodeGenerateRequest(body, this.#server.modelMetadata(model, version), version);
     if (stream) {
-      await this.#events(res, request, signal, (response) => encodeGenerateResponse(response));
+      await this.#events(res, request, signal, receivedAt, (response) => encodeGenerateResponse(response));
       return;
     }
     const responses: InferResponse[] = [];
     await this.#server.inferStream(request, {
       signal,
+      receivedAt,
       onResponse: (r) => {
         if (r.response !== undefined) responses.push(r.response);
       },
@@ -683,6 +690,7 @@ export class HttpFrontend {
     res: ServerResponse,
     request: InferRequest,
     signal: AbortSignal,
+    receivedAt: bigint,
     encode: (response: InferResponse, final: boolean) => string,
   ): Promise<void> {
     const start = () => {
@@ -692,6 +700,7 @@ export class HttpFrontend {
     try {
       await this.#server.inferStream(request, {
         signal,
+        receivedAt,
         onResponse: (r) => {
           if (r.response === undefined) return;
           const frame = sseFrame(encode(r.response, r.final));
