@@ -525,7 +525,6 @@ class Stub:
             request._key = key = (x, index)
             open_keys.add(key)
             requests.append(request)
-        started = time.monotonic_ns()
         try:
             result = self.model.execute(requests)
             if inspect.iscoroutine(result):
@@ -549,11 +548,10 @@ class Stub:
                 done["rs"] = rescheduled
             if not self.decoupled:
                 done["responses"], done["outputs"], arrays = self._respond_all(requests, result)
-            done["ts"] = [str(started), str(time.monotonic_ns())]
             self._send(done, arrays)
         except Exception as err:
             traceback.print_exc()
-            self.channel.send({"t": "done", "x": x, "error": _error_text(err), "ts": [str(started), str(time.monotonic_ns())]})
+            self.channel.send({"t": "done", "x": x, "error": _error_text(err)})
             for request in requests:
                 open_keys.discard(request._key)
                 self._cancelled.discard(request._key)

@@ -294,10 +294,15 @@ interface HeldExecute {
   readonly final: boolean[];
   readonly aborts: (() => void)[];
   done: boolean;
-  settle?: { resolve(ts: [bigint, bigint] | undefined): void; reject(e: NereidError): void };
+  settle?: { resolve(): void; reject(e: NereidError): void };
   timer?: NodeJS.Timeout;
-  /** When `execute` started and ended in the stub, also for one that raised (for the statistics). */
-  ts?: [bigint, bigint];
+  /**
+   * When the stub's `done` arrived, also for an execute that raised: the end of compute_infer
+   * and start of compute_output (for the statistics, as Triton's Python backend splits them).
+   */
+  doneAt?: bigint;
+  /** When the responses `done` carried were handed to their requests: the end of compute_output. */
+  endAt?: bigint;
   /** The unload timeout's timer, armed once the instance unloads. */
   unloadTimer?: NodeJS.Timeout;
 }
@@ -430,7 +435,14 @@ class PythonInstance implements BackendInstance {
     return this.start();
   }
 
+  /**
+   * Statistics (models-and-scheduling.md §9.1), split as Triton's Python backend splits them:
+   * compute_input from here until the batch's inputs are in the stub's ring and the stub is told,
+   * compute_infer from then until the stub's `done` arrives (the stub's execute and its hand-offs
+   * both ways), compute_output from then until the responses were handed to the requests.
+   */
   async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
+    timing.markComputeStart();
     if (this.#terminated !== undefined) throw this.#terminated;
     const stub = await this.#running();
     const x = this.#nextExec++;
@@ -449,7 +461,7 @@ class PythonInstance implements BackendInstance {
     });
     const held: HeldExecute = { requests, final: requests.map(() => false), aborts: [], done: false };
     this.#held.set(x, held);
-    const finished = new Promise<[bigint, bigint] | undefined>((resolve, reject) => (held.settle = { resolve, reject }));
+    const finished = new Promise<void>((resolve, reject) => (held.settle = { resolve, reject }));
     requests.forEach((r, i) => {
       // A request without a caller's signal (an embedder's call without one) cannot be cancelled:
       // no listener to add and remove.
@@ -465,22 +477,17 @@ class PythonInstance implements BackendInstance {
       );
     }
     if (this.#closing) this.#boundByUnload(stub, held);
-    timing.markComputeStart();
     stub.send({ t: 'exec', x, model: this.#ctx.name, requests: wireRequests }, parts, descriptors as unknown as Record<string, unknown>[]);
+    timing.markInputsReady();
     requests.forEach((r, i) => r.signal.aborted && stub.send({ t: 'cancel', x, r: i }));
-    const ts = await finished.catch((err: unknown) => {
-      // An execute that raised still splits its time as one that returned.
-      if (held.ts) {
-        timing.markInputsReady(held.ts[0]);
-        timing.markOutputsStart(held.ts[1]);
-      }
-      throw err;
-    });
-    if (ts) {
-      timing.markInputsReady(ts[0]);
-      timing.markOutputsStart(ts[1]);
+    try {
+      await finished;
+    } finally {
+      // An execute that raised splits its time as one that returned; one whose stub died has no
+      // `done`, and its whole wait counts as compute_infer.
+      timing.markOutputsStart(held.doneAt);
+      timing.markComputeEnd(held.endAt ?? held.doneAt);
     }
-    timing.markComputeEnd();
   }
 
   /**
@@ -570,13 +577,11 @@ class PythonInstance implements BackendInstance {
     const x = m['x'] as number;
     const held = this.#held.get(x);
     if (held === undefined) return;
+    held.doneAt = process.hrtime.bigint();
     held.done = true;
     clearTimeout(held.timer);
     clearTimeout(held.unloadTimer);
-    const ts = m['ts'] as [string, string] | undefined;
     if (typeof m['error'] === 'string') {
-      const raisedTs = m['ts'] as [string, string] | undefined;
-      if (raisedTs) held.ts = [BigInt(raisedTs[0]), BigInt(raisedTs[1])];
       // The runner fails every request without a final response (spi.ts).
       // Triton's text for an execute that raised; the model is named by its instance, as there.
       held.settle?.reject(new NereidError('BACKEND_ERROR', `Failed to process the request(s) for model '${this.#spec.name}', message: ${m['error']}`));
@@ -610,7 +615,8 @@ class PythonInstance implements BackendInstance {
       this.#apply(held, entry, wire.slice(at, at + k), tensors.slice(at, at + k));
       at += k;
     }
-    held.settle?.resolve(ts ? [BigInt(ts[0]), BigInt(ts[1])] : undefined);
+    held.endAt = process.hrtime.bigint();
+    held.settle?.resolve();
     if (held.final.every((f) => f)) this.#release(x, held);
   }
 
