@@ -82,7 +82,8 @@ describe('statistics: the spans of a Python model', () => {
     assert.ok(input < 10, `compute_input ${input} ms is small`);
     assert.ok(output < 10, `compute_output ${output} ms is small`);
     const spans = average('queue') + input + infer + output;
-    assert.ok(request >= spans, `the request (${request} ms) covers queue and compute (${spans} ms)`);
+    // The request ends with its final response, handed over just before its batch's compute ends.
+    assert.ok(request > spans - 0.5, `the request (${request} ms) covers queue and compute (${spans} ms)`);
     assert.ok(request < spans + 20, `the request (${request} ms) adds little to queue and compute (${spans} ms)`);
     const [batch] = stats!.batch_stats;
     assert.ok(Number(batch!.compute_infer.ns) / batch!.compute_infer.count / MS >= 45, 'the batch statistics split the same way');
@@ -110,6 +111,6 @@ describe('statistics: the spans of a Python model', () => {
     const request = averageMs(stats!, 'success');
     const spans = averageMs(stats!, 'queue') + averageMs(stats!, 'compute_input') + averageMs(stats!, 'compute_infer') + averageMs(stats!, 'compute_output');
     assert.ok(request < 100, `the request (${request} ms) leaves out the 300 ms the body took to arrive`);
-    assert.ok(request >= spans, `the request (${request} ms) covers its decoding, queue and compute (${spans} ms)`);
+    assert.ok(request > spans - 0.5, `the request (${request} ms) covers its decoding, queue and compute (${spans} ms)`);
   });
 });

@@ -181,10 +181,7 @@ export class ModelStatistics implements SchedulerObserver {
 
   onRequestComplete(request: ScheduledRequest, reason: FailureReason | undefined): void {
     const t = request.times;
-    // The request ends with its final response, or, as in Triton (which takes the request's end
-    // once the backend reported its execution), with its batch's execution if that ended later.
-    const end = request.completedAt > t.computeEnd ? request.completedAt : t.computeEnd;
-    const total = end - t.request;
+    const total = request.completedAt - t.request;
     if (t.computeStart !== 0n) this.#recordResponses(request);
     if (reason !== undefined) {
       this.fail.add(total);
