@@ -78,7 +78,7 @@ describe('statistics: the spans of a Python model', () => {
     const request = average('success');
     // Inputs ready is read just after the stub was told to execute: a server thread descheduled
     // in between (a busy machine) shortens compute_infer by that much, hence the lower margin.
-    assert.ok(infer >= 45 && infer < 80, `compute_infer ${infer} ms covers the 50 ms execute`);
+    assert.ok(infer >= 45 && infer < 200, `compute_infer ${infer} ms covers the 50 ms execute`);
     assert.ok(input < 10, `compute_input ${input} ms is small`);
     assert.ok(output < 10, `compute_output ${output} ms is small`);
     const spans = average('queue') + input + infer + output;

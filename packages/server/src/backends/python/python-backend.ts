@@ -301,7 +301,10 @@ interface HeldExecute {
    * and start of compute_output (for the statistics, as Triton's Python backend splits them).
    */
   doneAt?: bigint;
-  /** When the responses `done` carried were handed to their requests: the end of compute_output. */
+  /**
+   * When the responses `done` carried were handed to their requests: the end of compute_output
+   * (unset for an execute that raised: its end is when `execute` settles).
+   */
   endAt?: bigint;
   /** The unload timeout's timer, armed once the instance unloads. */
   unloadTimer?: NodeJS.Timeout;
@@ -486,7 +489,7 @@ class PythonInstance implements BackendInstance {
       // An execute that raised splits its time as one that returned; one whose stub died has no
       // `done`, and its whole wait counts as compute_infer.
       timing.markOutputsStart(held.doneAt);
-      timing.markComputeEnd(held.endAt ?? held.doneAt);
+      timing.markComputeEnd(held.endAt);
     }
   }
 
