@@ -102,10 +102,12 @@ await writeFile(streamFile, streamResponse);
 
 // (c) the bare grpc-js server answering the same bytes.
 const bare = await spawnServer([join(root, 'dist/bench/bare-grpc-server.js'), unaryFile, streamFile], /port (\d+)/);
+// (d) gRPC framed by hand on node:http2, answering the same bytes: what grpc-js costs over Node's HTTP/2.
+const bareHttp2 = await spawnServer([join(root, 'dist/bench/bare-http2-grpc-server.js'), unaryFile, streamFile], /port (\d+)/);
 
 // 2N load processes: the first N carry the load, all 2N the client check.
 const pool = LoadClientPool.fork(join(root, 'dist/bench/grpc-load-client.js'), [requestFile], 2 * clients);
-const servers = [nereid, bare] as const;
+const servers = [nereid, bare, bareHttp2] as const;
 type ChildServer = (typeof servers)[number];
 
 type Load = Omit<GrpcLoadOptions, 'port' | 'expectedLength' | 'transport'>;
@@ -146,8 +148,8 @@ async function measure(server: ChildServer, load: (Load | undefined)[], windowSe
 
 /** Nereid and the bare server under `load`, alternating windows; medians. */
 async function both(load: (Load | undefined)[]) {
-  const [n, b] = await alternate(servers, rounds, (server) => measure(server, load));
-  return { nereid: medianOf(n!), bare: medianOf(b!), foreign: [...n!, ...b!].map((r) => r.foreignCpuShare) };
+  const [n, b, h] = await alternate(servers, rounds, (server) => measure(server, load));
+  return { nereid: medianOf(n!), bare: medianOf(b!), http2: medianOf(h!), foreign: [...n!, ...b!, ...h!].map((r) => r.foreignCpuShare) };
 }
 
 const measured = await (async () => {
@@ -170,6 +172,7 @@ const measured = await (async () => {
     await pool.close();
     await nereid.stop();
     await bare.stop();
+    await bareHttp2.stop();
     await rm(repo, { recursive: true, force: true });
   }
 })();
@@ -198,6 +201,12 @@ const figures: Figure[] = [
   compared('grpc_client_check_c16', 'req/s', measured.check2N.throughput, measured.checkN.throughput, `bare_grpc_js_${clients}_processes`),
   compared('grpc_client_check_stream_16', 'req/s', measured.stream2.throughput, measured.stream1.throughput, 'bare_grpc_js_1_stream'),
   { name: 'grpc_machine_cpu_busy_c16', value: c16.bare.machineCpuBusy, unit: '' },
+  // The gRPC library itself: the same bytes served over node:http2 framed by hand, against grpc-js.
+  compared('grpc_bare_http2_throughput_c16', 'req/s', c16.http2.throughput, c16.bare.throughput, 'bare_grpc_js'),
+  compared('grpc_bare_http2_server_cpu_per_request_c16', 'us', c16.http2.serverCpuUsPerRequest, c16.bare.serverCpuUsPerRequest, 'bare_grpc_js'),
+  compared('grpc_bare_http2_latency_c1', 'us', c1.http2.meanLatencyUs, c1.bare.meanLatencyUs, 'bare_grpc_js'),
+  compared('grpc_bare_http2_stream_throughput_16', 'req/s', s16.http2.throughput, s16.bare.throughput, 'bare_grpc_js'),
+  compared('grpc_bare_http2_stream_server_cpu_per_request_16', 'us', s16.http2.serverCpuUsPerRequest, s16.bare.serverCpuUsPerRequest, 'bare_grpc_js'),
   { name: 'grpc_foreign_cpu_share', value: Math.max(...c1.foreign, ...c16.foreign, ...s16.foreign), unit: '' },
 ];
 report(figures, jsonPath);
