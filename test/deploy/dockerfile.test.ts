@@ -152,3 +152,17 @@ test("the image's nereid command runs Nereid's CLI: --help, serve --help, operat
   const pkg = JSON.parse(readFileSync(join(root, 'packages', 'server', 'package.json'), 'utf8')) as { version: string };
   assert.equal(version.stdout.trim(), pkg.version);
 });
+
+test("the image's nereid command starts node with the Node.js options serve is meant to run with; NEREID_NODE_FLAGS replaces them", async () => {
+  const script = join(root, 'deploy', 'nereid.sh');
+  // `serve` without a repository stops at once, after the check of its Node.js options (verbose).
+  const serve = (extra: Record<string, string>) =>
+    run('sh', [script, 'serve', '--log-verbose=1'], { env: { ...process.env, NEREID_HOME: root, NODE_OPTIONS: '', ...extra } }).then(
+      () => assert.fail('serve without a model repository exited 0'),
+      (err: { stdout: string; stderr: string }) => err,
+    );
+  const [plain, replaced] = await Promise.all([serve({}), serve({ NEREID_NODE_FLAGS: '--max-semi-space-size=8' })]);
+  assert.match(plain.stdout + plain.stderr, /no model repository given/);
+  assert.doesNotMatch(plain.stdout + plain.stderr, /started without the Node\.js options/);
+  assert.match(replaced.stdout + replaced.stderr, /started without the Node\.js options --single-threaded-gc:/);
+});

@@ -44,8 +44,9 @@ export class NereidProcess {
    * @param env variables added to this process's environment for the child
    * @param bin the script run with `args`: `nereid` unless told (`TRITONSERVER_BIN`)
    */
-  constructor(args: readonly string[], env: Record<string, string> = {}, bin: string = NEREID_BIN) {
-    this.child = spawn(process.execPath, [bin, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  /** @param nodeFlags options to `node` itself, before the script (V8 flags NODE_OPTIONS refuses) */
+  constructor(args: readonly string[], env: Record<string, string> = {}, bin: string = NEREID_BIN, nodeFlags: readonly string[] = []) {
+    this.child = spawn(process.execPath, [...nodeFlags, bin, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     this.child.stdout!.setEncoding('utf8').on('data', (s: string) => {
       this.#stdout += s;
       this.#notify();
@@ -148,8 +149,9 @@ export const LOCAL_ENDPOINTS = ['--http-address=127.0.0.1', '--http-port=0', '--
 export async function startNereidServe(
   args: readonly string[],
   env: Record<string, string> = {},
+  nodeFlags: readonly string[] = [],
 ): Promise<{ process: NereidProcess; port: number; url: string; grpcPort: number | undefined }> {
-  const p = new NereidProcess(['serve', ...args, ...LOCAL_ENDPOINTS], env);
+  const p = new NereidProcess(['serve', ...args, ...LOCAL_ENDPOINTS], env, NEREID_BIN, nodeFlags);
   try {
     const m = await p.waitFor(/Started HTTPService at 127\.0\.0\.1:(\d+)/);
     const port = Number(m[1]);

@@ -34,9 +34,15 @@ describe('nereid serve and its Node.js options', () => {
   });
 
   it('is silent about them when they are given, and serves', async () => {
-    const { process: p, url } = await startNereidServe([`--model-repository=${EXAMPLE_REPOSITORY}`, '--log-verbose=1'], {
-      NODE_OPTIONS: SERVE_NODE_OPTIONS.join(' '),
-    });
+    // NODE_OPTIONS takes the semi-space size but refuses --single-threaded-gc: that one goes on
+    // node's command line, as `npm run serve` and the container's `nereid` pass them.
+    const inEnv = SERVE_NODE_OPTIONS.filter((o) => o.startsWith('--max-semi-space-size'));
+    const onCommandLine = SERVE_NODE_OPTIONS.filter((o) => !inEnv.includes(o));
+    const { process: p, url } = await startNereidServe(
+      [`--model-repository=${EXAMPLE_REPOSITORY}`, '--log-verbose=1'],
+      { NODE_OPTIONS: inEnv.join(' ') },
+      onCommandLine,
+    );
     try {
       assert.doesNotMatch(p.stdout + p.stderr, HINT);
       const ready = await fetch(`${url}/v2/health/ready`);

@@ -132,7 +132,7 @@ export async function launchLocal(config: AnalyzeConfig, repositories: readonly 
     args = flags;
   } else {
     command = process.execPath;
-    args = ['--max-semi-space-size=64', await nereidBin(), 'serve', ...flags];
+    args = ['--max-semi-space-size=64', '--single-threaded-gc', await nereidBin(), 'serve', ...flags];
   }
   const log = createWriteStream(logFile);
   // Its own process group: a Ctrl-C at the terminal interrupts the analysis (which then finishes

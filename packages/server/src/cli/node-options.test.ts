@@ -9,12 +9,18 @@ describe('missingNodeOptions', () => {
   });
 
   it('counts an option given on the command line or in NODE_OPTIONS, with any value and either spelling', () => {
-    assert.deepEqual(missingNodeOptions(['--max-semi-space-size=64'], undefined), []);
-    assert.deepEqual(missingNodeOptions([], '--trace-warnings --max-semi-space-size=32'), []);
-    assert.deepEqual(missingNodeOptions(['--max_semi_space_size=128'], ''), []);
+    assert.deepEqual(missingNodeOptions(['--max-semi-space-size=64', '--single-threaded-gc'], undefined), []);
+    assert.deepEqual(missingNodeOptions(['--single-threaded-gc'], '--trace-warnings --max-semi-space-size=32'), []);
+    assert.deepEqual(missingNodeOptions(['--max_semi_space_size=128', '--single_threaded_gc'], ''), []);
+    assert.deepEqual(missingNodeOptions(['--max-semi-space-size=64'], undefined), ['--single-threaded-gc']);
+  });
+
+  it("counts the --no- form as the operator's choice", () => {
+    assert.deepEqual(missingNodeOptions(['--no-single-threaded-gc'], '--max-semi-space-size=16'), []);
   });
 
   it('does not take a similar flag for it', () => {
-    assert.deepEqual(missingNodeOptions(['--max-old-space-size=4096'], '--semi-space-growth-factor=2'), ['--max-semi-space-size=64']);
+    assert.deepEqual(missingNodeOptions(['--max-old-space-size=4096', '--single-threaded-gc'], '--semi-space-growth-factor=2'), ['--max-semi-space-size=64']);
+    assert.deepEqual(missingNodeOptions(['--max-semi-space-size=64', '--single-threaded'], undefined), ['--single-threaded-gc']);
   });
 });
