@@ -440,9 +440,9 @@ class PythonInstance implements BackendInstance {
 
   /**
    * Statistics (models-and-scheduling.md §9.1), split as Triton's Python backend splits them:
-   * compute_input from here until the batch's inputs are in the stub's ring and the stub is told,
-   * compute_infer from then until the stub's `done` arrives (the stub's execute and its hand-offs
-   * both ways), compute_output from then until the responses were handed to the requests.
+   * compute_input from here until the batch's inputs are in the stub's ring and its message is
+   * built, compute_infer from then until the stub's `done` arrives (telling the stub, its execute
+   * and the hand-off back), compute_output from then until the responses were handed to the requests.
    */
   async execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     timing.markComputeStart();
@@ -480,8 +480,11 @@ class PythonInstance implements BackendInstance {
       );
     }
     if (this.#closing) this.#boundByUnload(stub, held);
-    stub.send({ t: 'exec', x, model: this.#ctx.name, requests: wireRequests }, parts, descriptors as unknown as Record<string, unknown>[]);
-    timing.markInputsReady();
+    // compute_input ends with the inputs in the ring and the message built; the write that wakes
+    // the stub (tens of microseconds across cores) is the hand-off, in compute_infer.
+    stub.send({ t: 'exec', x, model: this.#ctx.name, requests: wireRequests }, parts, descriptors as unknown as Record<string, unknown>[], () =>
+      timing.markInputsReady(),
+    );
     requests.forEach((r, i) => r.signal.aborted && stub.send({ t: 'cancel', x, r: i }));
     try {
       await finished;

@@ -276,8 +276,12 @@ export class StubProcess {
     this.#onMessage(message, tensors);
   }
 
-  /** Sends a message; `parts` (tensor bytes, in descriptor order) go through the ring first. */
-  send(message: Record<string, unknown>, parts: readonly Uint8Array[] = [], descriptors: Record<string, unknown>[] = []): void {
+  /**
+   * Sends a message; `parts` (tensor bytes, in descriptor order) go through the ring first.
+   * `staged` runs once the bytes are in the ring and the frame is built, right before the write
+   * that wakes the stub (the end of an execution's compute_input).
+   */
+  send(message: Record<string, unknown>, parts: readonly Uint8Array[] = [], descriptors: Record<string, unknown>[] = [], staged?: () => void): void {
     if (this.#exited) return;
     if (parts.length > 0) {
       let placed: ReturnType<RingWriter['put']>;
@@ -301,6 +305,7 @@ export class StubProcess {
     const frame = Buffer.allocUnsafe(4 + length);
     frame.writeUInt32LE(length, 0);
     frame.write(json, 4, 'utf8');
+    staged?.();
     this.#socket.write(frame);
   }
 
