@@ -48,7 +48,7 @@ class TritonPythonModel:
         return responses
 `;
 
-/** Allocates 200 MiB in initialize: over a small limit right after the load. */
+/** Allocates 150 MiB in initialize: over a small limit right after the load. */
 const BIG_INIT_PY = String.raw`
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -56,7 +56,7 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.weights = np.ones(200 * 131072, dtype=np.float64)
+        self.weights = np.ones(150 * 131072, dtype=np.float64)
 
     def execute(self, requests):
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]

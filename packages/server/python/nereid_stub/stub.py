@@ -675,13 +675,20 @@ class Stub:
                     return
 
 
+# glibc reserves 64 MiB of address space (counted in the data segment, mostly never touched) for
+# the malloc arena of each thread that allocates; threads the model starts after the cap is set
+# would otherwise eat the cap's headroom.
+_ARENA_SLACK = 64 << 20
+
+
 def _cap_data_segment():
     """The backstop of the model's memory limit (NEREID_MEMORY_LIMIT_BYTES, docs/resources.md):
     the data segment (private writable memory: the heap, anonymous mappings such as numpy's and
     torch's buffers, thread stacks) may grow by at most twice the limit from what it is now, so
     that a runaway allocation faster than the server's samples fails at once (numpy raises
     MemoryError) instead of taking the machine's memory. The server's samples stop the model once
-    it is over its limit; twice leaves room for memory reserved but never touched."""
+    it is over its limit; twice leaves room for memory reserved but never touched, and
+    ``_ARENA_SLACK`` for the malloc arena a thread started after this reserves."""
     limit = os.environ.get("NEREID_MEMORY_LIMIT_BYTES", "")
     if not limit:
         return
@@ -692,7 +699,7 @@ def _cap_data_segment():
             data = next((int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:")), None)
         if data is not None:
             hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
-            soft = data + 2 * int(limit)
+            soft = data + 2 * int(limit) + _ARENA_SLACK
             if hard != resource.RLIM_INFINITY:
                 soft = min(soft, hard)
             resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
