@@ -168,6 +168,41 @@ export function cpuTimeUs(pid: number): { total: number; main: number } | undefi
   return { total, main: threadUs(String(pid)) };
 }
 
+/** `pid` and every process below it (children, grandchildren), from /proc. */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(entry));
+      children.set(ppid, list);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) tree.push(...(children.get(tree[i]!) ?? []));
+  return tree;
+}
+
+/**
+ * CPU time (µs, all threads) used so far by `pid` and the processes below it: a server with
+ * the model processes it started (Python stubs). Processes that exited are not counted, so
+ * compare differences over a window in which the tree stays the same. Undefined without /proc.
+ */
+export function processTreeCpuUs(pid: number): number | undefined {
+  let total = 0;
+  try {
+    for (const p of processTree(pid)) total += cpuTimeUs(p)?.total ?? 0;
+  } catch {
+    return undefined;
+  }
+  return total;
+}
+
 /**
  * The benchmarks' HTTP load: keep-alive POSTs of prebuilt bytes on `concurrency` connections that
  * check the status and drain the body; `post` resolves with the body's length. The client is

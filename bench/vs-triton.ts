@@ -10,8 +10,9 @@
  * Each point (model, protocol, concurrency) is measured by each load generator — perf_analyzer
  * from the conformance environment, and `nereid perf` — on both servers in pairs (Nereid then
  * Triton, Triton then Nereid, alternating), and every ratio is Nereid / Triton, the median over
- * the pairs of each pair's ratio: throughput, p50, p99, and the average batch size (inference
- * count / execution count over the run, from each server's statistics extension). The server-side
+ * the pairs of each pair's ratio: throughput, p50, p99, the average batch size (inference count
+ * / execution count over the run, from each server's statistics extension) and the server's CPU
+ * time per inference (its process and the model processes below it, from /proc). The server-side
  * breakdown both report (queue, compute input / infer / output) is printed side by side, and for
  * Nereid the main thread's event-loop delay and the GC pauses during each run (bench/loop-probe.ts
  * preloaded into the server), so that a tail can be put down to a stall or a collection.
@@ -33,7 +34,7 @@ import type { LevelSummary } from '@nereid/perf';
 import { requireTriton, startTriton, type TritonServer } from '../test/conformance/helpers/triton.js';
 import { toolEnvironment, VENV_BIN } from '../test/conformance/helpers/tier.js';
 import { LOOP_PROBE_PREFIX, type LoopProbeReport } from './loop-probe.js';
-import { benchArgs, compared, median, nereidServeCommand, report, spawnServer, type ChildServer, type Figure } from './lib.js';
+import { benchArgs, compared, median, nereidServeCommand, processTreeCpuUs, report, spawnServer, type ChildServer, type Figure } from './lib.js';
 
 const args = benchArgs();
 const quick = process.argv.includes('--quick');
@@ -153,6 +154,8 @@ interface Measurement {
   p99: number;
   avgLatency: number;
   batch: number;
+  /** The server's CPU time (its process and its model processes) per inference, µs. */
+  cpu: number;
   breakdown: Breakdown;
   probe?: LoopProbeReport;
 }
@@ -161,6 +164,8 @@ interface Target {
   name: 'nereid' | 'triton';
   http: string;
   grpc: string;
+  /** The server process (its Python stubs run below it). */
+  pid: number;
   /** Nereid only: the probe's report of the time since the last call. */
   probe?: () => Promise<LoopProbeReport>;
 }
@@ -226,8 +231,9 @@ function unstable(generator: Generator, point: Point, target: Target): void {
 async function measure(generator: Generator, point: Point, target: Target): Promise<Measurement> {
   const before = await counts(target, point.model);
   await target.probe?.();
+  const cpuBefore = processTreeCpuUs(target.pid) ?? NaN;
   const limit = windowMs * 24 + 15_000;
-  let m: Omit<Measurement, 'batch'>;
+  let m: Omit<Measurement, 'batch' | 'cpu'>;
   if (generator === 'perf_analyzer') {
     const r = await run(PERF_ANALYZER, loadArgs(point, target), toolEnvironment(), limit);
     if (r.code !== 0 && !(r.code === UNSTABLE && r.stdout.includes('Avg request latency'))) throw new Error(`perf_analyzer ${point.name} against ${target.name} exited ${r.code}:\n${r.stdout}\n${r.stderr}`);
@@ -258,9 +264,11 @@ async function measure(generator: Generator, point: Point, target: Target): Prom
       breakdown: { queue: s?.queueUs ?? NaN, computeInput: s?.computeInputUs ?? NaN, computeInfer: s?.computeInferUs ?? NaN, computeOutput: s?.computeOutputUs ?? NaN, request: s?.avgRequestUs ?? NaN },
     };
   }
+  const cpuAfter = processTreeCpuUs(target.pid) ?? NaN;
   const probe = await target.probe?.();
   const after = await counts(target, point.model);
-  return { ...m, batch: (after.inferences - before.inferences) / Math.max(1, after.executions - before.executions), probe };
+  const inferences = Math.max(1, after.inferences - before.inferences);
+  return { ...m, batch: inferences / Math.max(1, after.executions - before.executions), cpu: (cpuAfter - cpuBefore) / inferences, probe };
 }
 
 // ---------------------------------------------------------------- the servers
@@ -294,7 +302,7 @@ async function startNereid(repository: string): Promise<{ server: ChildServer; t
       };
       server.process.kill('SIGUSR2');
     });
-  return { server, target: { name: 'nereid', http: `127.0.0.1:${server.port}`, grpc: `127.0.0.1:${server.ports.grpc}`, probe } };
+  return { server, target: { name: 'nereid', http: `127.0.0.1:${server.port}`, grpc: `127.0.0.1:${server.ports.grpc}`, pid: server.process.pid!, probe } };
 }
 
 /** Waits until every model of the repository answers ready on `target`. */
@@ -325,7 +333,7 @@ let nereid: Awaited<ReturnType<typeof startNereid>> | undefined;
 try {
   triton = await startTriton(repo);
   nereid = await startNereid(repo);
-  const tritonTarget: Target = { name: 'triton', http: triton.endpoints.http, grpc: triton.endpoints.grpc };
+  const tritonTarget: Target = { name: 'triton', http: triton.endpoints.http, grpc: triton.endpoints.grpc, pid: triton.pid };
   await waitReady(tritonTarget, modelNames);
   await waitReady(nereid.target, modelNames);
   console.log(`vs-triton: ${rounds} pair(s) per point, ${windowMs} ms windows, generators ${generators.join(', ')}; ratios are Nereid / Triton, medians over the pairs`);
@@ -366,6 +374,7 @@ try {
         ['p50', 'us', (m: Measurement) => m.p50],
         ['p99', 'us', (m: Measurement) => m.p99],
         ['batch', 'inferences/execution', (m: Measurement) => m.batch],
+        ['cpu', 'us/inference', (m: Measurement) => m.cpu],
       ] as const) {
         figures.push({ ...compared(`${id}_${what}`, unit, med('nereid', pick), med('triton', pick), 'triton'), ratio: ratio(pick) });
       }
