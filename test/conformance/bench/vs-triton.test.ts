@@ -28,8 +28,8 @@ it('vs-triton --quick measures both servers with both generators and prints ever
   const figures = stdout.split('\n').flatMap((l) => parseFigureLine(l) ?? []);
   const names = figures.map((f) => f.name).sort();
   const expected = [
-    ...['pa', 'np'].flatMap((g) => ['throughput', 'p50', 'p99', 'batch'].map((w) => `vs_triton_${g}_add_sub_grpc_c4_${w}`)),
-    ...['throughput', 'p50', 'p99', 'batch'].map((w) => `vs_triton_pa_decoupled_grpc_stream_c4_${w}`),
+    ...['pa', 'np'].flatMap((g) => ['throughput', 'p50', 'p99', 'batch', 'cpu'].map((w) => `vs_triton_${g}_add_sub_grpc_c4_${w}`)),
+    ...['throughput', 'p50', 'p99', 'batch', 'cpu'].map((w) => `vs_triton_pa_decoupled_grpc_stream_c4_${w}`),
   ].sort();
   assert.deepEqual(names, expected, stdout);
   for (const f of figures) {
