@@ -15,6 +15,7 @@ import {
 } from '@nereid/client';
 import type { ModelInfo } from './input-data.js';
 import type { PerfOptions } from './options.js';
+import { StreamRequests } from './stream-requests.js';
 
 /** One cumulative statistics counter (count, nanoseconds). */
 export interface Duration {
@@ -368,16 +369,15 @@ class GrpcTransport implements Transport {
 }
 
 /**
- * One `ModelStreamInfer` stream carrying any number of requests at once; responses are matched to
- * requests by id, and a request completes with its final response (decoupled models may send
- * several before it).
+ * One `ModelStreamInfer` stream carrying any number of requests at once; `StreamRequests` matches
+ * responses to requests by id and decides when each is complete. Every request asks for an empty
+ * final response, so that a decoupled model's request that ends with a flags-only final completes.
  */
 class StreamSender implements Sender {
   #stream: GrpcInferStream;
   #model: string;
   #version: string;
-  #next = 0;
-  #pending = new Map<string, { responses: number; resolve: (s: Sent) => void; reject: (e: unknown) => void }>();
+  #requests = new StreamRequests();
   #failure: unknown;
   #outputs: readonly ClientRequestedOutput[] | undefined;
 
@@ -391,38 +391,23 @@ class StreamSender implements Sender {
 
   async #read(): Promise<void> {
     try {
-      for await (const r of this.#stream) {
-        const p = this.#pending.get(r.id);
-        if (p === undefined) continue;
-        if (r.result !== undefined) p.responses++;
-        if (r.error !== undefined) {
-          this.#pending.delete(r.id);
-          p.reject(r.error);
-        } else if (r.final) {
-          this.#pending.delete(r.id);
-          p.resolve({ responses: p.responses, sendMs: 0, recvMs: 0 });
-        }
-      }
+      for await (const r of this.#stream) this.#requests.settle(r);
       this.#failure = new NereidError('PERF_SERVER_UNREACHABLE', 'the gRPC stream ended');
     } catch (err) {
       this.#failure = err;
     }
-    for (const p of this.#pending.values()) p.reject(this.#failure);
-    this.#pending.clear();
+    this.#requests.failAll(this.#failure);
   }
 
   infer(inputs: readonly PerfInput[], parameters?: Record<string, ParameterValue>): Promise<Sent> {
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
-    const id = String(++this.#next);
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, { responses: 0, resolve, reject });
-      try {
-        this.#stream.send({ model: this.#model, version: this.#version || undefined, id, inputs, outputs: this.#outputs, parameters });
-      } catch (err) {
-        this.#pending.delete(id);
-        reject(err);
-      }
-    });
+    const { id, done } = this.#requests.open();
+    try {
+      this.#stream.send({ model: this.#model, version: this.#version || undefined, id, inputs, outputs: this.#outputs, parameters, enableEmptyFinalResponse: true });
+    } catch (err) {
+      this.#requests.abandon(id, err);
+    }
+    return done;
   }
 
   close(): void {
