@@ -11,7 +11,7 @@ import { checkBackendConfigKey } from './backend-config.js';
 import { CONFIG_LIMIT_NAMES, parseConfigLimit, type ConfigLimitName } from '../config/index.js';
 import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../core/server.js';
 import { DEFAULT_MEMORY_SAMPLE_INTERVAL_MS, parseByteSize } from '../core/memory.js';
-import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS } from '../frontends/grpc/grpc-frontend.js';
+import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, type GrpcServerKind } from '../frontends/grpc/grpc-frontend.js';
 import { MAX_MESSAGE_SIZE } from '../frontends/grpc/infer-codec.js';
 import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
 import type { LogFormat } from '../observability/logger.js';
@@ -76,6 +76,8 @@ export interface ServeOptions {
   grpcMaxConcurrentStreams: number;
   /** `--grpc-max-input-size`: the largest request message, bytes, as received and after decompression. */
   grpcMaxInputSize: number;
+  /** `--grpc-server`: which gRPC server carries the services. */
+  grpcServer: GrpcServerKind;
   allowMetrics: boolean;
   allowCpuMetrics: boolean;
   allowGpuMetrics: boolean;
@@ -756,6 +758,20 @@ const OPTIONS = {
       'before it is refused, so lower it where clients are not trusted.',
     apply: (o, v, n) => (o.grpcMaxInputSize = parseInt(n, v, 1, MAX_MESSAGE_SIZE)),
   },
+  'grpc-server': {
+    group: 'GRPC',
+    kind: 'string',
+    format: '<http2|grpc-js>',
+    default: 'http2',
+    nereidOnly: true,
+    description:
+      "The gRPC server implementation: 'http2' is Nereid's own on Node's HTTP/2 (less CPU per call); 'grpc-js' is " +
+      "@grpc/grpc-js's server, kept as a fallback. Both speak the same protocol.",
+    apply: (o, v, n) => {
+      if (v !== 'http2' && v !== 'grpc-js') throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'http2' or 'grpc-js', got '${v}'`);
+      o.grpcServer = v;
+    },
+  },
   'grpc-restricted-protocol': {
     group: 'GRPC',
     kind: 'string',
@@ -1107,6 +1123,7 @@ export function defaultServeOptions(): ServeOptions {
     grpcMaxConnectionAgeGraceMs: undefined,
     grpcMaxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
     grpcMaxInputSize: MAX_MESSAGE_SIZE,
+    grpcServer: 'http2',
     allowMetrics: true,
     allowCpuMetrics: true,
     allowGpuMetrics: true,

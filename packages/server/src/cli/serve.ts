@@ -190,6 +190,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       keepaliveTimeoutMs: options.grpcKeepaliveTimeoutMs,
       maxConcurrentStreams: options.grpcMaxConcurrentStreams,
       maxInputSize: options.grpcMaxInputSize,
+      server: options.grpcServer,
       ...(options.grpcMaxConnectionAgeMs !== undefined ? { maxConnectionAgeMs: options.grpcMaxConnectionAgeMs } : {}),
       ...(options.grpcMaxConnectionAgeGraceMs !== undefined ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs } : {}),
     });

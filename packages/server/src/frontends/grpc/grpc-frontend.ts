@@ -1,17 +1,9 @@
 /**
  * The gRPC frontend (protocol.md §4): `inference.GRPCInferenceService` and `grpc.health.v1.Health`
- * on @grpc/grpc-js. A translation layer to the `Server` facade, like the HTTP frontend; it never
- * touches schedulers or backends.
+ * on our gRPC server over node:http2 (h2-server.ts), or on @grpc/grpc-js's (`--grpc-server=grpc-js`).
+ * A translation layer to the `Server` facade, like the HTTP frontend; it never touches schedulers
+ * or backends.
  */
-import {
-  Server as GrpcServer,
-  ServerCredentials,
-  status as GrpcStatus,
-  type sendUnaryData,
-  type ServerDuplexStream,
-  type ServerUnaryCall,
-  type UntypedServiceImplementation,
-} from '@grpc/grpc-js';
 import {
   GRPC_HEALTH_SERVICE,
   GRPC_INFERENCE_SERVICE,
@@ -27,7 +19,19 @@ import type { LogSettingsReport, ModelStatisticsReport, StatisticDuration } from
 import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE, requestedVersion } from './infer-codec.js';
 import { InferStream, STOPPING_MESSAGE } from './infer-stream.js';
 import { repositoryIndex, repositoryModelLoad, repositoryModelUnload } from './repository-codec.js';
+import { GrpcJsServer } from './grpc-js-server.js';
+import {
+  GrpcCode,
+  H2GrpcServer,
+  type H2DuplexCall,
+  type H2UnaryCall,
+  type GrpcMethodDefinition,
+  type UnaryCallback,
+} from './h2-server.js';
 import { grpcError } from './status.js';
+
+/** Which gRPC server carries the services: ours on node:http2 (default), or grpc-js's. */
+export type GrpcServerKind = 'http2' | 'grpc-js';
 
 export interface GrpcFrontendOptions {
   /** `--grpc-address`, default 0.0.0.0. */
@@ -49,11 +53,15 @@ export interface GrpcFrontendOptions {
    * decompression (default and most: MAX_MESSAGE_SIZE).
    */
   maxInputSize?: number;
+  /** `--grpc-server`, default `http2`. */
+  server?: GrpcServerKind;
 }
 
 export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1024;
 
-type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
+type ServerUnaryCall<Req> = Pick<H2UnaryCall<Req>, 'request' | 'metadata' | 'once' | 'off'>;
+type Unary<Req, Res> = (call: ServerUnaryCall<Req>, callback: UnaryCallback<Res>) => void;
+type UntypedServiceImplementation = Record<string, unknown>;
 
 /** RPCs of capabilities this version does not have, and what each one is. */
 const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
@@ -135,7 +143,7 @@ function toProtoStatistics(s: ModelStatisticsReport): pb.ModelStatistics {
 
 export class GrpcFrontend {
   readonly #server: Server;
-  readonly #grpc: GrpcServer;
+  readonly #grpc: H2GrpcServer | GrpcJsServer;
   readonly #options: Required<Pick<GrpcFrontendOptions, 'address' | 'port'>>;
   #port = 0;
   #shuttingDown = false;
@@ -148,35 +156,32 @@ export class GrpcFrontend {
   constructor(server: Server, options: GrpcFrontendOptions = {}) {
     this.#server = server;
     this.#options = { address: options.address ?? '0.0.0.0', port: options.port ?? 8001 };
-    const channelOptions: Record<string, number> = {
-      // grpc-js inflates a compressed message only up to this length, then refuses it.
-      'grpc.max_receive_message_length': Math.min(options.maxInputSize ?? MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE),
-      'grpc.max_send_message_length': MAX_MESSAGE_SIZE,
-      'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 7_200_000,
-      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 20_000,
+    const serverOptions = {
+      maxReceiveMessageLength: Math.min(options.maxInputSize ?? MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE),
+      maxSendMessageLength: MAX_MESSAGE_SIZE,
+      keepaliveTimeMs: options.keepaliveTimeMs ?? 7_200_000,
+      keepaliveTimeoutMs: options.keepaliveTimeoutMs ?? 20_000,
+      maxConcurrentStreams: options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+      maxConnectionAgeMs: options.maxConnectionAgeMs,
+      maxConnectionAgeGraceMs: options.maxConnectionAgeGraceMs,
     };
-    const streams = options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS;
-    if (streams > 0) channelOptions['grpc.max_concurrent_streams'] = streams;
-    if (options.maxConnectionAgeMs !== undefined) channelOptions['grpc.max_connection_age_ms'] = options.maxConnectionAgeMs;
-    if (options.maxConnectionAgeGraceMs !== undefined) channelOptions['grpc.max_connection_age_grace_ms'] = options.maxConnectionAgeGraceMs;
-    this.#grpc = new GrpcServer(channelOptions);
-    this.#grpc.addService(GRPC_INFERENCE_SERVICE, this.#inferenceService());
-    this.#grpc.addService(GRPC_HEALTH_SERVICE, { Check: this.#check });
+    this.#grpc = options.server === 'grpc-js' ? new GrpcJsServer(serverOptions) : new H2GrpcServer(serverOptions);
+    this.#grpc.addService(GRPC_INFERENCE_SERVICE as Record<string, GrpcMethodDefinition>, this.#inferenceService());
+    this.#grpc.addService(GRPC_HEALTH_SERVICE as Record<string, GrpcMethodDefinition>, { Check: this.#check });
   }
 
   /** Starts listening; resolves with the bound port. */
   listen(): Promise<number> {
-    const host = this.#options.address.includes(':') ? `[${this.#options.address}]` : this.#options.address;
-    return new Promise((resolve, reject) => {
-      this.#grpc.bindAsync(`${host}:${this.#options.port}`, ServerCredentials.createInsecure(), (err, port) => {
-        if (err) {
-          reject(new NereidError('UNAVAILABLE', `gRPC service could not listen on ${this.#options.address}:${this.#options.port}: ${err.message}`));
-          return;
-        }
-        this.#port = port;
-        resolve(port);
-      });
-    });
+    const { address, port } = this.#options;
+    return this.#grpc.listen(address, port).then(
+      (bound) => {
+        this.#port = bound;
+        return bound;
+      },
+      (err: Error) => {
+        throw new NereidError('UNAVAILABLE', `gRPC service could not listen on ${address}:${port}: ${err.message}`);
+      },
+    );
   }
 
   get port(): number {
@@ -244,7 +249,7 @@ export class GrpcFrontend {
   #inferenceService(): UntypedServiceImplementation {
     const server = this.#server;
     const unary =
-      <Req, Res>(fn: (request: Req, call: ServerUnaryCall<Req, Res>) => Res | Promise<Res>): Unary<Req, Res> =>
+      <Req, Res>(fn: (request: Req, call: ServerUnaryCall<Req>) => Res | Promise<Res>): Unary<Req, Res> =>
       (call, callback) => {
         let result: Res | Promise<Res>;
         try {
@@ -283,7 +288,7 @@ export class GrpcFrontend {
         config: toProtoModelConfig(server.modelConfig(r.name, requestedVersion(r.name, r.version))),
       })),
       ModelInfer: unary<pb.ModelInferRequest, pb.ModelInferResponse>(async (request, call) => {
-        // The request's clock starts when grpc-js hands over the received message, before its
+        // The request's clock starts when the gRPC server hands over the received message, before its
         // conversion into the server's request (docs/protocol.md, statistics).
         const receivedAt = process.hrtime.bigint();
         this.#refuseIfStopping();
@@ -296,7 +301,7 @@ export class GrpcFrontend {
         try {
           const response = await server.infer(decodeInferRequest(request), { signal: abort.signal, receivedAt });
           const message = encodeInferResponse(response);
-          // The outputs' pooled buffers go back once grpc-js has copied their bytes into the message.
+          // The outputs' pooled buffers go back once the server has copied their bytes into the message.
           if (server.holdsPooledOutputs(response)) whenEncoded(message, () => server.recycleOutputs(response));
           return message;
         } catch (err) {
@@ -349,7 +354,7 @@ export class GrpcFrontend {
       LogSettings: unary<pb.LogSettingsRequest, pb.LogSettingsResponse>((r) =>
         toProtoLogSettings(server.updateLogSettings(fromProtoLogSettings(r.settings))),
       ),
-      ModelStreamInfer: (call: ServerDuplexStream<pb.ModelInferRequest, pb.ModelStreamInferResponse>) => {
+      ModelStreamInfer: (call: H2DuplexCall<pb.ModelInferRequest, pb.ModelStreamInferResponse>) => {
         if (this.#shuttingDown || server.exiting) {
           call.emit('error', grpcError(new NereidError('SERVER_STOPPING', STOPPING_MESSAGE)));
           return;
@@ -362,9 +367,9 @@ export class GrpcFrontend {
       },
     };
     for (const [rpc, capability] of Object.entries(UNAVAILABLE_CAPABILITIES)) {
-      impl[rpc] = (_call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) =>
+      impl[rpc] = (_call: ServerUnaryCall<unknown>, callback: UnaryCallback<unknown>) =>
         callback({
-          code: GrpcStatus.UNIMPLEMENTED,
+          code: GrpcCode.UNIMPLEMENTED,
           details: `${rpc} is not available: ${capability} is not implemented by this version of Nereid`,
         });
     }
@@ -372,8 +377,8 @@ export class GrpcFrontend {
   }
 
   #check = (
-    _call: ServerUnaryCall<healthPb.HealthCheckRequest, healthPb.HealthCheckResponse>,
-    callback: sendUnaryData<healthPb.HealthCheckResponse>,
+    _call: ServerUnaryCall<healthPb.HealthCheckRequest>,
+    callback: UnaryCallback<healthPb.HealthCheckResponse>,
   ): void => {
     const serving = !this.#server.exiting && this.#server.isReady();
     callback(null, {

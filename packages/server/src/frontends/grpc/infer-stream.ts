@@ -18,13 +18,16 @@
  * lost, and reading resumes once the buffer has drained.
  */
 import { setMaxListeners } from 'node:events';
-import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { clientErrorMessage, NereidError, toNereidError, whenEncoded, type pb } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import type { InferResponse, StreamAccepted, StreamResponse } from '../../core/types.js';
 import type { Logger } from '../../observability/logger.js';
 import { decodeInferRequest, encodeInferResponse } from './infer-codec.js';
+import type { H2DuplexCall } from './h2-server.js';
 import { grpcError } from './status.js';
+
+/** What a stream needs of its call; both gRPC servers' bidirectional calls have it. */
+type ServerDuplexStream<Req, Res> = Pick<H2DuplexCall<Req, Res>, 'metadata' | 'on' | 'once' | 'write' | 'pause' | 'resume' | 'end' | 'emit'>;
 
 interface Slot {
   message: pb.ModelStreamInferResponse | undefined;
@@ -210,7 +213,7 @@ export class InferStream {
     this.#flush();
   }
 
-  /** The stream message of a response; its pooled output buffers go back once grpc-js encoded it. */
+  /** The stream message of a response; its pooled output buffers go back once the server encoded it. */
   #message(response: InferResponse, parameters: typeof FINAL | typeof NOT_FINAL): pb.ModelStreamInferResponse {
     const message = { error_message: '', infer_response: encodeInferResponse(response, parameters) };
     if (this.#server.holdsPooledOutputs(response)) whenEncoded(message, () => this.#server.recycleOutputs(response));

@@ -1,0 +1,592 @@
+/**
+ * A gRPC server on `node:http2` (h2c: cleartext HTTP/2 with prior knowledge), serving service
+ * definitions of `@nereid/protocol` with handlers of the shapes grpc-frontend.ts and
+ * infer-stream.ts use (unary `(call, callback)`, bidirectional `(call)`). It replaces grpc-js's
+ * server, whose per-call machinery (interceptors, metadata conversion, channelz) cost about half
+ * the server CPU of a call; grpc-js stays selectable (`--grpc-server=grpc-js`).
+ *
+ * Wire behaviour follows gRPC over HTTP/2 (../shared/spec, PROTOCOL-HTTP2) and, where the tests
+ * pin it, grpc-js's statuses and wording: length-prefixed messages split or coalesced in any way
+ * across DATA frames; request compression `identity|gzip|deflate` (inflated up to the receive
+ * limit); `grpc-timeout` deadlines; `grpc-status`/`grpc-message` trailers (trailers-only before
+ * any message); keepalive pings, maximum connection age, SETTINGS_MAX_CONCURRENT_STREAMS.
+ *
+ * Errors: a broken request ends its call with a status; a broken connection is destroyed; neither
+ * reaches the caller of `listen` nor stops the server.
+ */
+import { EventEmitter } from 'node:events';
+import {
+  constants,
+  createServer,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import { gunzipSync, inflateSync } from 'node:zlib';
+import { NereidError } from '@nereid/protocol';
+
+/** gRPC status codes used here. */
+export const GrpcCode = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  DEADLINE_EXCEEDED: 4,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+} as const;
+
+/** One RPC of a service definition (`GRPC_INFERENCE_SERVICE`'s entries have this shape). */
+export interface GrpcMethodDefinition {
+  path: string;
+  requestStream: boolean;
+  responseStream: boolean;
+  requestDeserialize(bytes: Buffer): unknown;
+  responseSerialize(value: never): Buffer;
+}
+
+/** Custom metadata: a call's request headers, or what a status sends in its trailers. */
+export class GrpcMetadata {
+  readonly #values = new Map<string, (string | Buffer)[]>();
+
+  static fromHeaders(headers: IncomingHttpHeaders): GrpcMetadata {
+    const m = new GrpcMetadata();
+    for (const [key, value] of Object.entries(headers)) {
+      if (key.startsWith(':') || value === undefined) continue;
+      const values = Array.isArray(value) ? value : key.endsWith('-bin') ? value.split(',') : [value];
+      for (const v of values) m.add(key, key.endsWith('-bin') ? Buffer.from(v.trim(), 'base64') : v);
+    }
+    return m;
+  }
+
+  get(key: string): (string | Buffer)[] {
+    return this.#values.get(key.toLowerCase()) ?? [];
+  }
+
+  add(key: string, value: string | Buffer): void {
+    const k = key.toLowerCase();
+    const list = this.#values.get(k);
+    if (list === undefined) this.#values.set(k, [value]);
+    else list.push(value);
+  }
+
+  set(key: string, value: string | Buffer): void {
+    this.#values.set(key.toLowerCase(), [value]);
+  }
+
+  /** The metadata as HTTP/2 headers (`-bin` values base64). */
+  toHeaders(): Record<string, string[]> {
+    const out: Record<string, string[]> = {};
+    for (const [k, values] of this.#values) out[k] = values.map((v) => (typeof v === 'string' ? v : v.toString('base64')));
+    return out;
+  }
+}
+
+/** The status a handler ends a call with. */
+export interface GrpcStatusObject {
+  code: number;
+  details: string;
+  metadata?: GrpcMetadata | undefined;
+}
+
+export type UnaryCallback<Res> = (error: GrpcStatusObject | null, response?: Res) => void;
+export type UnaryHandler<Req, Res> = (call: H2UnaryCall<Req>, callback: UnaryCallback<Res>) => void;
+export type DuplexHandler<Req, Res> = (call: H2DuplexCall<Req, Res>) => void;
+
+export interface H2ServerOptions {
+  /** Largest request message, bytes, as received and after decompression. */
+  maxReceiveMessageLength: number;
+  /** Largest response message, bytes. */
+  maxSendMessageLength: number;
+  keepaliveTimeMs: number;
+  keepaliveTimeoutMs: number;
+  /** 0: no limit. */
+  maxConcurrentStreams: number;
+  maxConnectionAgeMs?: number | undefined;
+  maxConnectionAgeGraceMs?: number | undefined;
+}
+
+const TIMEOUT_UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
+const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
+const ACCEPT_ENCODING = 'identity,deflate,gzip';
+/** setTimeout's largest delay; a longer deadline never fires. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** `grpc-message`: percent-encoded UTF-8, bytes outside printable ASCII and '%' escaped (PROTOCOL-HTTP2). */
+export function encodeGrpcMessage(message: string): string {
+  const bytes = Buffer.from(message, 'utf8');
+  let out = '';
+  for (const b of bytes) {
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+function frame(message: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(5 + message.byteLength);
+  out[0] = 0;
+  out.writeUInt32BE(message.byteLength, 1);
+  message.copy(out, 5);
+  return out;
+}
+
+class CallError {
+  constructor(readonly status: GrpcStatusObject) {}
+}
+
+/**
+ * What every call has: the HTTP/2 stream, message decoding, the deadline and the status at the
+ * end. Emits 'cancelled' once if the call ends before its status was sent (client reset,
+ * deadline, broken request or connection), then 'close' once when the call is over.
+ */
+abstract class H2Call extends EventEmitter {
+  readonly metadata: GrpcMetadata;
+  protected readonly stream: ServerHttp2Stream;
+  protected readonly method: GrpcMethodDefinition;
+  readonly #options: H2ServerOptions;
+  readonly #encoding: string;
+  #pending: Buffer | undefined;
+  #headersSent = false;
+  #trailers: Record<string, string | string[]> | undefined;
+  #deadline: NodeJS.Timeout | undefined;
+  /** The status was sent or the stream is gone. */
+  protected done = false;
+  cancelled = false;
+
+  constructor(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, method: GrpcMethodDefinition, options: H2ServerOptions) {
+    super();
+    this.stream = stream;
+    this.method = method;
+    this.#options = options;
+    this.metadata = GrpcMetadata.fromHeaders(headers);
+    const encoding = headers['grpc-encoding'];
+    this.#encoding = typeof encoding === 'string' ? encoding : 'identity';
+    stream.on('wantTrailers', () => {
+      if (this.#trailers !== undefined) stream.sendTrailers(this.#trailers);
+    });
+    stream.on('close', () => {
+      if (this.#deadline !== undefined) clearTimeout(this.#deadline);
+      if (!this.done) {
+        this.done = true;
+        this.cancel();
+      }
+      this.emit('close');
+    });
+    const timeout = headers['grpc-timeout'];
+    if (typeof timeout === 'string') {
+      const match = TIMEOUT.exec(timeout);
+      if (match === null) {
+        process.nextTick(() => this.sendStatus({ code: GrpcCode.INTERNAL, details: `Invalid grpc-timeout value "${timeout}"` }));
+      } else {
+        const ms = Math.ceil(Number(match[1]) * TIMEOUT_UNITS[match[2]!]!);
+        if (ms <= MAX_TIMER_MS) {
+          this.#deadline = setTimeout(() => {
+            if (this.done) return;
+            this.sendStatus({ code: GrpcCode.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
+            this.cancel();
+          }, ms);
+        }
+      }
+    }
+  }
+
+  /** Marks the call cancelled and emits 'cancelled' (once). */
+  protected cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.emit('cancelled');
+  }
+
+  /** Splits received bytes into messages; each one decoded, or a status ends the call. */
+  protected decode(chunk: Buffer, onMessage: (message: unknown) => void): void {
+    let data = this.#pending === undefined ? chunk : Buffer.concat([this.#pending, chunk]);
+    let at = 0;
+    try {
+      while (!this.done && data.byteLength - at >= 5) {
+        const length = data.readUInt32BE(at + 1);
+        if (length > this.#options.maxReceiveMessageLength) {
+          throw new CallError({
+            code: GrpcCode.RESOURCE_EXHAUSTED,
+            details: `Received message larger than max (${length} vs ${this.#options.maxReceiveMessageLength})`,
+          });
+        }
+        if (data.byteLength - at < 5 + length) break;
+        const compressed = data[at]! === 1;
+        const bytes = data.subarray(at + 5, at + 5 + length);
+        at += 5 + length;
+        onMessage(this.#deserialize(compressed ? this.#inflate(bytes) : bytes));
+      }
+    } catch (err) {
+      if (!(err instanceof CallError)) throw err;
+      this.fail(err.status);
+      return;
+    }
+    if (at === data.byteLength) this.#pending = undefined;
+    else this.#pending = at === 0 ? data : Buffer.from(data.subarray(at));
+    data = Buffer.alloc(0);
+  }
+
+  /** Whether a partial message is left over (the client ended its side inside one). */
+  protected get partial(): boolean {
+    return this.#pending !== undefined;
+  }
+
+  #inflate(bytes: Buffer): Buffer {
+    const max = this.#options.maxReceiveMessageLength;
+    if (this.#encoding === 'identity') {
+      throw new CallError({ code: GrpcCode.INTERNAL, details: 'Error deserializing request: the message is flagged compressed but grpc-encoding is identity' });
+    }
+    try {
+      return this.#encoding === 'gzip' ? gunzipSync(bytes, { maxOutputLength: max }) : inflateSync(bytes, { maxOutputLength: max });
+    } catch (err) {
+      if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
+        throw new CallError({ code: GrpcCode.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${max}` });
+      }
+      throw new CallError({ code: GrpcCode.INTERNAL, details: 'Failed to decompress message' });
+    }
+  }
+
+  #deserialize(bytes: Buffer): unknown {
+    try {
+      return this.method.requestDeserialize(bytes);
+    } catch (err) {
+      throw new CallError({ code: GrpcCode.INTERNAL, details: `Error deserializing request: ${(err as Error).message}` });
+    }
+  }
+
+  /** Ends the call with a status because the request was broken or the deadline passed. */
+  protected fail(status: GrpcStatusObject): void {
+    this.sendStatus(status);
+    this.cancel();
+  }
+
+  #respond(): void {
+    if (this.#headersSent) return;
+    this.#headersSent = true;
+    this.stream.respond(
+      {
+        [constants.HTTP2_HEADER_STATUS]: 200,
+        [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc+proto',
+        'grpc-accept-encoding': ACCEPT_ENCODING,
+      },
+      { waitForTrailers: true },
+    );
+  }
+
+  /** Serializes and writes one response message; false while the stream's write buffer is full. */
+  protected writeMessage(value: unknown): boolean {
+    const bytes = (this.method.responseSerialize as (v: unknown) => Buffer)(value);
+    if (bytes.byteLength > this.#options.maxSendMessageLength) {
+      this.sendStatus({
+        code: GrpcCode.RESOURCE_EXHAUSTED,
+        details: `Sent message larger than max (${bytes.byteLength} vs. ${this.#options.maxSendMessageLength})`,
+      });
+      return false;
+    }
+    this.#respond();
+    return this.stream.write(frame(bytes));
+  }
+
+  /** Ends the call with `status` (trailers-only when no message was sent); later calls do nothing. */
+  sendStatus(status: GrpcStatusObject): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.#deadline !== undefined) clearTimeout(this.#deadline);
+    if (this.stream.destroyed || this.stream.closed) return;
+    const trailers: Record<string, string | string[]> = {
+      ...status.metadata?.toHeaders(),
+      'grpc-status': String(status.code),
+    };
+    if (status.details !== '') trailers['grpc-message'] = encodeGrpcMessage(status.details);
+    try {
+      if (!this.#headersSent) {
+        this.#headersSent = true;
+        this.stream.respond(
+          {
+            [constants.HTTP2_HEADER_STATUS]: 200,
+            [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc+proto',
+            'grpc-accept-encoding': ACCEPT_ENCODING,
+            ...trailers,
+          },
+          { endStream: true },
+        );
+        return;
+      }
+      this.#trailers = trailers;
+      this.stream.end();
+    } catch {
+      this.stream.destroy();
+    }
+  }
+}
+
+/** A unary call: the handler runs once the client has sent its one message and half-closed. */
+export class H2UnaryCall<Req> extends H2Call {
+  request!: Req;
+
+  /** Reads the request, then runs `handler`. */
+  start(handler: UnaryHandler<Req, unknown>): void {
+    let messages = 0;
+    this.stream.on('data', (chunk: Buffer) =>
+      this.decode(chunk, (message) => {
+        if (++messages > 1) {
+          this.fail({ code: GrpcCode.UNIMPLEMENTED, details: `Received a second request message for unary method ${this.method.path}` });
+          return;
+        }
+        this.request = message as Req;
+      }),
+    );
+    this.stream.on('end', () => {
+      if (this.done) return;
+      if (messages === 0 || this.partial) {
+        this.fail({ code: GrpcCode.UNIMPLEMENTED, details: `Received no request message for unary method ${this.method.path}` });
+        return;
+      }
+      try {
+        handler(this, (error, response) => {
+          if (this.done) return;
+          if (error !== null) {
+            this.sendStatus(error);
+            return;
+          }
+          try {
+            this.writeMessage(response);
+          } catch (err) {
+            this.sendStatus({ code: GrpcCode.INTERNAL, details: `Error serializing response: ${(err as Error).message}` });
+            return;
+          }
+          this.sendStatus({ code: GrpcCode.OK, details: '' });
+        });
+      } catch (err) {
+        this.sendStatus({ code: GrpcCode.UNKNOWN, details: `Server method handler threw error ${(err as Error).message}` });
+      }
+    });
+  }
+}
+
+/**
+ * A bidirectional call: 'data' per request message, 'end' when the client half-closes, 'drain'
+ * when a full write buffer empties; `emit('error', status)` ends the call with that status.
+ * While paused no message is delivered and the stream is not read, so HTTP/2 flow control holds
+ * the client's writes.
+ */
+export class H2DuplexCall<Req, Res> extends H2Call {
+  #queue: unknown[] = [];
+  #paused = false;
+  #ended = false;
+  #endEmitted = false;
+
+  constructor(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, method: GrpcMethodDefinition, options: H2ServerOptions) {
+    super(stream, headers, method, options);
+    // The first listener: a handler's `emit('error', status)` ends the call with that status.
+    this.on('error', (status: GrpcStatusObject) => this.sendStatus(status));
+    stream.on('drain', () => this.emit('drain'));
+  }
+
+  /** Starts reading messages (call after the handler attached its listeners). */
+  start(): void {
+    this.stream.on('data', (chunk: Buffer) => {
+      this.decode(chunk, (message) => this.#queue.push(message));
+      this.#deliver();
+    });
+    this.stream.on('end', () => {
+      this.#ended = true;
+      this.#deliver();
+    });
+  }
+
+  #deliver(): void {
+    while (!this.#paused && !this.done && this.#queue.length > 0) this.emit('data', this.#queue.shift() as Req);
+    if (this.#ended && !this.#endEmitted && !this.done && this.#queue.length === 0) {
+      this.#endEmitted = true;
+      if (this.partial) {
+        this.fail({ code: GrpcCode.INTERNAL, details: 'Received a partial message at the end of the stream' });
+        return;
+      }
+      this.emit('end');
+    }
+  }
+
+  /** Writes one response; false once the write buffer is full (wait for 'drain'). */
+  write(message: Res): boolean {
+    if (this.done) return false;
+    return this.writeMessage(message);
+  }
+
+  /** Ends the call with OK. */
+  end(): void {
+    this.sendStatus({ code: GrpcCode.OK, details: '' });
+  }
+
+  pause(): void {
+    this.#paused = true;
+    this.stream.pause();
+  }
+
+  resume(): void {
+    this.#paused = false;
+    this.#deliver();
+    if (!this.#paused) this.stream.resume();
+  }
+}
+
+type Handler = { method: GrpcMethodDefinition; unary?: UnaryHandler<unknown, unknown>; duplex?: DuplexHandler<unknown, unknown> };
+
+/** The gRPC server: `addService`, `listen`, `tryShutdown`, `forceShutdown`. */
+export class H2GrpcServer {
+  readonly #options: H2ServerOptions;
+  readonly #handlers = new Map<string, Handler>();
+  readonly #sessions = new Set<ServerHttp2Session>();
+  readonly #http2: Http2Server;
+
+  constructor(options: H2ServerOptions) {
+    this.#options = options;
+    this.#http2 = createServer({
+      settings: options.maxConcurrentStreams > 0 ? { maxConcurrentStreams: options.maxConcurrentStreams } : {},
+    });
+    this.#http2.on('session', (session) => this.#onSession(session));
+    this.#http2.on('stream', (stream, headers) => this.#onStream(stream, headers));
+    // A broken connection is the client's problem, never the server's.
+    this.#http2.on('sessionError', () => undefined);
+  }
+
+  /**
+   * Adds the handlers of a service: each key of `implementation` names a method of `service`;
+   * a method without a handler answers UNIMPLEMENTED.
+   */
+  addService(service: Record<string, GrpcMethodDefinition>, implementation: Record<string, unknown>): void {
+    for (const [name, method] of Object.entries(service)) {
+      const fn = implementation[name];
+      if (typeof fn !== 'function') continue;
+      if (method.requestStream && method.responseStream) this.#handlers.set(method.path, { method, duplex: fn as DuplexHandler<unknown, unknown> });
+      else if (!method.requestStream && !method.responseStream) this.#handlers.set(method.path, { method, unary: fn as UnaryHandler<unknown, unknown> });
+      else throw new NereidError('INTERNAL', `gRPC method ${method.path}: only unary and bidirectional methods are served`);
+    }
+  }
+
+  /** Listens; resolves with the bound port (port 0 picks one). */
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error) => reject(err);
+      this.#http2.once('error', onError);
+      this.#http2.listen(port, host, () => {
+        this.#http2.off('error', onError);
+        const address = this.#http2.address();
+        resolve(typeof address === 'object' && address !== null ? address.port : port);
+      });
+    });
+  }
+
+  /** Stops listening, sends every connection a GOAWAY and calls `done` once they have closed. */
+  tryShutdown(done: () => void): void {
+    let pending = 1 + this.#sessions.size;
+    const one = () => {
+      if (--pending === 0) done();
+    };
+    this.#http2.close(() => one());
+    for (const session of this.#sessions) {
+      if (session.closed || session.destroyed) {
+        one();
+        continue;
+      }
+      session.once('close', one);
+      session.close();
+    }
+  }
+
+  /** Stops listening and closes every connection now. */
+  forceShutdown(): void {
+    this.#http2.close();
+    for (const session of this.#sessions) session.destroy();
+  }
+
+  #onSession(session: ServerHttp2Session): void {
+    this.#sessions.add(session);
+    session.on('error', () => undefined);
+    const timers: NodeJS.Timeout[] = [];
+    session.once('close', () => {
+      this.#sessions.delete(session);
+      for (const t of timers) clearTimeout(t);
+    });
+    const { keepaliveTimeMs, keepaliveTimeoutMs, maxConnectionAgeMs, maxConnectionAgeGraceMs } = this.#options;
+    if (keepaliveTimeMs < MAX_TIMER_MS) {
+      const keepalive = setInterval(() => {
+        if (session.destroyed || session.closed) return;
+        const unanswered = setTimeout(() => session.destroy(), keepaliveTimeoutMs);
+        unanswered.unref();
+        try {
+          session.ping((err) => {
+            clearTimeout(unanswered);
+            if (err) session.destroy();
+          });
+        } catch {
+          clearTimeout(unanswered);
+          session.destroy();
+        }
+      }, keepaliveTimeMs);
+      keepalive.unref();
+      timers.push(keepalive);
+    }
+    if (maxConnectionAgeMs !== undefined && maxConnectionAgeMs < MAX_TIMER_MS) {
+      const age = setTimeout(() => {
+        if (session.destroyed || session.closed) return;
+        session.close();
+        if (maxConnectionAgeGraceMs !== undefined && maxConnectionAgeGraceMs < MAX_TIMER_MS) {
+          const grace = setTimeout(() => session.destroy(), maxConnectionAgeGraceMs);
+          grace.unref();
+          timers.push(grace);
+        }
+      }, maxConnectionAgeMs);
+      age.unref();
+      timers.push(age);
+    }
+  }
+
+  #onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    stream.on('error', () => undefined);
+    if (headers[constants.HTTP2_HEADER_METHOD] !== 'POST') {
+      stream.respond({ [constants.HTTP2_HEADER_STATUS]: 405, allow: 'POST' }, { endStream: true });
+      return;
+    }
+    const contentType = headers[constants.HTTP2_HEADER_CONTENT_TYPE];
+    if (typeof contentType !== 'string' || !contentType.startsWith('application/grpc')) {
+      stream.respond({ [constants.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
+      return;
+    }
+    const path = String(headers[constants.HTTP2_HEADER_PATH]);
+    const trailersOnly = (code: number, details: string) =>
+      stream.respond(
+        {
+          [constants.HTTP2_HEADER_STATUS]: 200,
+          [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc+proto',
+          'grpc-accept-encoding': ACCEPT_ENCODING,
+          'grpc-status': String(code),
+          'grpc-message': encodeGrpcMessage(details),
+        },
+        { endStream: true },
+      );
+    const handler = this.#handlers.get(path);
+    if (handler === undefined) {
+      trailersOnly(GrpcCode.UNIMPLEMENTED, `The server does not implement the method ${path}`);
+      return;
+    }
+    const encoding = headers['grpc-encoding'];
+    if (encoding !== undefined && encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
+      trailersOnly(GrpcCode.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${String(encoding)}"`);
+      return;
+    }
+    if (handler.unary !== undefined) {
+      new H2UnaryCall(stream, headers, handler.method, this.#options).start(handler.unary);
+      return;
+    }
+    const call = new H2DuplexCall(stream, headers, handler.method, this.#options);
+    try {
+      handler.duplex!(call);
+    } catch (err) {
+      call.sendStatus({ code: GrpcCode.UNKNOWN, details: `Server method handler threw error ${(err as Error).message}` });
+    }
+    call.start();
+  }
+}
