@@ -111,6 +111,8 @@ export interface H2ServerOptions {
 const TIMEOUT_UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const ACCEPT_ENCODING = 'identity,deflate,gzip';
+/** How long after the trailers a client still sending on a finished call is told to stop. */
+const RELEASE_DELAY_MS = 200;
 /** setTimeout's largest delay; a longer deadline never fires. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -164,7 +166,10 @@ abstract class H2Call extends EventEmitter {
     const encoding = headers['grpc-encoding'];
     this.#encoding = typeof encoding === 'string' ? encoding : 'identity';
     stream.on('wantTrailers', () => {
-      if (this.#trailers !== undefined) stream.sendTrailers(this.#trailers);
+      if (this.#trailers === undefined) return;
+      stream.sendTrailers(this.#trailers);
+      // An RST_STREAM now would overtake the trailers, which nghttp2 has not sent yet.
+      if (!stream.readableEnded) setTimeout(() => this.#releaseRequestSide(), RELEASE_DELAY_MS).unref();
     });
     stream.on('close', () => {
       if (this.#deadline !== undefined) clearTimeout(this.#deadline);
@@ -275,6 +280,14 @@ abstract class H2Call extends EventEmitter {
     );
   }
 
+  /**
+   * The response is complete while the client may still be sending: RST_STREAM(NO_ERROR) tells it
+   * to stop (RFC 9113 §8.1), so that the stream does not stay half-open.
+   */
+  #releaseRequestSide(): void {
+    if (!this.stream.readableEnded && !this.stream.closed) this.stream.close(constants.NGHTTP2_NO_ERROR);
+  }
+
   /** Serializes and writes one response message; false while the stream's write buffer is full. */
   protected writeMessage(value: unknown): boolean {
     const bytes = (this.method.responseSerialize as (v: unknown) => Buffer)(value);
@@ -312,6 +325,7 @@ abstract class H2Call extends EventEmitter {
           },
           { endStream: true },
         );
+        this.#releaseRequestSide();
         return;
       }
       this.#trailers = trailers;

@@ -1,0 +1,355 @@
+/**
+ * The gRPC server on node:http2 at the wire (protocol.md §4.9): `grpc-timeout` in every unit,
+ * gzip and deflate requests, an unknown encoding, messages split across DATA frames and several
+ * in one, keepalive closing a connection whose client never answers a ping, maximum connection
+ * age; and a smoke set served by both gRPC servers (`--grpc-server=http2|grpc-js`).
+ */
+import assert from 'node:assert/strict';
+import { connect as connectHttp2, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import { connect as connectTcp } from 'node:net';
+import { deflateSync, gzipSync } from 'node:zlib';
+import { after, before, describe, it } from 'node:test';
+import { Metadata, status, type Client } from '@grpc/grpc-js';
+import { GRPC_INFERENCE_SERVICE, pb } from '@nereid/protocol';
+import { simpleModel } from '@nereid/testkit';
+import {
+  assertSimpleResponse,
+  assertStatus,
+  collectStream,
+  inferenceClient,
+  openStream,
+  simpleRequest,
+  unary,
+  unaryError,
+} from '../../helpers/grpc.js';
+import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { modelFiles } from '../../helpers/models.js';
+import type { GrpcFrontendOptions } from '@nereid/server';
+
+let repo: string;
+
+before(async () => {
+  repo = await makeRepository({ simple: modelFiles(simpleModel()) });
+});
+
+after(async () => {
+  if (repo) await removeDir(repo);
+});
+
+/** A message with gRPC's 5-byte prefix. */
+function frame(message: Uint8Array, compressed = false): Buffer {
+  const out = Buffer.alloc(5 + message.byteLength);
+  out[0] = compressed ? 1 : 0;
+  out.writeUInt32BE(message.byteLength, 1);
+  out.set(message, 5);
+  return out;
+}
+
+/** The messages of a response body. */
+function unframe(body: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at + 5 <= body.byteLength; ) {
+    const length = body.readUInt32BE(at + 1);
+    out.push(body.subarray(at + 5, at + 5 + length));
+    at += 5 + length;
+  }
+  return out;
+}
+
+interface RawReply {
+  code: number;
+  details: string;
+  headers: IncomingHttpHeaders;
+  messages: Buffer[];
+}
+
+/**
+ * One call on `session`: writes each chunk of `chunks` as its own DATA frame (a turn of the event
+ * loop apart), then half-closes unless `end` is false. Resolves with the status and messages.
+ */
+function rawCall(
+  session: ClientHttp2Session,
+  path: string,
+  chunks: Buffer[],
+  headers: Record<string, string> = {},
+  end = true,
+): Promise<RawReply> {
+  return new Promise((resolve, reject) => {
+    const stream = session.request({
+      [constants.HTTP2_HEADER_METHOD]: 'POST',
+      [constants.HTTP2_HEADER_PATH]: path,
+      [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
+      te: 'trailers',
+      ...headers,
+    });
+    let responseHeaders: IncomingHttpHeaders = {};
+    let trailers: IncomingHttpHeaders = {};
+    const body: Buffer[] = [];
+    stream.on('response', (h) => (responseHeaders = h));
+    stream.on('trailers', (t) => (trailers = t));
+    stream.on('data', (chunk: Buffer) => body.push(chunk));
+    stream.on('error', reject);
+    stream.on('close', () => {
+      const all = { ...responseHeaders, ...trailers };
+      resolve({
+        code: Number(all['grpc-status']),
+        details: decodeURIComponent(String(all['grpc-message'] ?? '')),
+        headers: responseHeaders,
+        messages: unframe(Buffer.concat(body)),
+      });
+    });
+    let i = 0;
+    const next = () => {
+      if (i < chunks.length) {
+        stream.write(chunks[i++]);
+        setImmediate(next);
+      } else if (end) stream.end();
+    };
+    next();
+  });
+}
+
+const INFER = GRPC_INFERENCE_SERVICE.ModelInfer;
+const STREAM = GRPC_INFERENCE_SERVICE.ModelStreamInfer;
+
+function assertSimpleMessage(bytes: Buffer | undefined, expected: ReturnType<typeof simpleRequest>): void {
+  assert.ok(bytes, 'no response message');
+  assertSimpleResponse(INFER.responseDeserialize(bytes), expected);
+}
+
+describe('the node:http2 gRPC server', () => {
+  let srv: RunningGrpcServer;
+  let session: ClientHttp2Session;
+
+  before(async () => {
+    srv = await startServer({ modelRepositories: [repo], grpc: true });
+    session = connectHttp2(`http://${srv.grpcTarget}`);
+  });
+
+  after(async () => {
+    session?.close();
+    await srv?.stop();
+  });
+
+  it('takes a message split across DATA frames, byte by byte over its prefix', async () => {
+    const ok = simpleRequest(1, 4);
+    const bytes = frame(INFER.requestSerialize(ok.request));
+    const chunks = [...Array.from({ length: 7 }, (_, i) => bytes.subarray(i, i + 1)), bytes.subarray(7, 40), bytes.subarray(40)];
+    const reply = await rawCall(session, INFER.path, chunks);
+    assert.equal(reply.code, status.OK, reply.details);
+    assert.equal(reply.headers['content-type'], 'application/grpc+proto');
+    assert.match(String(reply.headers['grpc-accept-encoding']), /gzip/);
+    assertSimpleMessage(reply.messages[0], ok);
+  });
+
+  it('takes several stream messages in one DATA frame and answers each in order', async () => {
+    const requests = [simpleRequest(1, 1, { id: 'a' }), simpleRequest(1, 2, { id: 'b' }), simpleRequest(1, 3, { id: 'c' })];
+    const one = Buffer.concat(requests.map((r) => frame(STREAM.requestSerialize(r.request))));
+    const reply = await rawCall(session, STREAM.path, [one]);
+    assert.equal(reply.code, status.OK, reply.details);
+    const responses = reply.messages.map((m) => STREAM.responseDeserialize(m));
+    assert.deepEqual(responses.map((r) => r.infer_response?.id), ['a', 'b', 'c']);
+    for (const [i, r] of responses.entries()) assertSimpleResponse(r.infer_response, requests[i]!);
+  });
+
+  for (const [encoding, compress] of [
+    ['gzip', gzipSync],
+    ['deflate', deflateSync],
+  ] as const) {
+    it(`inflates a ${encoding} request`, async () => {
+      const ok = simpleRequest(1, 9);
+      const body = frame(compress(INFER.requestSerialize(ok.request)), true);
+      const reply = await rawCall(session, INFER.path, [body], { 'grpc-encoding': encoding });
+      assert.equal(reply.code, status.OK, reply.details);
+      assertSimpleMessage(reply.messages[0], ok);
+    });
+  }
+
+  it('refuses an unknown encoding with UNIMPLEMENTED and says which it accepts', async () => {
+    const body = frame(gzipSync(INFER.requestSerialize(simpleRequest().request)), true);
+    const reply = await rawCall(session, INFER.path, [body], { 'grpc-encoding': 'snappy' });
+    assert.equal(reply.code, status.UNIMPLEMENTED, reply.details);
+    assert.match(reply.details, /unsupported encoding "snappy"/);
+    assert.equal(reply.headers['grpc-accept-encoding'], 'identity,deflate,gzip');
+  });
+
+  it('answers an unknown method with UNIMPLEMENTED, a GET with 405 and a wrong content type with 415', async () => {
+    const reply = await rawCall(session, '/inference.GRPCInferenceService/Nope', [frame(Buffer.alloc(0))]);
+    assert.equal(reply.code, status.UNIMPLEMENTED);
+    assert.match(reply.details, /does not implement the method \/inference.GRPCInferenceService\/Nope/);
+    for (const [headers, expected] of [
+      [{ [constants.HTTP2_HEADER_METHOD]: 'GET', [constants.HTTP2_HEADER_PATH]: INFER.path, [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' }, 405],
+      [{ [constants.HTTP2_HEADER_METHOD]: 'POST', [constants.HTTP2_HEADER_PATH]: INFER.path, [constants.HTTP2_HEADER_CONTENT_TYPE]: 'text/plain' }, 415],
+    ] as const) {
+      const got = await new Promise<number>((resolve, reject) => {
+        const stream = session.request(headers, { endStream: true });
+        stream.on('response', (h) => resolve(Number(h[constants.HTTP2_HEADER_STATUS])));
+        stream.on('error', reject);
+        stream.resume();
+      });
+      assert.equal(got, expected);
+    }
+  });
+
+  it('percent-encodes grpc-message', async () => {
+    const request = simpleRequest(1, 0, { model_name: 'nö model %' }).request;
+    const reply = await rawCall(session, INFER.path, [frame(INFER.requestSerialize(request))]);
+    assert.equal(reply.code, status.NOT_FOUND);
+    assert.match(reply.details, /nö model %/);
+  });
+
+  // A call whose client never half-closes waits for its message until the deadline.
+  const expiring: [timeout: string, within: number][] = [
+    ['150m', 150],
+    ['150000u', 150],
+    ['90000000n', 90],
+    ['1S', 1000],
+  ];
+  for (const [timeout, ms] of expiring) {
+    it(`ends a call at its grpc-timeout ${timeout} with DEADLINE_EXCEEDED`, async () => {
+      const started = Date.now();
+      const reply = await rawCall(session, INFER.path, [], { 'grpc-timeout': timeout }, false);
+      const took = Date.now() - started;
+      assert.equal(reply.code, status.DEADLINE_EXCEEDED, reply.details);
+      assert.equal(reply.details, 'Deadline exceeded');
+      assert.ok(took >= ms - 5, `ended after ${took} ms`);
+    });
+  }
+
+  for (const timeout of ['1M', '1H', '99999999S', '5000000u']) {
+    it(`serves a call whose grpc-timeout ${timeout} is far off`, async () => {
+      const ok = simpleRequest(1, 2);
+      const reply = await rawCall(session, INFER.path, [frame(INFER.requestSerialize(ok.request))], { 'grpc-timeout': timeout });
+      assert.equal(reply.code, status.OK, reply.details);
+      assertSimpleMessage(reply.messages[0], ok);
+    });
+  }
+
+  it('refuses a malformed grpc-timeout', async () => {
+    const reply = await rawCall(session, INFER.path, [frame(INFER.requestSerialize(simpleRequest().request))], { 'grpc-timeout': '10x' });
+    assert.equal(reply.code, status.INTERNAL);
+    assert.match(reply.details, /Invalid grpc-timeout value "10x"/);
+  });
+
+  it('answers a second message on a unary call with UNIMPLEMENTED', async () => {
+    const bytes = frame(INFER.requestSerialize(simpleRequest().request));
+    const reply = await rawCall(session, INFER.path, [Buffer.concat([bytes, bytes])]);
+    assert.equal(reply.code, status.UNIMPLEMENTED);
+    assert.match(reply.details, /second request message/);
+  });
+
+  it('sends the status of a stream that ends after a response while the client is still sending', async () => {
+    const client = inferenceClient(srv.grpcTarget);
+    try {
+      const metadata = new Metadata();
+      metadata.set('triton_grpc_error', 'true');
+      const stream = openStream(client, { metadata });
+      const result = collectStream(stream);
+      stream.write(simpleRequest(1, 1, { id: 'good' }).request);
+      stream.write(simpleRequest(1, 0, { model_name: 'missing' }).request);
+      const { responses, status: end } = await result;
+      assert.deepEqual(responses.map((r: pb.ModelStreamInferResponse) => r.infer_response?.id), ['good']);
+      assert.equal(end.code, status.NOT_FOUND, end.details);
+      stream.end();
+    } finally {
+      client.close();
+    }
+  });
+
+  it('survives an HTTP/1.1 request and garbage on its port', async () => {
+    for (const bytes of ['POST /inference.GRPCInferenceService/ModelInfer HTTP/1.1\r\nHost: x\r\n\r\n', Buffer.alloc(4096, 0xa7)]) {
+      await new Promise<void>((resolve) => {
+        const socket = connectTcp(srv.grpcPort, '127.0.0.1', () => socket.write(bytes));
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve());
+        socket.resume();
+      });
+    }
+    const ok = simpleRequest(1, 5);
+    const reply = await rawCall(session, INFER.path, [frame(INFER.requestSerialize(ok.request))]);
+    assertSimpleMessage(reply.messages[0], ok);
+  });
+});
+
+describe('the node:http2 gRPC server: connection lifetime', () => {
+  let srv: RunningGrpcServer;
+
+  before(async () => {
+    srv = await startServer({
+      modelRepositories: [repo],
+      grpc: { keepaliveTimeMs: 200, keepaliveTimeoutMs: 200, maxConnectionAgeMs: 1500, maxConnectionAgeGraceMs: 300 },
+    });
+  });
+
+  after(async () => {
+    await srv?.stop();
+  });
+
+  it('closes a connection whose client never answers a keepalive ping', async () => {
+    const started = Date.now();
+    await new Promise<void>((resolve) => {
+      const socket = connectTcp(srv.grpcPort, '127.0.0.1', () => {
+        // The client preface and an empty SETTINGS frame; then silence (no PING ACK).
+        socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])]));
+      });
+      socket.on('error', () => undefined);
+      socket.on('close', () => resolve());
+      socket.resume();
+    });
+    const took = Date.now() - started;
+    assert.ok(took < 1400, `closed after ${took} ms, before the maximum age`);
+  });
+
+  it('keeps a connection that answers pings until its maximum age, then sends GOAWAY and closes it', async () => {
+    const started = Date.now();
+    const session = connectHttp2(`http://${srv.grpcTarget}`);
+    const goaway = new Promise<number>((resolve) => session.once('goaway', () => resolve(Date.now() - started)));
+    const closed = new Promise<number>((resolve) => session.once('close', () => resolve(Date.now() - started)));
+    session.on('error', () => undefined);
+    const ok = simpleRequest(1, 6);
+    assertSimpleMessage((await rawCall(session, INFER.path, [frame(INFER.requestSerialize(ok.request))])).messages[0], ok);
+    // A call still open at the GOAWAY may go on for the grace period, then the connection closes.
+    const open = rawCall(session, INFER.path, [], {}, false).catch(() => undefined);
+    const at = await goaway;
+    assert.ok(at >= 1400, `GOAWAY after ${at} ms`);
+    const end = await closed;
+    assert.ok(end >= at, `closed after ${end} ms`);
+    await open;
+  });
+});
+
+for (const kind of ['http2', 'grpc-js'] as const) {
+  describe(`--grpc-server=${kind} serves`, () => {
+    let srv: RunningGrpcServer;
+    let client: Client;
+
+    before(async () => {
+      const options: GrpcFrontendOptions = { server: kind };
+      srv = await startServer({ modelRepositories: [repo], grpc: options });
+      client = inferenceClient(srv.grpcTarget);
+    });
+
+    after(async () => {
+      client?.close();
+      await srv?.stop();
+    });
+
+    it('ServerLive, ModelInfer and an error status', async () => {
+      assert.deepEqual(await unary(client, 'ServerLive', {}), { live: true });
+      const ok = simpleRequest(2, 3);
+      assertSimpleResponse(await unary(client, 'ModelInfer', ok.request), ok, 2);
+      assertStatus(await unaryError(client, 'ModelInfer', simpleRequest(1, 0, { model_name: 'missing' }).request), status.NOT_FOUND, 'missing');
+    });
+
+    it('ModelStreamInfer', async () => {
+      const stream = openStream(client);
+      const requests = [simpleRequest(1, 1, { id: '1' }), simpleRequest(1, 2, { id: '2' })];
+      const result = collectStream(stream);
+      for (const r of requests) stream.write(r.request);
+      stream.end();
+      const { responses, status: end } = await result;
+      assert.equal(end.code, status.OK, end.details);
+      assert.deepEqual(responses.map((r: pb.ModelStreamInferResponse) => r.infer_response?.id), ['1', '2']);
+    });
+  });
+}
