@@ -149,7 +149,8 @@ abstract class H2Call extends EventEmitter {
   protected readonly method: GrpcMethodDefinition;
   readonly #options: H2ServerOptions;
   readonly #encoding: string;
-  #pending: Buffer | undefined;
+  #chunks: Buffer[] = [];
+  #buffered = 0;
   #headersSent = false;
   #trailers: Record<string, string | string[]> | undefined;
   #deadline: NodeJS.Timeout | undefined;
@@ -204,38 +205,51 @@ abstract class H2Call extends EventEmitter {
     this.emit('cancelled');
   }
 
-  /** Splits received bytes into messages; each one decoded, or a status ends the call. */
+  /**
+   * Splits received bytes into messages; each one decoded, or a status ends the call. Chunks are
+   * joined only when a prefix or a message spans them (a large message costs one copy).
+   */
   protected decode(chunk: Buffer, onMessage: (message: unknown) => void): void {
-    let data = this.#pending === undefined ? chunk : Buffer.concat([this.#pending, chunk]);
-    let at = 0;
+    this.#chunks.push(chunk);
+    this.#buffered += chunk.byteLength;
     try {
-      while (!this.done && data.byteLength - at >= 5) {
-        const length = data.readUInt32BE(at + 1);
+      while (!this.done && this.#buffered >= 5) {
+        const length = this.#peek(5).readUInt32BE(1);
         if (length > this.#options.maxReceiveMessageLength) {
           throw new CallError({
             code: GrpcCode.RESOURCE_EXHAUSTED,
             details: `Received message larger than max (${length} vs ${this.#options.maxReceiveMessageLength})`,
           });
         }
-        if (data.byteLength - at < 5 + length) break;
-        const compressed = data[at]! === 1;
-        const bytes = data.subarray(at + 5, at + 5 + length);
-        at += 5 + length;
-        onMessage(this.#deserialize(compressed ? this.#inflate(bytes) : bytes));
+        if (this.#buffered < 5 + length) break;
+        const framed = this.#take(5 + length);
+        const bytes = framed.subarray(5);
+        onMessage(this.#deserialize(framed[0] === 1 ? this.#inflate(bytes) : bytes));
       }
     } catch (err) {
       if (!(err instanceof CallError)) throw err;
       this.fail(err.status);
-      return;
     }
-    if (at === data.byteLength) this.#pending = undefined;
-    else this.#pending = at === 0 ? data : Buffer.from(data.subarray(at));
-    data = Buffer.alloc(0);
+  }
+
+  /** The first `n` buffered bytes (joining the first chunks if they are split). */
+  #peek(n: number): Buffer {
+    if (this.#chunks[0]!.byteLength < n) this.#chunks = [Buffer.concat(this.#chunks)];
+    return this.#chunks[0]!;
+  }
+
+  /** Removes and returns the first `n` buffered bytes. */
+  #take(n: number): Buffer {
+    const first = this.#peek(n);
+    this.#buffered -= n;
+    if (first.byteLength === n) this.#chunks.shift();
+    else this.#chunks[0] = first.subarray(n);
+    return first.subarray(0, n);
   }
 
   /** Whether a partial message is left over (the client ended its side inside one). */
   protected get partial(): boolean {
-    return this.#pending !== undefined;
+    return this.#buffered > 0;
   }
 
   #inflate(bytes: Buffer): Buffer {
