@@ -4,8 +4,11 @@
  *       process, closed loop at concurrency 1 and 16;
  *   (b) `ModelStreamInfer`: 16 requests in flight on one bidirectional stream;
  *   (c) a bare grpc-js server in a child process (same method paths and channel options, raw
- *       bytes in, Nereid's own pre-encoded response bytes out), same loads.
- * Nereid and the bare server are measured in alternating windows, several rounds, medians kept.
+ *       bytes in, Nereid's own pre-encoded response bytes out), same loads;
+ *   (d) a bare gRPC server framed by hand on node:http2 answering the same bytes;
+ *   (e) `nereid serve --grpc-server=grpc-js`: Nereid on grpc-js's server, the fallback, against
+ *       which `grpc_nereid_http2_vs_grpcjs_*` compare the default (its own server on node:http2).
+ * All servers are measured in alternating windows, several rounds, medians kept.
  *
  * The load comes from `--clients N` child processes (bench/grpc-load-client.ts, default 2), each a
  * closed loop on its own connection sending pre-encoded request bytes. Concurrency 1 and the
@@ -69,18 +72,22 @@ const request = Buffer.from(
 const requestFile = join(repo, 'request.bin');
 await writeFile(requestFile, request);
 
-// (a), (b): nereid serve, gRPC only.
-const nereid = await spawnServer(
-  [
-    ...nereidServeCommand(cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
-    `--model-repository=${repo}`,
-    '--allow-http=false',
-    '--grpc-port=0',
-    '--grpc-address=127.0.0.1',
-    '--allow-metrics=false',
-  ],
-  /Started GRPCInferenceService at [^\s]+:(\d+)/,
-);
+// (a), (b): nereid serve, gRPC only; (e) the same on grpc-js's server.
+const serveNereid = (extra: string[], profile: boolean) =>
+  spawnServer(
+    [
+      ...nereidServeCommand(profile && cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfDir)}`] : []),
+      `--model-repository=${repo}`,
+      '--allow-http=false',
+      '--grpc-port=0',
+      '--grpc-address=127.0.0.1',
+      '--allow-metrics=false',
+      ...extra,
+    ],
+    /Started GRPCInferenceService at [^\s]+:(\d+)/,
+  );
+const nereid = await serveNereid([], true);
+const nereidGrpcJs = await serveNereid(['--grpc-server=grpc-js'], false);
 
 // Capture Nereid's real response bytes (unary and streamed) for the bare server to send back.
 const { unary: unaryResponse, streamed: streamResponse } = await rawGrpcAnswers(`127.0.0.1:${nereid.port}`, request);
@@ -107,7 +114,7 @@ const bareHttp2 = await spawnServer([join(root, 'dist/bench/bare-http2-grpc-serv
 
 // 2N load processes: the first N carry the load, all 2N the client check.
 const pool = LoadClientPool.fork(join(root, 'dist/bench/grpc-load-client.js'), [requestFile], 2 * clients);
-const servers = [nereid, bare, bareHttp2] as const;
+const servers = [nereid, bare, bareHttp2, nereidGrpcJs] as const;
 type ChildServer = (typeof servers)[number];
 
 type Load = Omit<GrpcLoadOptions, 'port' | 'expectedLength' | 'transport'>;
@@ -148,8 +155,14 @@ async function measure(server: ChildServer, load: (Load | undefined)[], windowSe
 
 /** Nereid and the bare server under `load`, alternating windows; medians. */
 async function both(load: (Load | undefined)[]) {
-  const [n, b, h] = await alternate(servers, rounds, (server) => measure(server, load));
-  return { nereid: medianOf(n!), bare: medianOf(b!), http2: medianOf(h!), foreign: [...n!, ...b!, ...h!].map((r) => r.foreignCpuShare) };
+  const [n, b, h, g] = await alternate(servers, rounds, (server) => measure(server, load));
+  return {
+    nereid: medianOf(n!),
+    bare: medianOf(b!),
+    http2: medianOf(h!),
+    grpcJs: medianOf(g!),
+    foreign: [...n!, ...b!, ...h!, ...g!].map((r) => r.foreignCpuShare),
+  };
 }
 
 const measured = await (async () => {
@@ -173,6 +186,7 @@ const measured = await (async () => {
     await nereid.stop();
     await bare.stop();
     await bareHttp2.stop();
+    await nereidGrpcJs.stop();
     await rm(repo, { recursive: true, force: true });
   }
 })();
@@ -207,6 +221,13 @@ const figures: Figure[] = [
   compared('grpc_bare_http2_latency_c1', 'us', c1.http2.meanLatencyUs, c1.bare.meanLatencyUs, 'bare_grpc_js'),
   compared('grpc_bare_http2_stream_throughput_16', 'req/s', s16.http2.throughput, s16.bare.throughput, 'bare_grpc_js'),
   compared('grpc_bare_http2_stream_server_cpu_per_request_16', 'us', s16.http2.serverCpuUsPerRequest, s16.bare.serverCpuUsPerRequest, 'bare_grpc_js'),
+  // The default server (node:http2) against grpc-js's, both Nereid, same run.
+  compared('grpc_nereid_http2_vs_grpcjs_throughput_c1', 'req/s', c1.nereid.throughput, c1.grpcJs.throughput, 'nereid_grpc_js'),
+  compared('grpc_nereid_http2_vs_grpcjs_throughput_c16', 'req/s', c16.nereid.throughput, c16.grpcJs.throughput, 'nereid_grpc_js'),
+  compared('grpc_nereid_http2_vs_grpcjs_p99_latency_c16', 'us', c16.nereid.p99Us, c16.grpcJs.p99Us, 'nereid_grpc_js'),
+  compared('grpc_nereid_http2_vs_grpcjs_server_cpu_per_request_c16', 'us', c16.nereid.serverCpuUsPerRequest, c16.grpcJs.serverCpuUsPerRequest, 'nereid_grpc_js'),
+  compared('grpc_nereid_http2_vs_grpcjs_stream_throughput_16', 'req/s', s16.nereid.throughput, s16.grpcJs.throughput, 'nereid_grpc_js'),
+  compared('grpc_nereid_http2_vs_grpcjs_stream_server_cpu_per_request_16', 'us', s16.nereid.serverCpuUsPerRequest, s16.grpcJs.serverCpuUsPerRequest, 'nereid_grpc_js'),
   { name: 'grpc_foreign_cpu_share', value: Math.max(...c1.foreign, ...c16.foreign, ...s16.foreign), unit: '' },
 ];
 report(figures, jsonPath);
