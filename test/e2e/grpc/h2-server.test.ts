@@ -277,12 +277,22 @@ describe('the node:http2 gRPC server: connection lifetime', () => {
   before(async () => {
     srv = await startServer({
       modelRepositories: [repo],
-      grpc: { keepaliveTimeMs: 200, keepaliveTimeoutMs: 200, maxConnectionAgeMs: 1500, maxConnectionAgeGraceMs: 300 },
+      grpc: { keepaliveTimeMs: 200, keepaliveTimeoutMs: 200, maxConnectionAgeMs: 1500, maxConnectionAgeGraceMs: 300, maxConcurrentStreams: 3 },
     });
   });
 
   after(async () => {
     await srv?.stop();
+  });
+
+  it('announces --grpc-max-concurrent-streams in its SETTINGS', async () => {
+    const session = connectHttp2(`http://${srv.grpcTarget}`);
+    try {
+      const settings = await new Promise<{ maxConcurrentStreams?: number }>((resolve) => session.once('remoteSettings', resolve));
+      assert.equal(settings.maxConcurrentStreams, 3);
+    } finally {
+      session.close();
+    }
   });
 
   it('closes a connection whose client never answers a keepalive ping', async () => {
