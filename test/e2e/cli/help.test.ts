@@ -144,6 +144,7 @@ describe('nereid serve --help', () => {
       const special: Record<string, string[]> = {
         'model-control-mode': ['none'],
         'log-format': ['default'],
+        'grpc-server': ['http2'],
         'rate-limit': ['off'],
         'rate-limit-resource': ['R:1'],
         'backend-config': ['default-max-batch-size=4'],

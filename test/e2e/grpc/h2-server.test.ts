@@ -24,7 +24,7 @@ import {
 } from '../../helpers/grpc.js';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
-import type { GrpcFrontendOptions } from '@nereid/server';
+import { parseServeArgs, type GrpcFrontendOptions } from '@nereid/server';
 
 let repo: string;
 
@@ -326,6 +326,12 @@ describe('the node:http2 gRPC server: connection lifetime', () => {
     assert.ok(end >= at, `closed after ${end} ms`);
     await open;
   });
+});
+
+it('--grpc-server is http2 by default, takes grpc-js, and refuses anything else', () => {
+  assert.equal(parseServeArgs(['--model-repository=/m']).grpcServer, 'http2');
+  assert.equal(parseServeArgs(['--model-repository=/m', '--grpc-server=grpc-js']).grpcServer, 'grpc-js');
+  assert.throws(() => parseServeArgs(['--model-repository=/m', '--grpc-server=grpcio']), /--grpc-server must be 'http2' or 'grpc-js', got 'grpcio'/);
 });
 
 for (const kind of ['http2', 'grpc-js'] as const) {
