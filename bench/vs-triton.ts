@@ -34,6 +34,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LevelSummary } from '@nereid/perf';
 import { requireTriton, startTriton, type TritonServer } from '../test/conformance/helpers/triton.js';
+import { ADD_SUB_EXECUTE, DECOUPLED_EXECUTE, FP32_16, pythonModelFiles } from '../test/conformance/helpers/python-models.js';
 import { toolEnvironment, VENV_BIN } from '../test/conformance/helpers/tier.js';
 import { LOOP_PROBE_PREFIX, type LoopProbeReport } from './loop-probe.js';
 import { benchArgs, compared, median, nereidServeCommand, processTreeCpuUs, report, spawnServer, type ChildServer, type Figure } from './lib.js';
@@ -75,25 +76,15 @@ try {
 
 // ---------------------------------------------------------------- the model repository
 
-const FP32_16 = 'data_type: TYPE_FP32, dims: [ 16 ]';
 const BATCHING = 'dynamic_batching { }\ninstance_group [ { count: 1, kind: KIND_CPU } ]';
 
 function pythonModel(name: string, maxBatch: number, inputs: string[], outputs: string[], extra: string, body: string): Record<string, string> {
-  return {
-    [`${name}/config.pbtxt`]: `name: "${name}"\nbackend: "python"\nmax_batch_size: ${maxBatch}\ninput [ ${inputs.join(', ')} ]\noutput [ ${outputs.join(', ')} ]\n${extra}\n`,
-    [`${name}/1/model.py`]: `import time\nimport numpy as np\nimport triton_python_backend_utils as pb_utils\n\n\nclass TritonPythonModel:\n${body}`,
-  };
+  const files = pythonModelFiles(name, `max_batch_size: ${maxBatch}\ninput [ ${inputs.join(', ')} ]\noutput [ ${outputs.join(', ')} ]\n${extra}`, body);
+  return Object.fromEntries(Object.entries(files).map(([path, text]) => [`${name}/${path}`, text]));
 }
 
 const MODELS: Record<string, string> = {
-  ...pythonModel('add_sub', 64, [`{ name: "INPUT0", ${FP32_16} }`, `{ name: "INPUT1", ${FP32_16} }`], [`{ name: "OUTPUT0", ${FP32_16} }`, `{ name: "OUTPUT1", ${FP32_16} }`], BATCHING, `    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]))
-        return responses
-`),
+  ...pythonModel('add_sub', 64, [`{ name: "INPUT0", ${FP32_16} }`, `{ name: "INPUT1", ${FP32_16} }`], [`{ name: "OUTPUT0", ${FP32_16} }`, `{ name: "OUTPUT1", ${FP32_16} }`], BATCHING, ADD_SUB_EXECUTE),
   ...pythonModel('identity_bytes', 64, ['{ name: "INPUT0", data_type: TYPE_STRING, dims: [ 1 ] }'], ['{ name: "OUTPUT0", data_type: TYPE_STRING, dims: [ 1 ] }'], BATCHING, `    def execute(self, requests):
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
 `),
@@ -101,15 +92,7 @@ const MODELS: Record<string, string> = {
         time.sleep(0.002)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
 `),
-  ...pythonModel('decoupled', 0, [`{ name: "INPUT0", ${FP32_16} }`], [`{ name: "OUTPUT0", ${FP32_16} }`], 'model_transaction_policy { decoupled: true }\ninstance_group [ { count: 1, kind: KIND_CPU } ]', `    def execute(self, requests):
-        for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            sender = request.get_response_sender()
-            for i in range(4):
-                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x + np.float32(i))]))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        return None
-`),
+  ...pythonModel('decoupled', 0, [`{ name: "INPUT0", ${FP32_16} }`], [`{ name: "OUTPUT0", ${FP32_16} }`], 'model_transaction_policy { decoupled: true }\ninstance_group [ { count: 1, kind: KIND_CPU } ]', DECOUPLED_EXECUTE),
   ...pythonModel('step_scale', 64, [`{ name: "INPUT0", ${FP32_16} }`], [`{ name: "OUTPUT0", ${FP32_16} }`], 'instance_group [ { count: 1, kind: KIND_CPU } ]', `    def execute(self, requests):
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * np.float32(2))]) for r in requests]
 `),

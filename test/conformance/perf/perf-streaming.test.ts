@@ -16,45 +16,19 @@ import type { LevelSummary } from '@nereid/perf';
 import { REPO_ROOT } from '../../helpers/cli.js';
 import { makeRepository, removeDir, type ModelFiles } from '../../helpers/harness.js';
 import { startConformanceServer, runTool, type ConformanceServer } from '../helpers/tier.js';
+import { ADD_SUB_EXECUTE, ADD_SUB_IO, DECOUPLED_EXECUTE, FP32_16, pythonModelFiles } from '../helpers/python-models.js';
 import { requireTriton, startTriton, type TritonServer } from '../helpers/triton.js';
 
 const NEREID_PERF = join(REPO_ROOT, 'packages', 'perf', 'bin', 'nereid-perf.js');
 /** Far above a run's few seconds; a stalled run is killed here and fails. */
 const RUN_LIMIT_MS = 60_000;
-const FP32_16 = 'data_type: TYPE_FP32, dims: [ 16 ]';
-
-function pythonModel(name: string, config: string, body: string): ModelFiles {
-  return {
-    'config.pbtxt': `name: "${name}"\nbackend: "python"\n${config}\n`,
-    '1/model.py': `import numpy as np\nimport triton_python_backend_utils as pb_utils\n\n\nclass TritonPythonModel:\n${body}`,
-  };
-}
 
 const MODELS: Record<string, ModelFiles> = {
-  add_sub: pythonModel(
-    'add_sub',
-    `max_batch_size: 64\ninput [ { name: "INPUT0", ${FP32_16} }, { name: "INPUT1", ${FP32_16} } ]\noutput [ { name: "OUTPUT0", ${FP32_16} }, { name: "OUTPUT1", ${FP32_16} } ]\ndynamic_batching { }\ninstance_group [ { count: 1, kind: KIND_CPU } ]`,
-    `    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]))
-        return responses
-`,
-  ),
-  decoupled: pythonModel(
+  add_sub: pythonModelFiles('add_sub', `max_batch_size: 64\n${ADD_SUB_IO}\ndynamic_batching { }\ninstance_group [ { count: 1, kind: KIND_CPU } ]`, ADD_SUB_EXECUTE),
+  decoupled: pythonModelFiles(
     'decoupled',
     `max_batch_size: 0\ninput [ { name: "INPUT0", ${FP32_16} } ]\noutput [ { name: "OUTPUT0", ${FP32_16} } ]\nmodel_transaction_policy { decoupled: true }\ninstance_group [ { count: 1, kind: KIND_CPU } ]`,
-    `    def execute(self, requests):
-        for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            sender = request.get_response_sender()
-            for i in range(4):
-                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x + np.float32(i))]))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        return None
-`,
+    DECOUPLED_EXECUTE,
   ),
 };
 
