@@ -12,7 +12,8 @@ interface Entry {
 }
 
 export class RequestQueue {
-  #entries: Entry[] = [];
+  /** Slots before `#head` are taken: cleared, so that a taken request is not kept reachable. */
+  #entries: (Entry | undefined)[] = [];
   #head = 0;
   #size = 0;
 
@@ -38,7 +39,11 @@ export class RequestQueue {
   /** Removes and returns the oldest request still queued. */
   shift(): ScheduledRequest | undefined {
     while (this.#head < this.#entries.length) {
-      const entry = this.#entries[this.#head++]!;
+      const entry = this.#entries[this.#head]!;
+      // Up to a thousand taken slots wait for the next compaction: each would keep its request,
+      // and with it the request's tensors and response, alive through young-generation
+      // collections (megabytes copied and promoted under load).
+      this.#entries[this.#head++] = undefined;
       if (entry.removed) continue;
       entry.removed = true;
       this.#size--;
