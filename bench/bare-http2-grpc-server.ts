@@ -9,19 +9,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer, constants, type ServerHttp2Stream } from 'node:http2';
-import { GRPC_INFERENCE_SERVICE } from '@nereid/protocol';
+import { frameGrpcMessage, GRPC_INFERENCE_SERVICE } from '@nereid/protocol';
 
-/** A message with gRPC's 5-byte prefix (not compressed, 4-byte big-endian length). */
-function framed(message: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.byteLength);
-  out[0] = 0;
-  out.writeUInt32BE(message.byteLength, 1);
-  message.copy(out, 5);
-  return out;
-}
-
-const unaryResponse = framed(readFileSync(process.argv[2]!));
-const streamResponse = framed(readFileSync(process.argv[3]!));
+const unaryResponse = frameGrpcMessage(readFileSync(process.argv[2]!));
+const streamResponse = frameGrpcMessage(readFileSync(process.argv[3]!));
 const HEADERS = { [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc' };
 const OK = { 'grpc-status': '0' };
 

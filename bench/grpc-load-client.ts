@@ -24,7 +24,7 @@ import { readFileSync } from 'node:fs';
 import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import { Client, credentials } from '@grpc/grpc-js';
-import { GRPC_INFERENCE_SERVICE } from '@nereid/protocol';
+import { frameGrpcMessage, GRPC_INFERENCE_SERVICE } from '@nereid/protocol';
 import { httpPoster, type LoadClientMessage, type LoadClientResult } from './lib.js';
 
 export interface GrpcLoadOptions {
@@ -44,9 +44,7 @@ const INFER = GRPC_INFERENCE_SERVICE.ModelInfer.path;
 const STREAM = GRPC_INFERENCE_SERVICE.ModelStreamInfer.path;
 const request = readFileSync(process.argv[2]!);
 /** The request as one gRPC length-prefixed message (uncompressed), for the http2 transport. */
-const framed = Buffer.alloc(5 + request.byteLength);
-framed.writeUInt32BE(request.byteLength, 1);
-request.copy(framed, 5);
+const framed = frameGrpcMessage(request);
 const h2Headers = (path: string) => ({
   [constants.HTTP2_HEADER_METHOD]: 'POST',
   [constants.HTTP2_HEADER_PATH]: path,

@@ -81,3 +81,15 @@ export type GrpcInferenceRpc = keyof typeof GRPC_INFERENCE_SERVICE;
 export const GRPC_HEALTH_SERVICE = {
   Check: method('grpc.health.v1.Health', 'Check', health.HealthCheckRequest, health.HealthCheckResponse),
 } satisfies ServiceDefinition;
+
+/**
+ * One gRPC message as it travels in HTTP/2 DATA frames: the uncompressed flag (0), its length as
+ * 4 bytes big-endian, then its bytes (PROTOCOL-HTTP2, Length-Prefixed-Message).
+ */
+export function frameGrpcMessage(message: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(5 + message.byteLength);
+  out[0] = 0;
+  out.writeUInt32BE(message.byteLength, 1);
+  out.set(message, 5);
+  return out;
+}

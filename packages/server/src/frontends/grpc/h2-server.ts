@@ -24,7 +24,7 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import { gunzipSync, inflateSync } from 'node:zlib';
-import { NereidError } from '@nereid/protocol';
+import { frameGrpcMessage, NereidError } from '@nereid/protocol';
 
 /** gRPC status codes used here. */
 export const GrpcCode = {
@@ -129,14 +129,6 @@ export function encodeGrpcMessage(message: string): string {
 /** Tells a client still sending on a call that is over to stop (RST_STREAM NO_ERROR). */
 function releaseRequestSide(stream: ServerHttp2Stream): void {
   if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
-}
-
-function frame(message: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.byteLength);
-  out[0] = 0;
-  out.writeUInt32BE(message.byteLength, 1);
-  message.copy(out, 5);
-  return out;
 }
 
 class CallError {
@@ -326,7 +318,7 @@ abstract class H2Call extends EventEmitter {
       return false;
     }
     this.#respond();
-    return this.stream.write(frame(bytes));
+    return this.stream.write(frameGrpcMessage(bytes));
   }
 
   /** Ends the call with `status` (trailers-only when no message was sent); later calls do nothing. */
