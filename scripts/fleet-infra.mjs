@@ -6,10 +6,11 @@
 //   etcd                                      go.etcd.io/etcd/server/v3 v3.6.17
 //   weed (SeaweedFS, the S3 server)           github.com/seaweedfs/seaweedfs
 //   helm                                      helm.sh/helm/v4 v4.3.2
+//   jaeger (the trace backend of the tracing tests)  github.com/jaegertracing/jaeger v1.75.0
 //
 //   node scripts/fleet-infra.mjs build [name ...]   build what is missing (all when no name)
 //   node scripts/fleet-infra.mjs path <name>        print a built binary's path (exit 1 if absent)
-//   node scripts/fleet-infra.mjs check              exit 1 when anything is missing
+//   node scripts/fleet-infra.mjs check [name ...]   exit 1 when anything (of those named) is missing
 //
 // The cache is $NEREID_CACHE_DIR/fleet, or ~/.cache/nereid/fleet. A binary's file name carries its
 // version, so a version change here builds anew. The Go toolchain is the `go` on PATH when it is
@@ -27,6 +28,8 @@ const K8S = '1.37.2';
 const ETCD = '3.6.17';
 const SEAWEED = 'v0.0.0-20261109003541-7506e5f91cd6';
 const HELM = '4.3.2';
+// v1.75.0 is the Jaeger v2 binary (an OpenTelemetry Collector distribution) under the v1 module path.
+const JAEGER = '1.75.0';
 
 /**
  * What each binary is: the module its wrapper requires, the package it builds (or a main.go of
@@ -51,6 +54,7 @@ const BINARIES = {
   },
   weed: { version: SEAWEED.split('-').pop(), module: 'github.com/seaweedfs/seaweedfs', moduleVersion: SEAWEED, pkg: 'github.com/seaweedfs/seaweedfs/weed', wrapper: 'seaweedfs' },
   helm: { version: HELM, module: 'helm.sh/helm/v4', moduleVersion: `v${HELM}`, pkg: 'helm.sh/helm/v4/cmd/helm', ldflags: `-X helm.sh/helm/v4/internal/version.version=v${HELM}`, wrapper: 'helm' },
+  jaeger: { version: JAEGER, module: 'github.com/jaegertracing/jaeger', moduleVersion: `v${JAEGER}`, pkg: 'github.com/jaegertracing/jaeger/cmd/jaeger', wrapper: 'jaeger' },
 };
 
 export function binaryPath(name) {
@@ -168,9 +172,10 @@ if (command === 'build') {
   if (!existsSync(p)) fail(`${names[0]} is not built; run: node scripts/fleet-infra.mjs build ${names[0]}`);
   process.stdout.write(`${p}\n`);
 } else if (command === 'check') {
-  const missing = Object.keys(BINARIES).filter((n) => !existsSync(binaryPath(n)));
-  if (missing.length > 0) fail(`not built: ${missing.join(', ')}; run: node scripts/fleet-infra.mjs build`);
+  for (const name of names) if (!(name in BINARIES)) fail(`unknown binary '${name}' (known: ${Object.keys(BINARIES).join(', ')})`);
+  const missing = (names.length > 0 ? names : Object.keys(BINARIES)).filter((n) => !existsSync(binaryPath(n)));
+  if (missing.length > 0) fail(`not built: ${missing.join(', ')}; run: node scripts/fleet-infra.mjs build ${missing.join(' ')}`);
   log(`all built in ${join(CACHE, 'bin')}`);
 } else {
-  fail('usage: node scripts/fleet-infra.mjs build [name ...] | path <name> | check');
+  fail('usage: node scripts/fleet-infra.mjs build [name ...] | path <name> | check [name ...]');
 }

@@ -11,7 +11,8 @@
 // PyPI packages go into the project's virtual environment (.venv-conformance). Where it cannot
 // install, it stops (exit 1) before the command runs and prints the exact command that would.
 // The kubernetes profile also builds the tier's real servers (kube-apiserver, etcd, …) from the Go
-// module proxy into ~/.cache/nereid/fleet, through scripts/fleet-infra.mjs, when any is missing.
+// module proxy into ~/.cache/nereid/fleet, through scripts/fleet-infra.mjs, when any is missing;
+// the test profile builds Jaeger there the same way, for the OpenTelemetry tracing tests.
 // When everything is present it only checks: one short Python probe and a few file lookups,
 // well under a second, and it says so in one line.
 //
@@ -39,6 +40,8 @@ const TRITON_DIR = join(TRITON_CACHE, 'nvidia-pytriton-0.7.0');
 /** The Kubernetes tier's Go-built servers: the script that builds them, and its cache. */
 const FLEET = join(root, 'scripts', 'fleet-infra.mjs');
 const FLEET_CACHE = join(process.env.NEREID_CACHE_DIR ?? join(homedir(), '.cache', 'nereid'), 'fleet');
+/** The Kubernetes tier's servers among the binaries fleet-infra.mjs builds (jaeger is the test tier's). */
+const FLEET_SERVERS = ['kube-apiserver', 'kube-controller-manager', 'etcd', 'weed', 'helm'];
 const started = process.hrtime.bigint();
 
 /**
@@ -219,9 +222,17 @@ const NEEDS = [
     name: 'fleet',
     what: `kube-apiserver, kube-controller-manager, etcd, weed (SeaweedFS) and helm, built from the Go module proxy into ${FLEET_CACHE}`,
     debian: [],
-    build: [process.execPath, FLEET, 'build'],
+    build: [process.execPath, FLEET, 'build', ...FLEET_SERVERS],
     why: 'the Kubernetes tier runs them as real servers (a first build takes about 10 minutes and 9.5 GB of disk)',
-    present: () => spawnSync(process.execPath, [FLEET, 'check'], { stdio: 'ignore' }).status === 0,
+    present: () => spawnSync(process.execPath, [FLEET, 'check', ...FLEET_SERVERS], { stdio: 'ignore' }).status === 0,
+  },
+  {
+    name: 'jaeger',
+    what: `jaeger (github.com/jaegertracing/jaeger v1.75.0, cmd/jaeger), built from the Go module proxy into ${FLEET_CACHE}`,
+    debian: [],
+    build: [process.execPath, FLEET, 'build', 'jaeger'],
+    why: 'the OpenTelemetry tracing tests export spans to a real Jaeger and query them back (a first build takes about 9 minutes on 2 cores)',
+    present: () => spawnSync(process.execPath, [FLEET, 'check', 'jaeger'], { stdio: 'ignore' }).status === 0,
   },
   {
     name: 'libb64',
@@ -235,7 +246,8 @@ const NEEDS = [
 /** Each profile's needs; a name with a `?` is optional (installed when possible, else reported). */
 const PROFILES = {
   serve: ['cc?'],
-  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'chromium', 'cc'],
+  // jaeger is built last: building it needs the CA certificates and, without a recent Go, python3.
+  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'chromium', 'cc', 'ca-certificates', 'python3', 'jaeger'],
   corpus: ['grpc', 'protobuf'],
   conformance: ['numpy', 'venv', 'libb64', 'cc'],
   // The Debian needs first: building the servers needs them.
