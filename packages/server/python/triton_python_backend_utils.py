@@ -158,6 +158,14 @@ class Tensor:
         self._name = name
         self._array = tensor
 
+    @classmethod
+    def _received(cls, name, array):
+        """A tensor the server sent (a numpy array of a known datatype): no checks to make."""
+        tensor = cls.__new__(cls)
+        tensor._name = name
+        tensor._array = array
+        return tensor
+
     def name(self):
         return self._name
 
@@ -258,6 +266,26 @@ class InferenceRequest:
         self._key = None
         self._cancelled = False
         self._sender = None
+
+    @classmethod
+    def _received(cls, model_name, requested_output_names, inputs, request_id, correlation_id, flags, parameters, key):
+        """A request the server sent to ``execute`` (``key``: the stub's (execute, index)); the
+        fields are already what the constructor would make of them."""
+        request = cls.__new__(cls)
+        request._model_name = model_name
+        request._requested_output_names = requested_output_names
+        request._inputs = inputs
+        request._request_id = request_id
+        request._correlation_id = correlation_id
+        request._model_version = -1
+        request._flags = flags
+        request._timeout = 0
+        request._parameters = parameters
+        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        request._key = key
+        request._cancelled = False
+        request._sender = None
+        return request
 
     def inputs(self):
         return self._inputs

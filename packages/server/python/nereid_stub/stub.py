@@ -511,20 +511,18 @@ class Stub:
         x = message["x"]
         model_name = message.get("model")
         open_keys = self._open
-        Tensor = pb_utils.Tensor
+        tensor = pb_utils.Tensor._received
+        received = pb_utils.InferenceRequest._received
         requests = []
         for index, r in enumerate(message["requests"]):
-            tensors = [Tensor(t["name"], a) for t, a in zip(r["inputs"], r.pop("arrays"))]
+            tensors = [tensor(t["name"], a) for t, a in zip(r["inputs"], r.pop("arrays"))]
             correlation_id = r.get("correlation_id", 0)
             if "correlation_id_int" in r:
                 correlation_id = int(correlation_id)
-            request = pb_utils.InferenceRequest(
-                model_name=model_name, requested_output_names=r["outputs"], inputs=tensors,
-                request_id=r["id"], correlation_id=correlation_id, flags=r.get("flags", 0),
-                parameters=r.get("parameters", "{}"))
-            request._key = key = (x, index)
+            key = (x, index)
+            requests.append(received(model_name, r["outputs"], tensors, r["id"], correlation_id, r.get("flags", 0),
+                                     r.get("parameters") or "{}", key))
             open_keys.add(key)
-            requests.append(request)
         try:
             result = self.model.execute(requests)
             if inspect.iscoroutine(result):

@@ -116,3 +116,38 @@ print(json.dumps([
     assert.equal(out[6], 2);
   });
 });
+
+describe("the stub's frames and tensor encoding (nereid_stub/transport.py)", () => {
+  before(requireNumpy);
+  it('round-trips frames through the cached C codec and refuses a malformed one with a ValueError', () => {
+    const out = python(`
+from nereid_stub import transport as T
+m = {"t": "done", "x": 7, "a": [1, 2.5, None, True, "é\\"\\n"], "b": {}}
+body = T.encode_frame(m)
+print(json.dumps({"same": T.decode_frame(body) == m, "ascii": body.decode("ascii"), "bad": err(lambda: T.decode_frame(b'{"t":')), "trunc": err(lambda: T.decode_frame(b'{bad'))}))
+`) as Record<string, unknown>;
+    assert.equal(out['same'], true);
+    assert.equal(out['ascii'], '{"t":"done","x":7,"a":[1,2.5,null,true,"\\u00e9\\"\\n"],"b":{}}');
+    assert.match(String(out['bad']), /malformed frame|Expecting/);
+    assert.match(String(out['trunc']), /Expecting property name/);
+  });
+
+  it('encodes scalars, empty, half-precision, boolean, non-contiguous and BYTES arrays as their wire bytes', () => {
+    const out = python(`
+from nereid_stub import transport as T
+rows = []
+for a in [np.float32(3).reshape(()), np.zeros((0, 16), np.float32), np.ones((2, 3), np.float16), np.array([True, False]), np.arange(6, dtype=np.int64).reshape(2, 3).T, np.array([b"ab", b"c"], dtype=object)]:
+    d, s, data = T.encode(a)
+    rows.append([d, s, data.nbytes, bytes(data).hex()])
+print(json.dumps(rows))
+`);
+    assert.deepEqual(out, [
+      ['FP32', [], 4, '00004040'],
+      ['FP32', [0, 16], 0, ''],
+      ['FP16', [2, 3], 12, '003c'.repeat(6)],
+      ['BOOL', [2], 2, '0100'],
+      ['INT64', [3, 2], 48, [0, 3, 1, 4, 2, 5].map((v) => v.toString(16).padStart(2, '0') + '00000000000000').join('')],
+      ['BYTES', [2], 11, '020000006162' + '0100000063'],
+    ]);
+  });
+});
