@@ -277,7 +277,15 @@ describe('the node:http2 gRPC server: connection lifetime', () => {
   before(async () => {
     srv = await startServer({
       modelRepositories: [repo],
-      grpc: { keepaliveTimeMs: 200, keepaliveTimeoutMs: 200, maxConnectionAgeMs: 1500, maxConnectionAgeGraceMs: 300, maxConcurrentStreams: 3 },
+      grpc: {
+        keepaliveTimeMs: 200,
+        keepaliveTimeoutMs: 200,
+        maxConnectionAgeMs: 1500,
+        maxConnectionAgeGraceMs: 300,
+        maxConcurrentStreams: 3,
+        // The silent client below opens no call: pings it only if permitted.
+        keepalivePermitWithoutCalls: true,
+      },
     });
   });
 
@@ -326,6 +334,114 @@ describe('the node:http2 gRPC server: connection lifetime', () => {
     assert.ok(end >= at, `closed after ${end} ms`);
     await open;
   });
+});
+
+describe("the node:http2 gRPC server: ping policy (gRPC core's keepalive rules)", () => {
+  let strict: RunningGrpcServer;
+  let permissive: RunningGrpcServer;
+  const READY = GRPC_INFERENCE_SERVICE.ServerReady;
+
+  before(async () => {
+    // Triton's defaults for the ping settings, with keepalive pings every 100 ms.
+    strict = await startServer({ modelRepositories: [repo], grpc: { keepaliveTimeMs: 100, keepaliveTimeoutMs: 5000 } });
+    permissive = await startServer({
+      modelRepositories: [repo],
+      grpc: { keepaliveTimeMs: 100, keepaliveTimeoutMs: 5000, keepalivePermitWithoutCalls: true, maxPingsWithoutData: 0, minRecvPingIntervalWithoutDataMs: 0 },
+    });
+  });
+
+  after(async () => {
+    await strict?.stop();
+    await permissive?.stop();
+  });
+
+  /** A client session that records the GOAWAY it gets and the pings the server sends it. */
+  async function client(target: string) {
+    const session = connectHttp2(`http://${target}`);
+    await new Promise((resolve) => session.once('connect', resolve));
+    session.on('error', () => undefined);
+    const seen = { pings: 0, goaway: undefined as { code: number; data: string } | undefined };
+    session.on('ping', () => seen.pings++);
+    session.on('goaway', (code: number, _last: number, data?: Buffer) => (seen.goaway = { code, data: data?.toString() ?? '' }));
+    const ping = () => new Promise<boolean>((resolve) => session.ping((err) => resolve(err === null || err === undefined)));
+    return { session, seen, ping };
+  }
+
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('ends a connection whose client pings again and again while nothing is sent: GOAWAY ENHANCE_YOUR_CALM "too_many_pings" past --grpc-http2-max-ping-strikes', async () => {
+    const { session, seen, ping } = await client(strict.grpcTarget);
+    const closed = new Promise((resolve) => session.once('close', resolve));
+    // The first ping is fine, the next two are strikes (2 allowed), the fourth ends the connection.
+    for (let i = 0; i < 3; i++) assert.equal(await ping(), true, `ping ${i + 1}`);
+    assert.equal(seen.goaway, undefined);
+    await ping();
+    await closed;
+    assert.deepEqual(seen.goaway, { code: constants.NGHTTP2_ENHANCE_YOUR_CALM, data: 'too_many_pings' });
+  });
+
+  it('forgets the strikes once the server sends headers or data', async () => {
+    const { session, seen, ping } = await client(strict.grpcTarget);
+    try {
+      for (let round = 0; round < 3; round++) {
+        for (let i = 0; i < 3; i++) assert.equal(await ping(), true, `round ${round}, ping ${i + 1}`);
+        const reply = await rawCall(session, READY.path, [frame(READY.requestSerialize({}))]);
+        assert.equal(reply.code, 0);
+      }
+      assert.equal(seen.goaway, undefined);
+      assert.equal(session.destroyed, false);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('sends keepalive pings only while calls are open, and at most --grpc-http2-max-pings-without-data (2) while it sends nothing', async () => {
+    const { session, seen } = await client(strict.grpcTarget);
+    try {
+      await sleep(450);
+      assert.equal(seen.pings, 0, 'pings on a connection without calls');
+      // A stream that sends nothing holds a call open, and the server has nothing to send on it.
+      const open = rawCall(session, STREAM.path, [], {}, false).catch(() => undefined);
+      await sleep(650);
+      assert.equal(seen.pings, 2);
+      session.destroy();
+      await open;
+    } finally {
+      session.destroy();
+    }
+  });
+
+  it('with --grpc-keepalive-permit-without-calls, no ping interval and no ping limit, pings and takes pings on an idle connection any number of times', async () => {
+    const { session, seen, ping } = await client(permissive.grpcTarget);
+    try {
+      for (let i = 0; i < 8; i++) assert.equal(await ping(), true, `ping ${i + 1}`);
+      await sleep(450);
+      assert.ok(seen.pings >= 3, `${seen.pings} keepalive pings in 450 ms`);
+      assert.equal(seen.goaway, undefined);
+      const reply = await rawCall(session, READY.path, [frame(READY.requestSerialize({}))]);
+      assert.equal(reply.code, 0);
+    } finally {
+      session.close();
+    }
+  });
+});
+
+it('parses the ping settings, with gRPC core\'s defaults', () => {
+  const defaults = parseServeArgs(['--model-repository=/m']);
+  assert.deepEqual(
+    [defaults.grpcKeepalivePermitWithoutCalls, defaults.grpcMaxPingsWithoutData, defaults.grpcMinRecvPingIntervalWithoutDataMs, defaults.grpcMaxPingStrikes],
+    [false, 2, 300_000, 2],
+  );
+  const set = parseServeArgs([
+    '--model-repository=/m',
+    '--grpc-keepalive-permit-without-calls=true',
+    '--grpc-http2-max-pings-without-data=0',
+    '--grpc-http2-min-recv-ping-interval-without-data=10000',
+    '--grpc-http2-max-ping-strikes=5',
+  ]);
+  assert.deepEqual([set.grpcKeepalivePermitWithoutCalls, set.grpcMaxPingsWithoutData, set.grpcMinRecvPingIntervalWithoutDataMs, set.grpcMaxPingStrikes], [true, 0, 10_000, 5]);
+  assert.deepEqual(set.ignored, []);
+  assert.throws(() => parseServeArgs(['--model-repository=/m', '--grpc-http2-max-ping-strikes=-1']), /grpc-http2-max-ping-strikes/);
 });
 
 it('--grpc-server is http2 by default, takes grpc-js, and refuses anything else', () => {

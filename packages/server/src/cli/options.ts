@@ -72,6 +72,14 @@ export interface ServeOptions {
   grpcKeepaliveTimeoutMs: number;
   grpcMaxConnectionAgeMs: number | undefined;
   grpcMaxConnectionAgeGraceMs: number | undefined;
+  /** `--grpc-keepalive-permit-without-calls`. */
+  grpcKeepalivePermitWithoutCalls: boolean;
+  /** `--grpc-http2-max-pings-without-data` (0: no limit). */
+  grpcMaxPingsWithoutData: number;
+  /** `--grpc-http2-min-recv-ping-interval-without-data` (ms). */
+  grpcMinRecvPingIntervalWithoutDataMs: number;
+  /** `--grpc-http2-max-ping-strikes` (0: no limit). */
+  grpcMaxPingStrikes: number;
   /** `--grpc-max-concurrent-streams` (0: no limit). */
   grpcMaxConcurrentStreams: number;
   /** `--grpc-max-input-size`: the largest request message, bytes, as received and after decompression. */
@@ -699,29 +707,29 @@ const OPTIONS = {
     group: 'GRPC',
     kind: 'bool',
     default: 'false',
-    description: 'Send keepalive pings on connections without calls.',
-    ignored: 'not passed on to the gRPC library in this version',
+    description: 'Send keepalive pings on connections without calls, and accept clients\' pings on them.',
+    apply: (o, v, n) => (o.grpcKeepalivePermitWithoutCalls = parseBool(n, v)),
   },
   'grpc-http2-max-pings-without-data': {
     group: 'GRPC',
     kind: 'int',
     default: '2',
-    description: 'Pings the server may send while no data is sent.',
-    ignored: 'not passed on to the gRPC library in this version',
+    description: 'Keepalive pings the server sends while it sends no headers or data (0: no limit).',
+    apply: (o, v, n) => (o.grpcMaxPingsWithoutData = parseInt(n, v)),
   },
   'grpc-http2-min-recv-ping-interval-without-data': {
     group: 'GRPC',
     kind: 'int',
     default: '300000',
-    description: 'The shortest gap, in milliseconds, between pings the server accepts while no data is sent.',
-    ignored: 'not passed on to the gRPC library in this version',
+    description: 'The shortest gap, in milliseconds, between pings the server accepts while it sends no headers or data.',
+    apply: (o, v, n) => (o.grpcMinRecvPingIntervalWithoutDataMs = parseInt(n, v)),
   },
   'grpc-http2-max-ping-strikes': {
     group: 'GRPC',
     kind: 'int',
     default: '2',
-    description: 'Bad pings tolerated before the server closes the connection.',
-    ignored: 'not passed on to the gRPC library in this version',
+    description: 'Pings sooner than that tolerated before the server ends the connection (GOAWAY ENHANCE_YOUR_CALM, "too_many_pings"; 0: no limit).',
+    apply: (o, v, n) => (o.grpcMaxPingStrikes = parseInt(n, v)),
   },
   'grpc-max-connection-age': {
     group: 'GRPC',
@@ -1121,6 +1129,10 @@ export function defaultServeOptions(): ServeOptions {
     grpcKeepaliveTimeoutMs: 20_000,
     grpcMaxConnectionAgeMs: undefined,
     grpcMaxConnectionAgeGraceMs: undefined,
+    grpcKeepalivePermitWithoutCalls: false,
+    grpcMaxPingsWithoutData: 2,
+    grpcMinRecvPingIntervalWithoutDataMs: 300_000,
+    grpcMaxPingStrikes: 2,
     grpcMaxConcurrentStreams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
     grpcMaxInputSize: MAX_MESSAGE_SIZE,
     grpcServer: 'http2',

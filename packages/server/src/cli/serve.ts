@@ -34,6 +34,14 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     logger.warning(`option --${name} is not supported by this version of Nereid and has no effect: ${ignoredReason(name)}`);
   }
   for (const warning of options.warnings) logger.warning(warning);
+  if (
+    options.grpcServer === 'grpc-js' &&
+    (options.grpcKeepalivePermitWithoutCalls || options.grpcMaxPingsWithoutData !== 2 || options.grpcMinRecvPingIntervalWithoutDataMs !== 300_000 || options.grpcMaxPingStrikes !== 2)
+  ) {
+    logger.warning(
+      '--grpc-server=grpc-js does not apply --grpc-keepalive-permit-without-calls or the --grpc-http2-* ping settings (grpc-js has no such options); the default server, --grpc-server=http2, does',
+    );
+  }
   if (options.allowMetrics && options.metricsConfig.summaryLatencies) {
     logger.warning('--metrics-config summary_latencies=true has no effect: this version of Nereid has no summaries; use histogram_latencies=true');
   }
@@ -191,6 +199,10 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       maxConcurrentStreams: options.grpcMaxConcurrentStreams,
       maxInputSize: options.grpcMaxInputSize,
       server: options.grpcServer,
+      keepalivePermitWithoutCalls: options.grpcKeepalivePermitWithoutCalls,
+      maxPingsWithoutData: options.grpcMaxPingsWithoutData,
+      minRecvPingIntervalWithoutDataMs: options.grpcMinRecvPingIntervalWithoutDataMs,
+      maxPingStrikes: options.grpcMaxPingStrikes,
       ...(options.grpcMaxConnectionAgeMs !== undefined ? { maxConnectionAgeMs: options.grpcMaxConnectionAgeMs } : {}),
       ...(options.grpcMaxConnectionAgeGraceMs !== undefined ? { maxConnectionAgeGraceMs: options.grpcMaxConnectionAgeGraceMs } : {}),
     });

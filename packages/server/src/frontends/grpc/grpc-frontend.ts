@@ -55,6 +55,14 @@ export interface GrpcFrontendOptions {
   maxInputSize?: number;
   /** `--grpc-server`, default `http2`. */
   server?: GrpcServerKind;
+  /** `--grpc-keepalive-permit-without-calls`, default false. */
+  keepalivePermitWithoutCalls?: boolean;
+  /** `--grpc-http2-max-pings-without-data`, default 2 (0: no limit). */
+  maxPingsWithoutData?: number;
+  /** `--grpc-http2-min-recv-ping-interval-without-data` (ms), default 300 000. */
+  minRecvPingIntervalWithoutDataMs?: number;
+  /** `--grpc-http2-max-ping-strikes`, default 2 (0: no limit). */
+  maxPingStrikes?: number;
 }
 
 export const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS = 1024;
@@ -164,6 +172,10 @@ export class GrpcFrontend {
       maxConcurrentStreams: options.maxConcurrentStreams ?? DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
       maxConnectionAgeMs: options.maxConnectionAgeMs,
       maxConnectionAgeGraceMs: options.maxConnectionAgeGraceMs,
+      keepalivePermitWithoutCalls: options.keepalivePermitWithoutCalls,
+      maxPingsWithoutData: options.maxPingsWithoutData,
+      minRecvPingIntervalWithoutDataMs: options.minRecvPingIntervalWithoutDataMs,
+      maxPingStrikes: options.maxPingStrikes,
     };
     this.#grpc = options.server === 'grpc-js' ? new GrpcJsServer(serverOptions) : new H2GrpcServer(serverOptions);
     this.#grpc.addService(GRPC_INFERENCE_SERVICE as Record<string, GrpcMethodDefinition>, this.#inferenceService());

@@ -106,6 +106,60 @@ export interface H2ServerOptions {
   maxConcurrentStreams: number;
   maxConnectionAgeMs?: number | undefined;
   maxConnectionAgeGraceMs?: number | undefined;
+  /** Keepalive pings also on connections without calls; also lets clients ping such connections. */
+  keepalivePermitWithoutCalls?: boolean | undefined;
+  /** Keepalive pings sent while the server sends no headers or data (0: no limit). Default 2. */
+  maxPingsWithoutData?: number | undefined;
+  /** The shortest gap between a client's pings while the server sends nothing (ms). Default 300 000. */
+  minRecvPingIntervalWithoutDataMs?: number | undefined;
+  /** Pings too soon tolerated before GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings") (0: no limit). Default 2. */
+  maxPingStrikes?: number | undefined;
+}
+
+/**
+ * What a connection's ping policy counts (gRPC core's keepalive and ping-abuse rules): kept on the
+ * session itself, so a call reaches it through its stream at no lookup cost.
+ */
+interface PingState {
+  /** Calls open on the connection. */
+  calls: number;
+  /** When the client's last ping came (performance.now()); -Infinity: none since the server last sent. */
+  lastPingAt: number;
+  /** The client's pings that came too soon since the server last sent headers or data. */
+  strikes: number;
+  /** Keepalive pings the server sent since it last sent headers or data. */
+  pingsWithoutData: number;
+  /** The newest stream the client opened (a GOAWAY names it as the last one processed). */
+  lastStreamId: number;
+}
+
+const PING_STATE = Symbol('nereid.grpcPingState');
+type PolicedSession = ServerHttp2Session & { [PING_STATE]?: PingState };
+/** A client may ping an idle connection (no calls) this often when the server does not permit pings without calls (gRPC core's rule). */
+const IDLE_PING_INTERVAL_MS = 2 * 3_600_000;
+
+/**
+ * Ends a connection whose client pings too often: GOAWAY(ENHANCE_YOUR_CALM) with "too_many_pings"
+ * as its debug data, which gRPC clients read as a request to ping less (they double their
+ * keepalive time), then the connection closes once the frame is out.
+ */
+function tooManyPings(session: ServerHttp2Session, lastStreamId: number): void {
+  try {
+    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId, Buffer.from('too_many_pings'));
+  } catch {
+    // Already closing.
+  }
+  // The GOAWAY goes out with the session's next write; destroying it in the same turn would drop it.
+  setImmediate(() => session.destroy());
+}
+
+/** The server sends headers or data on the stream's connection: pings are fine again. */
+function sentOn(stream: ServerHttp2Stream): void {
+  const state = (stream.session as PolicedSession | undefined)?.[PING_STATE];
+  if (state === undefined) return;
+  state.lastPingAt = -Infinity;
+  state.strikes = 0;
+  state.pingsWithoutData = 0;
 }
 
 const TIMEOUT_UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
@@ -191,7 +245,13 @@ abstract class H2Call extends EventEmitter {
         stream.once('close', () => clearTimeout(release));
       }
     });
+    const pings = (stream.session as PolicedSession | undefined)?.[PING_STATE];
+    if (pings !== undefined) {
+      pings.calls++;
+      if ((stream.id ?? 0) > pings.lastStreamId) pings.lastStreamId = stream.id ?? 0;
+    }
     stream.on('close', () => {
+      if (pings !== undefined) pings.calls--;
       if (this.#deadline !== undefined) clearTimeout(this.#deadline);
       if (!this.done) {
         this.done = true;
@@ -303,6 +363,7 @@ abstract class H2Call extends EventEmitter {
   #respond(): void {
     if (this.#headersSent) return;
     this.#headersSent = true;
+    sentOn(this.stream);
     this.stream.respond(
       {
         [constants.HTTP2_HEADER_STATUS]: 200,
@@ -331,7 +392,8 @@ abstract class H2Call extends EventEmitter {
       });
       return false;
     }
-    this.#respond();
+    if (this.#headersSent) sentOn(this.stream);
+    else this.#respond();
     return this.stream.write(frameGrpcMessage(bytes));
   }
 
@@ -349,6 +411,7 @@ abstract class H2Call extends EventEmitter {
     try {
       if (!this.#headersSent) {
         this.#headersSent = true;
+        sentOn(this.stream);
         this.stream.respond(
           {
             [constants.HTTP2_HEADER_STATUS]: 200,
@@ -558,9 +621,32 @@ export class H2GrpcServer {
       for (const t of timers) clearTimeout(t);
     });
     const { keepaliveTimeMs, keepaliveTimeoutMs, maxConnectionAgeMs, maxConnectionAgeGraceMs } = this.#options;
+    const permitWithoutCalls = this.#options.keepalivePermitWithoutCalls ?? false;
+    const maxPingsWithoutData = this.#options.maxPingsWithoutData ?? 2;
+    const minPingIntervalMs = this.#options.minRecvPingIntervalWithoutDataMs ?? 300_000;
+    const maxPingStrikes = this.#options.maxPingStrikes ?? 2;
+    const pings: PingState = { calls: 0, lastPingAt: -Infinity, strikes: 0, pingsWithoutData: 0, lastStreamId: 0 };
+    (session as PolicedSession)[PING_STATE] = pings;
+    // A client's ping while the server sends nothing must keep its distance from the one before
+    // (two hours on a connection without calls unless those are permitted); each one that comes
+    // sooner is a strike, and past the strikes allowed the connection ends as gRPC core ends it.
+    session.on('ping', () => {
+      const now = performance.now();
+      const interval = !permitWithoutCalls && pings.calls === 0 ? IDLE_PING_INTERVAL_MS : minPingIntervalMs;
+      const early = pings.lastPingAt + interval > now;
+      pings.lastPingAt = now;
+      if (!early) return;
+      pings.strikes++;
+      if (maxPingStrikes !== 0 && pings.strikes > maxPingStrikes && !session.destroyed) tooManyPings(session, pings.lastStreamId);
+    });
     if (keepaliveTimeMs < MAX_TIMER_MS) {
       const keepalive = setInterval(() => {
         if (session.destroyed || session.closed) return;
+        // gRPC core's rules: no keepalive ping on a connection without calls unless permitted, and
+        // at most maxPingsWithoutData of them while the server sends no headers or data.
+        if (!permitWithoutCalls && pings.calls === 0) return;
+        if (maxPingsWithoutData !== 0 && pings.pingsWithoutData >= maxPingsWithoutData) return;
+        pings.pingsWithoutData++;
         const unanswered = setTimeout(() => session.destroy(), keepaliveTimeoutMs);
         unanswered.unref();
         try {
