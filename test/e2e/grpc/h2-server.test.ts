@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { connect as connectHttp2, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { deflateSync, gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import { Metadata, status, type Client } from '@grpc/grpc-js';
@@ -165,6 +166,31 @@ describe('the node:http2 gRPC server', () => {
     });
   }
 
+  for (const [encoding, compress] of [
+    ['gzip', gzipSync],
+    ['deflate', deflateSync],
+  ] as const) {
+    it(`inflates a large ${encoding} request off the event loop, and delivers a stream's messages in order around it`, async () => {
+      // A request id of random hex keeps the compressed message above the size inflated off the loop.
+      const id = randomBytes(2048).toString('hex');
+      const big = simpleRequest(1, 5, { id });
+      const reply = await rawCall(session, INFER.path, [frame(compress(INFER.requestSerialize(big.request)), true)], { 'grpc-encoding': encoding });
+      assert.equal(reply.code, status.OK, reply.details);
+      const response = INFER.responseDeserialize(reply.messages[0]!);
+      assert.equal(response.id, id);
+      assertSimpleResponse(response, big);
+
+      const requests = [simpleRequest(1, 1, { id: `a${id}` }), simpleRequest(1, 2, { id: 'b' }), simpleRequest(1, 3, { id: 'c' }), simpleRequest(1, 4, { id: `d${id}` })];
+      const [a, b, c, d] = requests.map((r) => STREAM.requestSerialize(r.request));
+      const one = Buffer.concat([frame(compress(a!), true), frame(b!), frame(compress(c!), true), frame(compress(d!), true)]);
+      const streamed = await rawCall(session, STREAM.path, [one], { 'grpc-encoding': encoding });
+      assert.equal(streamed.code, status.OK, streamed.details);
+      const responses = streamed.messages.map((m) => STREAM.responseDeserialize(m).infer_response);
+      assert.deepEqual(responses.map((r) => r?.id), [`a${id}`, 'b', 'c', `d${id}`]);
+      for (const [i, r] of responses.entries()) assertSimpleResponse(r, requests[i]!);
+    });
+  }
+
   it('refuses an unknown encoding with UNIMPLEMENTED and says which it accepts', async () => {
     const body = frame(gzipSync(INFER.requestSerialize(simpleRequest().request)), true);
     const reply = await rawCall(session, INFER.path, [body], { 'grpc-encoding': 'snappy' });
@@ -268,6 +294,45 @@ describe('the node:http2 gRPC server', () => {
     const ok = simpleRequest(1, 5);
     const reply = await rawCall(session, INFER.path, [frame(INFER.requestSerialize(ok.request))]);
     assertSimpleMessage(reply.messages[0], ok);
+  });
+});
+
+describe('the node:http2 gRPC server: --grpc-max-input-size and compressed messages', () => {
+  let srv: RunningGrpcServer;
+  let session: ClientHttp2Session;
+
+  before(async () => {
+    srv = await startServer({ modelRepositories: [repo], grpc: { maxInputSize: 100_000 } });
+    session = connectHttp2(`http://${srv.grpcTarget}`);
+  });
+
+  after(async () => {
+    session?.close();
+    await srv?.stop();
+  });
+
+  for (const [encoding, compress] of [
+    ['gzip', gzipSync],
+    ['deflate', deflateSync],
+  ] as const) {
+    for (const size of [200_000, 8_000_000]) {
+      it(`refuses a ${encoding} message that inflates to ${size} bytes, past the limit, with RESOURCE_EXHAUSTED and keeps serving`, async () => {
+        const reply = await rawCall(session, INFER.path, [frame(compress(Buffer.alloc(size)), true)], { 'grpc-encoding': encoding });
+        assert.equal(reply.code, status.RESOURCE_EXHAUSTED, reply.details);
+        assert.equal(reply.details, 'Received message that decompresses to a size larger than 100000');
+        const ok = simpleRequest(1, 2);
+        assertSimpleMessage((await rawCall(session, INFER.path, [frame(INFER.requestSerialize(ok.request))])).messages[0], ok);
+      });
+    }
+  }
+
+  it('fails a stream at a message that inflates past the limit, after answering the ones before it', async () => {
+    const first = simpleRequest(1, 1, { id: 'first' });
+    const one = Buffer.concat([frame(STREAM.requestSerialize(first.request)), frame(gzipSync(Buffer.alloc(8_000_000)), true), frame(STREAM.requestSerialize(simpleRequest(1, 2, { id: 'never' }).request))]);
+    const reply = await rawCall(session, STREAM.path, [one], { 'grpc-encoding': 'gzip' });
+    assert.equal(reply.code, status.RESOURCE_EXHAUSTED, reply.details);
+    const ids = reply.messages.map((m) => STREAM.responseDeserialize(m).infer_response?.id);
+    assert.ok(!ids.includes('never'), `answered ${ids.join(', ')}`);
   });
 });
 

@@ -23,7 +23,7 @@ import {
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from 'node:http2';
-import { gunzipSync, inflateSync } from 'node:zlib';
+import { gunzip, gunzipSync, inflate, inflateSync } from 'node:zlib';
 import { frameGrpcMessage, NereidError } from '@nereid/protocol';
 
 /** gRPC status codes used here. */
@@ -167,6 +167,12 @@ const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const ACCEPT_ENCODING = 'identity,deflate,gzip';
 /** How long after the trailers a client still sending on a finished call is told to stop. */
 const RELEASE_DELAY_MS = 200;
+/**
+ * Compressed messages at least this large are inflated off the event loop (zlib's thread pool):
+ * deflate expands at most about 1032 times, so a smaller one yields at most about a megabyte, a
+ * millisecond's work; a larger one could hold every other call for tens of milliseconds.
+ */
+const ASYNC_INFLATE_BYTES = 1024;
 /** setTimeout's largest delay; a longer deadline never fires. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -216,6 +222,11 @@ abstract class H2Call extends EventEmitter {
   readonly #encoding: string;
   #chunks: Buffer[] = [];
   #buffered = 0;
+  /**
+   * Messages still being inflated off the event loop and those behind them, delivered in order:
+   * settles once all are delivered (or the call failed); undefined when none are.
+   */
+  #pending: Promise<void> | undefined;
   #headersSent = false;
   #trailers: Record<string, string | string[]> | undefined;
   #deadline: NodeJS.Timeout | undefined;
@@ -303,12 +314,43 @@ abstract class H2Call extends EventEmitter {
         if (this.#buffered < 5 + length) break;
         const framed = this.#take(5 + length);
         const bytes = framed.subarray(5);
-        onMessage(this.#deserialize(framed[0] === 1 ? this.#inflate(bytes) : bytes));
+        const compressed = framed[0] === 1;
+        if (this.#pending === undefined && !(compressed && bytes.byteLength >= ASYNC_INFLATE_BYTES)) {
+          onMessage(this.#deserialize(compressed ? this.#inflateSync(bytes) : bytes));
+        } else {
+          this.#decodeLater(compressed ? this.#inflate(bytes) : Promise.resolve(bytes), onMessage);
+        }
       }
     } catch (err) {
       if (!(err instanceof CallError)) throw err;
       this.fail(err.status);
     }
+  }
+
+  /** Delivers a message once it is inflated and every message before it was delivered. */
+  #decodeLater(plain: Promise<Buffer>, onMessage: (message: unknown) => void): void {
+    const previous = this.#pending ?? Promise.resolve();
+    const delivered: Promise<void> = previous
+      .then(() => plain)
+      .then((bytes) => {
+        if (!this.done) onMessage(this.#deserialize(bytes));
+      })
+      .catch((err: unknown) => {
+        if (!this.done) this.fail(err instanceof CallError ? err.status : { code: GrpcCode.INTERNAL, details: `Error deserializing request: ${(err as Error).message}` });
+      })
+      .then(() => {
+        if (this.#pending === delivered) this.#pending = undefined;
+      });
+    // A rejection is handled above; this keeps a failed inflation that nothing awaits yet from
+    // counting as unhandled.
+    plain.catch(() => undefined);
+    this.#pending = delivered;
+  }
+
+  /** Runs `fn` once every message received so far was delivered: at once when none is pending. */
+  protected whenDecoded(fn: () => void): void {
+    if (this.#pending === undefined) fn();
+    else void this.#pending.then(fn);
   }
 
   /** The first `n` buffered bytes (joining the first chunks if they are split). */
@@ -331,19 +373,42 @@ abstract class H2Call extends EventEmitter {
     return this.#buffered > 0;
   }
 
-  #inflate(bytes: Buffer): Buffer {
+  #inflateSync(bytes: Buffer): Buffer {
+    this.#checkCompressed();
     const max = this.#options.maxReceiveMessageLength;
-    if (this.#encoding === 'identity') {
-      throw new CallError({ code: GrpcCode.INTERNAL, details: 'Error deserializing request: the message is flagged compressed but grpc-encoding is identity' });
-    }
     try {
       return this.#encoding === 'gzip' ? gunzipSync(bytes, { maxOutputLength: max }) : inflateSync(bytes, { maxOutputLength: max });
     } catch (err) {
-      if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw new CallError({ code: GrpcCode.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${max}` });
-      }
-      throw new CallError({ code: GrpcCode.INTERNAL, details: 'Failed to decompress message' });
+      throw this.#inflateError(err);
     }
+  }
+
+  /** Inflates on zlib's thread pool; rejects with the call's status. */
+  #inflate(bytes: Buffer): Promise<Buffer> {
+    try {
+      this.#checkCompressed();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const options = { maxOutputLength: this.#options.maxReceiveMessageLength };
+    return new Promise((resolve, reject) => {
+      const done = (err: Error | null, out: Buffer) => (err === null ? resolve(out) : reject(this.#inflateError(err)));
+      if (this.#encoding === 'gzip') gunzip(bytes, options, done);
+      else inflate(bytes, options, done);
+    });
+  }
+
+  #checkCompressed(): void {
+    if (this.#encoding === 'identity') {
+      throw new CallError({ code: GrpcCode.INTERNAL, details: 'Error deserializing request: the message is flagged compressed but grpc-encoding is identity' });
+    }
+  }
+
+  #inflateError(err: unknown): CallError {
+    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
+      return new CallError({ code: GrpcCode.RESOURCE_EXHAUSTED, details: `Received message that decompresses to a size larger than ${this.#options.maxReceiveMessageLength}` });
+    }
+    return new CallError({ code: GrpcCode.INTERNAL, details: 'Failed to decompress message' });
   }
 
   #deserialize(bytes: Buffer): unknown {
@@ -448,31 +513,34 @@ export class H2UnaryCall<Req> extends H2Call {
         this.request = message as Req;
       }),
     );
-    this.stream.on('end', () => {
-      if (this.done) return;
-      if (messages === 0 || this.partial) {
-        this.fail({ code: GrpcCode.UNIMPLEMENTED, details: `Received no request message for unary method ${this.method.path}` });
-        return;
-      }
-      try {
-        handler(this, (error, response) => {
-          if (this.done) return;
-          if (error !== null) {
-            this.sendStatus(error);
-            return;
-          }
-          try {
-            this.writeMessage(response);
-          } catch (err) {
-            this.sendStatus({ code: GrpcCode.INTERNAL, details: `Error serializing response: ${(err as Error).message}` });
-            return;
-          }
-          this.sendStatus({ code: GrpcCode.OK, details: '' });
-        });
-      } catch (err) {
-        this.sendStatus({ code: GrpcCode.UNKNOWN, details: `Server method handler threw error ${(err as Error).message}` });
-      }
-    });
+    this.stream.on('end', () => this.whenDecoded(() => this.#run(handler, messages)));
+  }
+
+  /** Runs the handler once the request message is in (`messages`: how many came). */
+  #run(handler: UnaryHandler<Req, unknown>, messages: number): void {
+    if (this.done) return;
+    if (messages === 0 || this.partial) {
+      this.fail({ code: GrpcCode.UNIMPLEMENTED, details: `Received no request message for unary method ${this.method.path}` });
+      return;
+    }
+    try {
+      handler(this, (error, response) => {
+        if (this.done) return;
+        if (error !== null) {
+          this.sendStatus(error);
+          return;
+        }
+        try {
+          this.writeMessage(response);
+        } catch (err) {
+          this.sendStatus({ code: GrpcCode.INTERNAL, details: `Error serializing response: ${(err as Error).message}` });
+          return;
+        }
+        this.sendStatus({ code: GrpcCode.OK, details: '' });
+      });
+    } catch (err) {
+      this.sendStatus({ code: GrpcCode.UNKNOWN, details: `Server method handler threw error ${(err as Error).message}` });
+    }
   }
 }
 
@@ -497,14 +565,17 @@ export class H2DuplexCall<Req, Res> extends H2Call {
 
   /** Starts reading messages (call after the handler attached its listeners). */
   start(): void {
-    this.stream.on('data', (chunk: Buffer) => {
-      this.decode(chunk, (message) => this.#queue.push(message));
+    const onMessage = (message: unknown) => {
+      this.#queue.push(message);
       this.#deliver();
-    });
-    this.stream.on('end', () => {
-      this.#ended = true;
-      this.#deliver();
-    });
+    };
+    this.stream.on('data', (chunk: Buffer) => this.decode(chunk, onMessage));
+    this.stream.on('end', () =>
+      this.whenDecoded(() => {
+        this.#ended = true;
+        this.#deliver();
+      }),
+    );
   }
 
   #deliver(): void {
