@@ -305,7 +305,7 @@ describe('the server-wide instance limit and --model-config-limit', () => {
     assert.equal(reply.status, 200, reply.text);
     const warnings = logger.lines.filter((l) => l.includes('response_cache'));
     assert.equal(warnings.length, 1, `expected one response cache warning, got:\n${logger.lines.join('\n')}`);
-    assert.match(warnings[0]!, /model 'b': response_cache\.enable is true, but this version of Nereid has no response cache/);
+    assert.match(warnings[0]!, /model 'b': response_cache\.enable is true, but the server has no response cache/);
     const ops = logger.lines.filter((l) => l.includes('op_library_filename'));
     assert.equal(ops.length, 1, `expected one custom operation library warning, got:\n${logger.lines.join('\n')}`);
     assert.match(ops[0]!, /model 'b': model_operations\.op_library_filename has no effect: Nereid loads no custom operation libraries/);

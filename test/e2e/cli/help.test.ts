@@ -148,6 +148,7 @@ describe('nereid serve --help', () => {
         'rate-limit': ['off'],
         'rate-limit-resource': ['R:1'],
         'backend-config': ['default-max-batch-size=4'],
+        'cache-config': ['local,size=1048576'],
         'model-config-limit': ['max-batch-size=8'],
         'metrics-config': ['counter_latencies=true'],
         'metrics-interval-ms': ['1000'],
@@ -198,7 +199,7 @@ describe('nereid serve --help', () => {
       ['allow-gpu-metrics', 'Metrics', '<boolean>', ['default: true'], /nv_gpu_utilization/],
       ['trace-config', 'Tracing', '[<mode>,]<key>=<value>', ['default: (tracing off)', 'repeatable', 'no effect'], /No effect: no tracing/],
       ['http-thread-count', 'HTTP', '<integer>', ['default: 8', 'no effect'], /event loop/],
-      ['cache-config', 'Response Cache', '<cache>,<key>=<value>', ['default: (no cache)', 'repeatable', 'no effect'], /no response cache/],
+      ['cache-config', 'Response Cache', '<cache>,<key>=<value>', ['default: (no cache)', 'repeatable'], /local,size=<bytes>/],
       ['strict-model-config', 'Deprecated', '<boolean>', ['default: false'], /--disable-auto-complete-config/],
     ];
     for (const [name, group, format, tags, text] of cases) {

@@ -18,6 +18,7 @@ import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { isS3Uri, parseS3Uri } from '../repository/s3-location.js';
+import { parseCacheConfig, splitCacheSetting, type CacheConfig } from '../cache/index.js';
 
 export interface ServeOptions {
   modelRepositories: string[];
@@ -113,6 +114,12 @@ export interface ServeOptions {
   modelMemoryLimitBytes: number;
   /** `--memory-sample-interval-ms`; 0: no samples. */
   memorySampleIntervalMs: number;
+  /** `--cache-config` values as given, in order. */
+  cacheSettings: string[];
+  /** `--response-cache-byte-size` (deprecated form of `local,size=`); 0: not given. */
+  responseCacheByteSize: number;
+  /** The response cache those configure (checked at the end of parsing); undefined: none. */
+  cache: CacheConfig | undefined;
 }
 
 export interface MetricsConfig {
@@ -268,7 +275,7 @@ export type ServeOptionSpec = EffectiveOption | IgnoredOption;
 const NO_GPU = 'Nereid has no CUDA memory management of its own: GPU memory belongs to the stub processes of KIND_GPU instances';
 const NO_TLS = 'no TLS in this version; terminate TLS in front of Nereid (a proxy or a service mesh)';
 const NO_TRACING = 'no tracing in this version (the trace extension is not implemented)';
-const NO_CACHE = 'no response cache in this version';
+const BUILT_IN_CACHES = "the caches (local, redis) are built into Nereid; there is no cache library to look for";
 const NO_SAGEMAKER = 'Nereid has no SageMaker endpoint';
 const NO_VERTEX = 'Nereid has no Vertex AI endpoint';
 const ONE_LOOP = 'Nereid serves every request on the Node.js event loop, so there are no request threads to size';
@@ -941,10 +948,24 @@ const OPTIONS = {
     format: '<cache>,<key>=<value>',
     repeatable: true,
     default: '(no cache)',
-    description: 'A response cache setting, such as local,size=<bytes>.',
-    ignored: NO_CACHE,
+    description:
+      'A setting of the response cache, which models with response_cache { enable: true } use: local,size=<bytes> ' +
+      '(an in-memory cache evicting least-recently-used entries) or redis,<key>=<value> for a Redis server ' +
+      '(host, port required; user, password, db, connect_timeout, socket_timeout, pool_size, wait_timeout, cert, key, ' +
+      'cacert, cacert_dir, sni). Repeat it for each setting; one cache at most.',
+    apply: (o, v) => {
+      splitCacheSetting(v);
+      o.cacheSettings.push(v);
+    },
   },
-  'cache-directory': { group: 'Response Cache', kind: 'string', format: '<path>', default: '(none)', description: 'Where cache implementations are looked for.', ignored: NO_CACHE },
+  'cache-directory': {
+    group: 'Response Cache',
+    kind: 'string',
+    format: '<path>',
+    default: '(none)',
+    description: 'Where cache implementations are looked for.',
+    ignored: BUILT_IN_CACHES,
+  },
 
   // ---------------------------------------------------------------- Rate Limiter
   'rate-limit': {
@@ -1065,7 +1086,13 @@ const OPTIONS = {
     description: 'true is the same as --disable-auto-complete-config.',
     apply: (o, v, n) => (o.autoCompleteConfig = !parseBool(n, v)),
   },
-  'response-cache-byte-size': { group: 'Deprecated', kind: 'int', default: '(no cache)', description: 'Same as --cache-config=local,size=<bytes>.', ignored: NO_CACHE },
+  'response-cache-byte-size': {
+    group: 'Deprecated',
+    kind: 'int',
+    default: '(no cache)',
+    description: 'Same as --cache-config=local,size=<bytes>.',
+    apply: (o, v, n) => (o.responseCacheByteSize = parseInt(n, v)),
+  },
   'trace-file': { group: 'Deprecated', kind: 'string', format: '<path>', default: '(none)', description: 'Same as --trace-config=triton,file=<path>.', ignored: NO_TRACING },
   'trace-level': {
     group: 'Deprecated',
@@ -1155,6 +1182,9 @@ export function defaultServeOptions(): ServeOptions {
     memoryBudgetBytes: 0,
     modelMemoryLimitBytes: 0,
     memorySampleIntervalMs: DEFAULT_MEMORY_SAMPLE_INTERVAL_MS,
+    cacheSettings: [],
+    responseCacheByteSize: 0,
+    cache: undefined,
   };
 }
 
@@ -1198,5 +1228,6 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions {
     }
   }
   checkControlOptions(o);
+  o.cache = parseCacheConfig(o.cacheSettings, o.responseCacheByteSize);
   return o;
 }

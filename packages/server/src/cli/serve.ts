@@ -42,6 +42,13 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       '--grpc-server=grpc-js does not apply --grpc-keepalive-permit-without-calls or the --grpc-http2-* ping settings (grpc-js has no such options); the default server, --grpc-server=http2, does',
     );
   }
+  if (options.responseCacheByteSize > 0) {
+    logger.warning(
+      "'--response-cache-byte-size' has been deprecated! This will default to the 'local' cache implementation with the provided byte size " +
+        "for its config. Please use '--cache-config' instead. The equivalent --cache-config CLI args would be: " +
+        `'--cache-config=local,size=${options.responseCacheByteSize}'`,
+    );
+  }
   if (options.allowMetrics && options.metricsConfig.summaryLatencies) {
     logger.warning('--metrics-config summary_latencies=true has no effect: this version of Nereid has no summaries; use histogram_latencies=true');
   }
@@ -77,6 +84,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     memoryBudgetBytes: options.memoryBudgetBytes,
     modelMemoryLimitBytes: options.modelMemoryLimitBytes,
     memorySampleIntervalMs: options.memorySampleIntervalMs,
+    ...(options.cache !== undefined ? { cache: options.cache } : {}),
     logger,
     metrics: {
       counterLatencies: options.metricsConfig.counterLatencies,

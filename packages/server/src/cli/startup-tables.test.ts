@@ -106,10 +106,9 @@ describe('optionTableRows', () => {
       ['rate_limit_resource[1]', '{"name":"R2","count":2,"device":0}'],
       ['strict_readiness', '0'],
       ['exit_timeout', '7'],
-      // --cache-config is accepted and ignored: there is no response cache.
-      ['cache_enabled', '0'],
+      ['cache_enabled', '1'],
       ['model_config_limit[instances-per-model]', '256'],
-      ['options_without_effect', '--cache-config --http-thread-count --backend-config=python,shm-growth-byte-size=…'],
+      ['options_without_effect', '--http-thread-count --backend-config=python,shm-growth-byte-size=…'],
     ]);
   });
 });

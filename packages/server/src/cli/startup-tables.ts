@@ -75,8 +75,7 @@ export function optionTableRows(options: ServeOptions, metadata: ServerMetadata)
   rows.push(
     ['strict_readiness', options.strictReadiness ? '1' : '0'],
     ['exit_timeout', String(options.exitTimeoutSecs)],
-    // This version of Nereid has no response cache (--cache-config is accepted and ignored).
-    ['cache_enabled', '0'],
+    ['cache_enabled', options.cache !== undefined ? '1' : '0'],
   );
   // Nereid's rows: the limits given, and what was given that has no effect (each also warned about).
   for (const [name, value] of Object.entries(options.configLimits)) rows.push([`model_config_limit[${name}]`, String(value)]);

@@ -145,11 +145,11 @@ test('config group: preserve_ordering conflicts', () => {
 test('config group: response cache with sequence batching or decoupled models', () => {
   assert.equal(
     configError(`${BASE} sequence_batching { } response_cache { enable: true }`),
-    "model 'm': the response cache does not support models with sequence batching; set response_cache.enable to false",
+    "Response Cache does not currently support model m with sequence batching scheduler. Please disable the response cache.",
   );
   assert.equal(
     configError(`${BASE} model_transaction_policy { decoupled: true } response_cache { enable: true }`),
-    "model 'm': the response cache does not support models with a 'decoupled' transaction policy; set response_cache.enable to false",
+    "Response Cache does not currently support model m with 'decoupled' transaction policy. Please disable the response cache.",
   );
 });
 

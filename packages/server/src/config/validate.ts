@@ -55,9 +55,10 @@ export function validateModelConfig(config: ModelConfig): void {
   }
 
   if (config.model_transaction_policy?.decoupled && config.response_cache?.enable) {
-    throw configError(
-      config,
-      "the response cache does not support models with a 'decoupled' transaction policy; set response_cache.enable to false",
+    // Triton's wording (models-and-scheduling.md §8.1), without the "model 'x':" prefix.
+    throw new NereidError(
+      'CONFIG_INVALID',
+      `Response Cache does not currently support model ${config.name} with 'decoupled' transaction policy. Please disable the response cache.`,
     );
   }
   validateModelMetrics(config);
@@ -149,7 +150,10 @@ function validateSequenceBatching(config: ModelConfig): void {
   const sb = config.sequence_batching;
   if (sb === undefined) return;
   if (config.response_cache?.enable) {
-    throw configError(config, 'the response cache does not support models with sequence batching; set response_cache.enable to false');
+    throw new NereidError(
+      'CONFIG_INVALID',
+      `Response Cache does not currently support model ${config.name} with sequence batching scheduler. Please disable the response cache.`,
+    );
   }
   validateSequenceControls(config, sb);
   if (sb.oldest !== undefined) {

@@ -34,6 +34,7 @@ import { validateModelConfig, validateModelIO } from '../config/index.js';
 import { buildIOSpec, type ModelIOSpec } from './request-validation.js';
 import { backendLookup, backendSettings, completeVersionConfig, modelContext, warnIneffectiveFields } from './version-config.js';
 import { prepareWarmup, runWarmup, type WarmupSample } from './warmup.js';
+import type { ResponseCache } from '../cache/index.js';
 import { directoryBytes, LoadMeasure, modelMemoryLimit, sumEntries, totalBytes, type AccountedVersion, type MemoryAccounting } from './memory.js';
 
 /** Seconds since `start` (a process.hrtime.bigint() reading). */
@@ -184,6 +185,12 @@ export class ModelVersion implements Servable, MeteredVersion, AccountedVersion 
   readonly scheduler: Scheduler;
   /** Cumulative statistics since this version was loaded (models-and-scheduling.md §9). */
   readonly stats: ModelStatistics;
+  /**
+   * The server's response cache when this version uses it (models-and-scheduling.md §8.2): the
+   * server has one and the configuration enables it (`response_cache { enable: true }`); an
+   * ensemble that turned out decoupled (a decoupled step) does not.
+   */
+  readonly responseCache: ResponseCache | undefined;
   /** How long loading this version took, in seconds (`nv_model_load_duration_secs`, protocol.md §5.3). */
   readonly loadDurationSecs: number;
   /** The load's duration per phase, seconds (`nv_model_load_phase_duration_secs`). */
@@ -218,7 +225,9 @@ export class ModelVersion implements Servable, MeteredVersion, AccountedVersion 
     logger: Logger;
     onUnloaded?: (version: ModelVersion, phases: PhaseDurations<UnloadPhase>, totalSecs: number) => void;
     memory?: VersionMemory;
+    responseCache?: ResponseCache | undefined;
   }) {
+    this.responseCache = init.responseCache;
     this.name = init.config.name;
     this.version = init.version;
     this.#config = init.config;
@@ -477,6 +486,8 @@ export interface ModelVersionFactoryOptions {
   migHolds?: MigHolds;
   /** The GPU memory a process uses, by GPU index (`ModelContext.gpuMemoryOf`). */
   gpuMemoryOf?: (pid: number) => ReadonlyMap<number, number>;
+  /** The server's response cache (`--cache-config`), once created; undefined: none. */
+  responseCache?: () => ResponseCache | undefined;
 }
 
 export class ModelVersionFactory implements VersionFactory<ModelVersion> {
@@ -518,7 +529,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
       const settings = backendSettings(this.#options.backendConfig, prepared.config.backend);
       const backend = await this.#registry.resolve(prepared.config.backend, backendLookup(prepared, version, settings, logger));
       const devices = this.#options.devices?.() ?? DeviceList.NONE;
-      const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger, devices);
+      const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger, devices, this.#options.responseCache?.() !== undefined);
       const preemption = preemptionSettings(config);
       const labels = await loadLabelFiles(config, prepared.location.directory);
       const sequenceStates = await resolveSequenceStates(config, prepared.location.directory);
@@ -611,6 +622,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
         const loaded = new ModelVersion({
           config,
           version,
+          responseCache: config.response_cache?.enable ? this.#options.responseCache?.() : undefined,
           labels,
           scheduler,
           runners: made,
@@ -658,7 +670,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     const config = structuredClone(prepared.config);
     validateModelConfig(config);
     validateModelIO(config);
-    warnIneffectiveFields(config, this.#options.logger);
+    warnIneffectiveFields(config, this.#options.logger, this.#options.responseCache?.() !== undefined);
     const plan = planEnsemble(config, host);
     // §6.1, §6.5: decoupled when a step is, whatever the configuration said.
     config.model_transaction_policy = { decoupled: plan.decoupled };
@@ -678,6 +690,7 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     return new ModelVersion({
       config,
       version,
+      responseCache: config.response_cache?.enable && !plan.decoupled ? this.#options.responseCache?.() : undefined,
       labels: new Map(),
       scheduler: new EnsembleScheduler(config, plan, host, stats),
       runners: [],
@@ -709,7 +722,15 @@ export class ModelVersionFactory implements VersionFactory<ModelVersion> {
     const logger = this.#options.logger;
     const backend = this.#registry.get(prepared.config.backend, name);
     const settings = backendSettings(this.#options.backendConfig, backend.name);
-    const { config, stages } = await completeVersionConfig(prepared, version, backend, settings, logger, this.#options.devices?.());
+    const { config, stages } = await completeVersionConfig(
+      prepared,
+      version,
+      backend,
+      settings,
+      logger,
+      this.#options.devices?.(),
+      this.#options.responseCache?.() !== undefined,
+    );
     // GPU instances are placed per device (and may hold MIG instances): a count change reloads.
     if (config.instance_group.some((g) => g.kind === 'KIND_GPU')) return undefined;
     if (instanceCountChange(current.config, config) === undefined) return undefined;

@@ -32,6 +32,7 @@ import { NEVER_ABORTED } from '../backends/spi.js';
 import type { RequestTimes } from '../scheduling/scheduler.js';
 import { RateLimiter, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { interpretParameters } from './request-parameters.js';
+import { createCache, requestKey, type CacheConfig, type ResponseCache } from '../cache/index.js';
 import { checkBackendOutput } from './response-validation.js';
 import { isLent, returnView } from './buffer-pool.js';
 import { SharedMemoryManager, type SharedMemoryLease } from './shared-memory.js';
@@ -91,6 +92,11 @@ interface BoundRequest {
   deliver(response: InferResponse): InferResponse | Promise<InferResponse>;
   /** Releases the regions' leases (once the request has settled). */
   release(): void;
+  /**
+   * An input came from a CUDA region: the request bypasses the response cache, which hashes
+   * only inputs in CPU memory (models-and-scheduling.md §8.2).
+   */
+  deviceInputs?: boolean;
 }
 
 const unchanged = (response: InferResponse): InferResponse => response;
@@ -188,6 +194,11 @@ export interface ServerOptions {
    * CUDA_VISIBLE_DEVICES of the server's environment restricts and renumbers the GPUs found.
    */
   gpuDiscovery?: { readonly command?: string; readonly timeoutMs?: number } | false;
+  /**
+   * `--cache-config`: the response cache shared by every model that enables it
+   * (models-and-scheduling.md §8.2); created by `load`. Absent: no cache.
+   */
+  cache?: CacheConfig;
 }
 
 export interface StartReport {
@@ -268,6 +279,8 @@ export class Server {
   #gpuSampler: GpuSampler | undefined;
   /** Readiness withdrawn ahead of a shutdown (`withdrawReadiness`). */
   #readinessWithdrawn = false;
+  /** The response cache (`ServerOptions.cache`), from `load` on. */
+  #cache: ResponseCache | undefined;
 
   constructor(options: ServerOptions) {
     this.#options = options;
@@ -305,6 +318,7 @@ export class Server {
       devices: () => this.#devices,
       migHolds: new MigHolds(),
       gpuMemoryOf: (pid) => this.#gpuSampler?.processMemory(pid) ?? new Map(),
+      responseCache: () => this.#cache,
       backendConfig: options.backendConfig ?? new Map(),
       logger: this.logger,
       metrics: this.metrics,
@@ -372,6 +386,15 @@ export class Server {
         this.metrics.useGpuSampler(this.#gpuSampler);
       }
     }
+    if (this.#options.cache !== undefined) {
+      try {
+        this.#cache = await createCache(this.#options.cache, this.logger);
+      } catch (err) {
+        this.#state = 'stopped';
+        throw err;
+      }
+      this.metrics.useCache(this.#cache);
+    }
     try {
       const failures = await this.#models.startup(this.#options.loadModels);
       this.#startReport = { failures: failures.map(toStatus) };
@@ -386,6 +409,11 @@ export class Server {
     if (this.#options.modelControlMode !== 'explicit') this.#models.startPolling(this.#options.repositoryPollSecs ?? 15);
     else if (this.#options.repositoryPollSecs !== undefined && this.#options.repositoryPollSecs > 0) this.#models.startPolling(this.#options.repositoryPollSecs);
     return this.#startReport;
+  }
+
+  /** The response cache (`ServerOptions.cache`) once `load` created it; undefined without one. */
+  get responseCache(): ResponseCache | undefined {
+    return this.#cache;
   }
 
   /** The GPUs and MIG instances found at start (none before `load`, or without discovery). */
@@ -668,8 +696,13 @@ export class Server {
     const shm = bound instanceof Promise ? await bound : bound;
     try {
       const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined, shm.outputBuffers);
-      mv.scheduler.enqueue(inferenceRequest);
-      const response = await inferenceRequest.delivered;
+      let response: BackendResponse;
+      if (mv.responseCache === undefined || shm.deviceInputs) {
+        mv.scheduler.enqueue(inferenceRequest);
+        response = await inferenceRequest.delivered;
+      } else {
+        response = await this.#cached(mv, mv.responseCache, inferenceRequest);
+      }
       const delivered = shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'));
       return delivered instanceof Promise ? await delivered : delivered;
     } finally {
@@ -689,8 +722,17 @@ export class Server {
     }
     // A step's inputs are tensors the ensemble holds, never shared-memory references.
     const { inferenceRequest, validated } = this.#prepare(mv, request as ResolvedRequest, options, requestTime, undefined);
-    mv.scheduler.enqueue(inferenceRequest);
-    const response = await inferenceRequest.delivered;
+    let response: BackendResponse;
+    if (mv.responseCache === undefined) {
+      mv.scheduler.enqueue(inferenceRequest);
+      response = await inferenceRequest.delivered;
+    } else {
+      response = await this.#cached(mv, mv.responseCache, inferenceRequest);
+      // A hit ran nothing: no compute times to wait for.
+      if (!inferenceRequest.completed) {
+        return { response: this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'), times: inferenceRequest.times };
+      }
+    }
     // The instance stamps the compute times once `execute` returns, which may be just after the
     // response was delivered: wait a few turns for them (microtasks first, they cost nothing).
     const times = inferenceRequest.times;
@@ -830,7 +872,7 @@ export class Server {
       };
       return stores === undefined ? finish() : Promise.all(stores).then(finish);
     };
-    const bound: BoundRequest = { request: resolved, ...(outputBuffers && { outputBuffers }), deliver, release };
+    const bound: BoundRequest = { request: resolved, ...(outputBuffers && { outputBuffers }), deliver, release, deviceInputs: fetches !== undefined };
     if (fetches === undefined) return bound;
     return Promise.all(fetches).then(
       () => bound,
@@ -863,9 +905,15 @@ export class Server {
         await this.#inferDecoupled(mv, shm.request, options, requestTime, id, shm.deliver);
       } else {
         const { inferenceRequest, validated } = this.#prepare(mv, shm.request, options, requestTime, undefined, shm.outputBuffers);
-        mv.scheduler.enqueue(inferenceRequest);
+        let pending: Promise<BackendResponse>;
+        if (mv.responseCache === undefined || shm.deviceInputs) {
+          mv.scheduler.enqueue(inferenceRequest);
+          pending = inferenceRequest.delivered;
+        } else {
+          pending = this.#cached(mv, mv.responseCache, inferenceRequest);
+        }
         options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
-        const response = await inferenceRequest.delivered;
+        const response = await pending;
         const delivered = shm.deliver(this.#toResponse(mv, validated, id, response, true));
         options.onResponse({ response: delivered instanceof Promise ? await delivered : delivered, final: true });
       }
@@ -922,6 +970,32 @@ export class Server {
     await inferenceRequest.delivered;
     if (copying !== undefined) await copying;
     if (failure !== undefined) throw failure;
+  }
+
+  /**
+   * Answers `request` from the response cache, or runs it and inserts its response
+   * (models-and-scheduling.md §8.2, §9.1): a hit is counted as a success and a cache hit, with
+   * no inference or execution; a miss that succeeded as a cache miss of its lookup and insert
+   * time. A failed request inserts nothing. Cache errors never reach the request: the cache
+   * answers them as misses (cache/response-cache.ts).
+   */
+  async #cached(mv: ModelVersion, cache: ResponseCache, request: InferenceRequest): Promise<BackendResponse> {
+    const lookupStart = process.hrtime.bigint();
+    const key = requestKey(mv.name, mv.version, request.inputs, request.requestedOutputs);
+    const found = cache.lookup(key);
+    const hit = found instanceof Promise ? await found : found;
+    const lookupEnd = process.hrtime.bigint();
+    if (hit !== undefined) {
+      mv.stats.onCacheHit(request.times.request, lookupStart, lookupEnd);
+      return hit;
+    }
+    mv.scheduler.enqueue(request);
+    const response = await request.delivered;
+    const insertStart = process.hrtime.bigint();
+    const inserted = cache.insert(key, response);
+    if (inserted instanceof Promise) await inserted;
+    mv.stats.onCacheMiss(lookupEnd - lookupStart + (process.hrtime.bigint() - insertStart));
+    return response;
   }
 
   #prepare(
@@ -1007,6 +1081,7 @@ export class Server {
       this.metrics.stop();
       this.memory.stop();
       this.#gpuSampler?.stop();
+      await this.#cache?.close();
       this.#state = 'stopped';
     })();
     return this.#stopping;

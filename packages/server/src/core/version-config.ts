@@ -74,10 +74,10 @@ export function modelContext(
  * One warning per load for each configuration field Nereid accepts but does not act on, naming
  * what is missing (docs/differences.md).
  */
-export function warnIneffectiveFields(config: ModelConfig, logger: Logger): void {
-  if (config.response_cache?.enable) {
+export function warnIneffectiveFields(config: ModelConfig, logger: Logger, serverCache = false): void {
+  if (config.response_cache?.enable && !serverCache) {
     logger.warning(
-      `model '${config.name}': response_cache.enable is true, but this version of Nereid has no response cache: ` +
+      `model '${config.name}': response_cache.enable is true, but the server has no response cache (--cache-config): ` +
         'every request is computed by the model, and the cache statistics stay 0',
     );
   }
@@ -123,6 +123,7 @@ export async function completeVersionConfig(
   backendConfig: Readonly<Record<string, string>>,
   logger: Logger,
   devices: DeviceList = DeviceList.NONE,
+  serverCache = false,
 ): Promise<CompletedVersionConfig> {
   const name = prepared.location.name;
   // Step 6: instance groups. KIND_AUTO becomes KIND_GPU only for a backend that runs on GPUs,
@@ -160,7 +161,7 @@ export async function completeVersionConfig(
   validateModelConfig(config);
   validateModelIO(config);
   validateConfigLimits(config, prepared.limits);
-  warnIneffectiveFields(config, logger);
+  warnIneffectiveFields(config, logger, serverCache);
   return {
     config,
     stages: { source: prepared.source, sourceKind: prepared.sourceKind, beforeAutoComplete, afterAutoComplete, effective: config },

@@ -122,6 +122,23 @@ export interface MeteredVersion {
   readonly memory?: readonly { readonly type: string; readonly id: number; readonly byte_size: number }[];
   /** Its memory limit in bytes, 0 for none (`nereid_model_memory_limit_bytes`). */
   readonly memoryLimitBytes?: number;
+  /** Set when the version uses the response cache: its `nv_cache_*_per_model` series are written. */
+  readonly responseCache?: unknown;
+}
+
+/** What the server-wide `nv_cache_*` families read (cache/response-cache.ts `ResponseCache`). */
+export interface MeteredCache {
+  readonly capacityBytes: number;
+  readonly counters: {
+    readonly entries: number;
+    readonly bytes: number;
+    readonly hits: number;
+    readonly misses: number;
+    readonly lookups: number;
+    readonly evictions: number;
+    readonly lookupNs: number;
+    readonly insertNs: number;
+  };
 }
 
 /** The server-wide memory figures (`ServerMetrics.setMemorySource`; core/memory.ts). */
@@ -365,6 +382,40 @@ export class ServerMetrics {
       .map(([name]) => name);
     this.#registerModelFamilies();
     if (this.#options.cpu) this.#registerCpuFamilies();
+  }
+
+  /**
+   * Registers the response cache families (Triton's, models-and-scheduling.md §8.2): per model
+   * version that uses the cache, its hits and misses and their durations (µs) from its
+   * statistics; server-wide, the cache's own counters. Called once, when the server has a cache.
+   */
+  useCache(cache: MeteredCache): void {
+    const counter = (name: string, help: string, produce: () => Sample[]) =>
+      this.registry.registerMetric(scraped(new Counter({ name, help, registers: [] }), 'counter', help, produce));
+    const gauge = (name: string, help: string, value: () => number) =>
+      this.registry.registerMetric(scraped(new Gauge({ name, help, registers: [] }), 'gauge', help, () => [{ labels: {}, value: value() }]));
+    const each = (value: (v: MeteredVersion) => number) => () => {
+      const out: Sample[] = [];
+      for (const v of this.#versions()) if (v.responseCache !== undefined) out.push({ labels: versionLabels(v), value: value(v) });
+      return out;
+    };
+    counter('nv_cache_num_hits_per_model', 'Number of cache hits per model', each((v) => v.stats.cacheHit.count));
+    counter('nv_cache_hit_duration_per_model', 'Total cache hit duration per model, in microseconds', each((v) => micros(v.stats.cacheHit)));
+    counter('nv_cache_num_misses_per_model', 'Number of cache misses per model', each((v) => v.stats.cacheMiss.count));
+    counter(
+      'nv_cache_miss_duration_per_model',
+      'Total cache miss (insert+lookup) duration per model, in microseconds',
+      each((v) => micros(v.stats.cacheMiss)),
+    );
+    const c = cache.counters;
+    gauge('nv_cache_util', 'Cache utilization [0.0 - 1.0]', () => (cache.capacityBytes > 0 ? c.bytes / cache.capacityBytes : 0));
+    gauge('nv_cache_num_entries', 'Number of responses stored in response cache', () => c.entries);
+    gauge('nv_cache_num_hits', 'Number of cache hits in response cache', () => c.hits);
+    gauge('nv_cache_num_misses', 'Number of cache misses in response cache', () => c.misses);
+    gauge('nv_cache_num_lookups', 'Number of cache lookups in response cache', () => c.lookups);
+    gauge('nv_cache_num_evictions', 'Number of cache evictions in response cache', () => c.evictions);
+    gauge('nv_cache_lookup_duration', 'Total cache lookup duration (hit and miss), in microseconds', () => Math.floor(c.lookupNs / 1000));
+    gauge('nv_cache_insertion_duration', 'Total cache insertion duration, in microseconds', () => Math.floor(c.insertNs / 1000));
   }
 
   /** Where the server-wide memory families read their figures (the server's `MemoryAccounting`). */

@@ -26,6 +26,13 @@ export class StatDuration {
     }
   }
 
+  /** Adds nanoseconds without counting an event (a cache miss's lookup and insert time, §9.1 success). */
+  extend(ns: bigint): void {
+    if (ns <= 0n) return;
+    this.count--;
+    this.add(ns);
+  }
+
   /** Cumulative nanoseconds. */
   get ns(): bigint {
     return this.#folded + BigInt(this.#exact);
@@ -158,6 +165,25 @@ export class ModelStatistics implements SchedulerObserver {
       }
       start = end;
     }
+  }
+
+  /**
+   * A request answered from the response cache (§9.1): a success whose queue time runs until the
+   * lookup started, and a cache hit of the lookup's duration; no inference or execution.
+   */
+  onCacheHit(requestTime: bigint, lookupStart: bigint, lookupEnd: bigint): void {
+    this.success.add(lookupEnd - requestTime);
+    this.queue.add(lookupStart - requestTime);
+    this.cacheHit.add(lookupEnd - lookupStart);
+  }
+
+  /**
+   * A request computed after a cache miss and its response inserted: `ns` is the lookup and
+   * insert time, counted as a cache miss and added to the request's success duration (§9.1).
+   */
+  onCacheMiss(ns: bigint): void {
+    this.cacheMiss.add(ns);
+    this.success.extend(ns);
   }
 
   onExecution(batch: readonly ScheduledRequest[], batchSize: number): void {
