@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { RateLoad, SequenceIds } from './load.js';
+import { ConcurrencyLoad, RateLoad, SequenceIds } from './load.js';
 import type { Sender } from './transport.js';
 
 describe('SequenceIds', () => {
@@ -71,4 +71,40 @@ describe('RateLoad with sequences', () => {
       }
     });
   }
+});
+
+describe('the drain limit (--drain-timeout)', () => {
+  /** A sender that answers every request at once except the `lost`-th, which it never answers (a lost response). */
+  function losingSender(lost: number): Sender {
+    let n = 0;
+    return {
+      infer: () => (++n === lost ? new Promise(() => undefined) : Promise.resolve({ responses: 1, sendMs: 0, recvMs: 0 })),
+      close: () => undefined,
+    };
+  }
+
+  it('fails a request never answered once the counted load sent its last, so the run ends', async () => {
+    const load = new ConcurrencyLoad([losingSender(3)], [[]], 2, 6, undefined, 150);
+    const started = performance.now();
+    await load.finished;
+    await load.stop();
+    const took = performance.now() - started;
+    assert.ok(took >= 140, `finished after ${took} ms`);
+    assert.equal(load.records.length, 6);
+    assert.equal(load.records.filter((r) => r.ok).length, 5);
+    assert.match(String((load.firstError as Error).message), /no response within 0.15 s after the load stopped sending.*--drain-timeout/);
+  });
+
+  it('fails a request never answered when a timed load stops, and sends nothing after', async () => {
+    const sender = losingSender(2);
+    const load = new ConcurrencyLoad([sender], [[]], 1, 0, undefined, 100);
+    // The slot's second request hangs: nothing more is sent until the drain limit fails it.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const sentBefore = load.sent;
+    assert.equal(sentBefore, 2);
+    await load.stop();
+    assert.equal(load.sent, 2);
+    assert.deepEqual(load.records.map((r) => r.ok), [true, false]);
+    assert.equal((load.firstError as { code?: string }).code, 'PERF_NO_RESPONSE');
+  });
 });

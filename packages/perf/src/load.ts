@@ -6,7 +6,7 @@
  * Node runs every sender on one event loop, so perf_analyzer's sync and async modes generate the
  * same load here: N outstanding requests either way.
  */
-import type { ParameterValue } from '@nereid/protocol';
+import { NereidError, type ParameterValue } from '@nereid/protocol';
 import type { PerfInput, Sender } from './transport.js';
 
 /** One finished request. Times are `performance.now()` milliseconds. */
@@ -182,6 +182,9 @@ class OpenSequence {
   }
 }
 
+/** How long requests in flight may take to finish once the load stopped sending (`--drain-timeout`). */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 60_000;
+
 abstract class Base implements LoadGenerator {
   readonly records: RequestRecord[] = [];
   readonly startedAt = performance.now();
@@ -189,7 +192,32 @@ abstract class Base implements LoadGenerator {
   delayed = 0;
   firstError?: unknown;
   protected stopped = false;
-  protected inflight = new Set<Promise<void>>();
+  /** Requests in flight, each with what fails it at the drain limit. */
+  protected inflight = new Map<Promise<void>, (err: Error) => void>();
+  readonly #drainTimeoutMs: number;
+  #drainTimer: NodeJS.Timeout | undefined;
+  /** Set once the drain limit passed: what every request still in flight, and any later send, fails with. */
+  #expired: NereidError | undefined;
+
+  constructor(drainTimeoutMs = DEFAULT_DRAIN_TIMEOUT_MS) {
+    this.#drainTimeoutMs = drainTimeoutMs;
+  }
+
+  /**
+   * The load has sent its last request (it stopped, or reached its count): the requests in flight
+   * get `drainTimeoutMs` to finish, then fail. A response the server never sends (a lost stream
+   * response, a hung model) would otherwise hold the run open for ever.
+   */
+  protected startDrain(): void {
+    if (this.#drainTimer !== undefined || this.#expired !== undefined) return;
+    this.#drainTimer = setTimeout(() => {
+      this.#expired = new NereidError(
+        'PERF_NO_RESPONSE',
+        `no response within ${this.#drainTimeoutMs / 1000} s after the load stopped sending; the server lost the request or is still running it (raise --drain-timeout for requests that take longer)`,
+      );
+      for (const fail of [...this.inflight.values()]) fail(this.#expired);
+    }, this.#drainTimeoutMs);
+  }
 
   /**
    * `record` false: a request that only closes a sequence after the load stopped; it is neither
@@ -199,7 +227,10 @@ abstract class Base implements LoadGenerator {
     if (record) this.sent++;
     const start = performance.now();
     const sequenceEnd = sequence?.ended === true;
-    const done = sender.infer(inputs, sequence?.parameters).then(
+    let fail!: (err: Error) => void;
+    const failed = new Promise<never>((_, reject) => (fail = reject));
+    const answered = this.#expired !== undefined ? Promise.reject(this.#expired) : sender.infer(inputs, sequence?.parameters);
+    const done = Promise.race([answered, failed]).then(
       (sent) => {
         if (record) this.records.push({ start, end: performance.now(), ok: true, responses: sent.responses, lag, sendMs: sent.sendMs, recvMs: sent.recvMs, sequenceEnd });
       },
@@ -212,14 +243,16 @@ abstract class Base implements LoadGenerator {
       this.inflight.delete(tracked);
       if (sequenceEnd) sequence!.release();
     });
-    this.inflight.add(tracked);
+    this.inflight.set(tracked, fail);
     return tracked;
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.startDrain();
     await this.halt();
-    while (this.inflight.size > 0) await Promise.all([...this.inflight]);
+    while (this.inflight.size > 0) await Promise.all([...this.inflight.keys()]);
+    clearTimeout(this.#drainTimer);
   }
 
   protected async halt(): Promise<void> {}
@@ -237,11 +270,16 @@ export class ConcurrencyLoad extends Base {
    * own correlation id and start/end flags; a sequence still open when the load stops (or reaches
    * `limit`) gets one more request carrying the end flag, so none is left open on the server.
    */
-  constructor(senders: readonly Sender[], requests: readonly PerfInput[][], concurrency: number, limit = 0, sequences?: SequenceIds) {
-    super();
+  constructor(senders: readonly Sender[], requests: readonly PerfInput[][], concurrency: number, limit = 0, sequences?: SequenceIds, drainTimeoutMs?: number) {
+    super(drainTimeoutMs);
     const next = requestSource(requests);
     const slots: Promise<void>[] = [];
-    const more = () => !this.stopped && (limit === 0 || this.sent < limit);
+    const more = () => {
+      if (this.stopped) return false;
+      if (limit === 0 || this.sent < limit) return true;
+      this.startDrain();
+      return false;
+    };
     for (let i = 0; i < concurrency; i++) {
       const sender = senders[i % senders.length];
       slots.push(
@@ -304,8 +342,9 @@ export class RateLoad extends Base {
     gap: () => number,
     firstGapMs?: number,
     sequences?: { ids: SequenceIds; count: number; serial: boolean },
+    drainTimeoutMs?: number,
   ) {
-    super();
+    super(drainTimeoutMs);
     const next = requestSource(requests);
     this.#senders = senders;
     this.#requests = next;
@@ -399,6 +438,8 @@ export interface LoadPlan {
   phase?: number;
   /** Sequence models. */
   sequence?: SequencePlan;
+  /** How long requests in flight may take once the load stopped sending (default DEFAULT_DRAIN_TIMEOUT_MS). */
+  drainTimeoutMs?: number;
 }
 
 /**
@@ -418,8 +459,8 @@ export function startLoad(
   while (senders.length < want) senders.push(makeSender());
   const use = senders.slice(0, want);
   const ids = plan.sequence !== undefined ? new SequenceIds(plan.sequence, streams) : undefined;
-  if (plan.mode === 'concurrency') return new ConcurrencyLoad(use, requests, plan.value, plan.limit, ids);
+  if (plan.mode === 'concurrency') return new ConcurrencyLoad(use, requests, plan.value, plan.limit, ids, plan.drainTimeoutMs);
   const gap = plan.mode === 'custom_intervals' ? gapSource('intervals', 0, plan.intervalsUs) : gapSource(plan.distribution, plan.value);
   const first = plan.phase !== undefined && plan.mode === 'request_rate' ? ((1 + plan.phase) * 1000) / plan.value : undefined;
-  return new RateLoad(use, requests, gap, first, ids !== undefined ? { ids, count: plan.sequence!.count, serial: plan.sequence!.serial } : undefined);
+  return new RateLoad(use, requests, gap, first, ids !== undefined ? { ids, count: plan.sequence!.count, serial: plan.sequence!.serial } : undefined, plan.drainTimeoutMs);
 }

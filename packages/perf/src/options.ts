@@ -3,6 +3,7 @@
  * §1.3). Every problem is a NereidError PERF_OPTION, which the command turns into exit code 3.
  */
 import { NereidError } from '@nereid/protocol';
+import { DEFAULT_DRAIN_TIMEOUT_MS } from './load.js';
 
 export type Protocol = 'http' | 'grpc';
 export type GrpcCompression = 'none' | 'gzip' | 'deflate';
@@ -51,6 +52,8 @@ export interface PerfOptions {
   binarySearch: boolean;
   requestCount: number;
   warmupRequestCount: number;
+  /** `--drain-timeout` (Nereid's own): ms the requests in flight may take once the load stopped sending. */
+  drainTimeoutMs: number;
   csvFile?: string;
   verboseCsv: boolean;
   headers: Record<string, string>;
@@ -127,6 +130,7 @@ const VALUE_FLAGS: Record<string, string> = {
   '--latency-threshold': 'latency-threshold',
   '--request-count': 'request-count',
   '--warmup-request-count': 'warmup-request-count',
+  '--drain-timeout': 'drain-timeout',
   '-f': 'filename',
   '--filename': 'filename',
   '-H': 'header',
@@ -226,6 +230,7 @@ export const USAGE = `Usage: nereid perf -m MODEL [options]   (perf_analyzer's f
   -s PCT  -r TRIALS  --percentile P  -l MS  --binary-search  --request-count N
   --warmup-request-count N  -f FILE.csv  --verbose-csv  -H 'Name: value'  -v
   --service-kind triton|in_process --model-repository DIR   --workers N  --json  --progress|--no-progress
+  --drain-timeout MS
 `;
 
 /** Thrown for `-h`/`--help`: the command prints USAGE and exits 0. */
@@ -407,6 +412,7 @@ export function parsePerfArgs(argv: readonly string[], stderrIsTty = false): Per
     binarySearch,
     requestCount: integer('request-count', one('request-count') ?? '0', 0),
     warmupRequestCount: integer('warmup-request-count', one('warmup-request-count') ?? '0', 0),
+    drainTimeoutMs: integer('drain-timeout', one('drain-timeout') ?? String(DEFAULT_DRAIN_TIMEOUT_MS), 1),
     csvFile: one('filename'),
     verboseCsv: flags.has('verbose-csv'),
     headers,

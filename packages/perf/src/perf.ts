@@ -114,6 +114,7 @@ class Run {
       maxThreads: this.#o.maxThreads,
       distribution: this.#o.distribution,
       intervalsUs: this.#intervals,
+      drainTimeoutMs: this.#o.drainTimeoutMs,
       sequence: this.#model.sequence
         ? {
             length: this.#o.sequenceLength,
@@ -143,7 +144,7 @@ class Run {
     if (this.#senders.length === 0) this.#senders.push(this.#transport.sender());
     const sequence = this.#plan(1, 0).sequence;
     const ids = sequence !== undefined ? new SequenceIds(sequence, this.#streams) : undefined;
-    const load = new ConcurrencyLoad(this.#senders.slice(0, 1), this.#requests, 1, this.#o.warmupRequestCount, ids);
+    const load = new ConcurrencyLoad(this.#senders.slice(0, 1), this.#requests, 1, this.#o.warmupRequestCount, ids, this.#o.drainTimeoutMs);
     await load.finished;
     await load.stop();
   }

@@ -141,6 +141,8 @@ export const ERROR_CODES = {
   PERF_INPUT_DATA: 'INVALID_ARG',
   /** The server to measure cannot be reached or does not serve the model. */
   PERF_SERVER_UNREACHABLE: 'UNAVAILABLE',
+  /** A request still unanswered when the load stopped sending, past `--drain-timeout`. */
+  PERF_NO_RESPONSE: 'UNAVAILABLE',
   /** `nereid analyze`: a configuration key or value it cannot use (found before anything is measured). */
   ANALYZE_CONFIG: 'INVALID_ARG',
   /** `nereid analyze`: the server to measure on could not be started or reached. */
