@@ -384,15 +384,15 @@ try {
       breakdownRows.push(`| ${generator} | ${point.name} | ${b('nereid')} | ${b('triton')} |`);
       const p = (k: (r: LoopProbeReport) => number, digits = 2) => f(median(pairs.map((x) => (x.nereid.probe ? k(x.nereid.probe) : NaN))), digits);
       probeRows.push(
-        `| ${generator} | ${point.name} | ${p((r) => r.delay.p50)} / ${p((r) => r.delay.p99)} / ${p((r) => r.delay.max)} | ${p((r) => r.gc.count, 0)} (${p((r) => r.gc.major, 0)} major) / ${p((r) => r.gc.totalMs, 1)} / ${p((r) => r.gc.maxMs)} | ${f(med('nereid', (m) => m.p99) / 1000, 2)} / ${f(med('triton', (m) => m.p99) / 1000, 2)} |`,
+        `| ${generator} | ${point.name} | ${p((r) => r.delay.p50)} / ${p((r) => r.delay.p99)} / ${p((r) => r.delay.max)} | ${p((r) => r.gc.count, 0)} (${p((r) => r.gc.major, 0)} major) / ${p((r) => r.gc.totalMs, 1)} / ${p((r) => r.gc.maxMs)} | ${p((r) => r.gc.survivedKB ?? NaN, 0)} | ${f(med('nereid', (m) => m.p99) / 1000, 2)} / ${f(med('triton', (m) => m.p99) / 1000, 2)} |`,
       );
     }
   }
   console.log('\nServer-side breakdown, µs (medians over the pairs): queue / compute input / compute infer / compute output / server request of client average latency');
   console.log('| generator | point | Nereid | Triton |\n|---|---|---|---|');
   for (const r of breakdownRows) console.log(r);
-  console.log('\nNereid main thread during each run (medians over the pairs): event-loop delay p50 / p99 / max (ms); GC pauses count / total ms / longest ms; client p99 Nereid / Triton (ms)');
-  console.log('| generator | point | loop delay | GC | p99 N / T |\n|---|---|---|---|---|');
+  console.log('\nNereid main thread during each run (medians over the pairs): event-loop delay p50 / p99 / max (ms); GC pauses count / total ms / longest ms; KB a scavenge kept (mean); client p99 Nereid / Triton (ms)');
+  console.log('| generator | point | loop delay | GC | scavenge kept (KB) | p99 N / T |\n|---|---|---|---|---|---|');
   for (const r of probeRows) console.log(r);
   console.log('');
   report(figures);
