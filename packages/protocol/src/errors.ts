@@ -154,6 +154,14 @@ export const ERROR_CODES = {
   /** `nereid operator`: Prometheus (`--prometheus-url`) answered an error or could not be reached. */
   PROMETHEUS_QUERY: 'UNAVAILABLE',
 
+  // The trace extension (docs/observability.md)
+  /** A trace setting's value that does not parse or is out of range (Triton's wording). */
+  TRACE_SETTING_INVALID: 'INVALID_ARG',
+  /** The trace file (or another operator-only trace setting) sent through the API: Triton's 501. */
+  TRACE_SETTING_READ_ONLY: 'UNSUPPORTED',
+  /** A model trace setting for a model the server does not hold (Triton's "unknown model", 400). */
+  TRACE_MODEL_UNKNOWN: 'INVALID_ARG',
+
   // Execution
   BACKEND_ERROR: 'INTERNAL',
   /** A conditional ensemble step's condition tensor is not one BOOL element (docs/ensembles.md). */
