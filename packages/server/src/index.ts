@@ -42,6 +42,21 @@ export {
 export { GrpcFrontend, type GrpcFrontendOptions } from './frontends/grpc/grpc-frontend.js';
 export { HttpFrontend, DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpFrontendOptions } from './frontends/http/http-frontend.js';
 export { MetricsFrontend, type MetricsFrontendOptions } from './frontends/metrics/metrics-frontend.js';
+export {
+  DEFAULT_TRACE_SETTINGS,
+  TRACE_TENSORS,
+  TRACE_TIMESTAMPS,
+  Trace,
+  TraceManager,
+  epochNs,
+  type TraceMode,
+  type TraceSettingValues,
+  type TraceSettingsAnswer,
+  type TraceSettingsUpdate,
+  type TraceSink,
+  type TraceTensor,
+} from './observability/trace.js';
+export { TraceFileWriter } from './observability/trace-file.js';
 export { DeviceList, type Device, type Gpu, type MigInstance, type PlacedDevice } from './devices/index.js';
 export {
   BACKEND_SPI_VERSION,

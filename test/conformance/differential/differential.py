@@ -37,8 +37,6 @@ from tritonclient.grpc import service_pb2_grpc as pbg
 CLIENT_SHM = "client shared memory is off unless the server is started with --allow-client-shm=true (501 / UNIMPLEMENTED)"
 MALFORMED = "a malformed request body (not JSON, or a value of the wrong JSON type) is a client error: Nereid answers 400 naming the field where Triton answers 500 with its JSON parser's message"
 ALLOWED = {
-    "trace_setting": "Nereid has no trace extension: 404 over HTTP, UNIMPLEMENTED over gRPC",
-    "server_metadata_extensions": "Nereid has no trace extension, so it does not list it",
     "shm_register_default": CLIENT_SHM,
     "shm_unregister_default": CLIENT_SHM,
     "shm_register_bad": CLIENT_SHM,

@@ -103,6 +103,7 @@ describe('Server facade', () => {
         'binary_tensor_data',
         'parameters',
         'statistics',
+        'trace',
         'logging',
       ],
     });

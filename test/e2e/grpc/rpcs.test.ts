@@ -1,7 +1,6 @@
 /**
  * The non-inference RPCs of the gRPC frontend over real sockets (protocol.md §4.2, §4.4, §4.8,
- * §7.4): health, readiness, server and model metadata, model configuration, grpc.health.v1, and
- * UNIMPLEMENTED for the capabilities this version does not have.
+ * §7.4): health, readiness, server and model metadata, model configuration, grpc.health.v1.
  */
 import assert from 'node:assert/strict';
 import { status, type Client } from '@grpc/grpc-js';
@@ -11,7 +10,6 @@ import { NEREID_VERSION } from '@nereid/server';
 import { simpleModel } from '@nereid/testkit';
 import {
   assertStatus,
-  bigintReplacer,
   collectStream,
   healthCheck,
   healthClient,
@@ -20,7 +18,6 @@ import {
   simpleRequest,
   unary,
   unaryError,
-  type UnaryRpc,
 } from '../../helpers/grpc.js';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
@@ -154,26 +151,6 @@ describe('metadata', () => {
   it('ModelConfig of an unknown model is NOT_FOUND', async () => {
     const err = await unaryError(client, 'ModelConfig', { name: 'nope', version: '' });
     assertStatus(err, status.NOT_FOUND, "Request for unknown model: 'nope' is not found");
-  });
-});
-
-describe('capabilities not in this version', () => {
-  const cases: [UnaryRpc, () => Promise<unknown>, string][] = [
-    ['TraceSetting', () => unary(client, 'TraceSetting', { settings: {}, model_name: '' }), 'trace'],
-    // ModelStatistics, LogSettings, the repository and shared-memory RPCs are not listed: they are covered where they are implemented.
-  ];
-  for (const [rpc, call, capability] of cases) {
-    it(`${rpc} is UNIMPLEMENTED, naming ${capability}`, async () => {
-      const err = await call().then(
-        (r) => assert.fail(`${rpc} answered ${JSON.stringify(r, bigintReplacer)}`),
-        (e: unknown) => e as { code: number; details: string },
-      );
-      assertStatus(err, status.UNIMPLEMENTED, rpc, capability);
-    });
-  }
-
-  it('the server keeps serving afterwards', async () => {
-    assert.deepEqual(await unary(client, 'ServerReady', {}), { ready: true });
   });
 });
 

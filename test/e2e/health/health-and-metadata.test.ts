@@ -100,6 +100,7 @@ describe('server metadata', () => {
       'binary_tensor_data',
       'parameters',
       'statistics',
+      'trace',
       'logging',
     ]);
   });

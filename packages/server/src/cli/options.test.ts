@@ -80,7 +80,7 @@ describe('the nereid serve option table', () => {
 
   it('takes every option without an effect, checks its value against its kind, and lists it as ignored', () => {
     const ignored = names.filter((n) => SERVE_OPTIONS[n]!.ignored !== undefined);
-    assert.ok(ignored.includes('grpc-use-ssl') && ignored.includes('trace-config') && ignored.includes('enable-peer-access'));
+    assert.ok(ignored.includes('grpc-use-ssl') && ignored.includes('cache-config') && ignored.includes('enable-peer-access'));
     for (const name of ignored) {
       const spec = SERVE_OPTIONS[name]!;
       const value = spec.kind === 'bool' ? 'false' : spec.kind === 'int' ? '3' : 'x';
@@ -163,5 +163,45 @@ describe('memory options', () => {
     assert.throws(() => parseServeArgs(['--memory-budget=lots']), /--memory-budget expects a byte size such as 512MiB, 8GiB or 1000000, got 'lots'/);
     assert.throws(() => parseServeArgs(['--model-memory-limit=-1']), /--model-memory-limit expects a byte size/);
     assert.throws(() => parseServeArgs(['--memory-sample-interval-ms=0.5']), /--memory-sample-interval-ms expects an integer >= 0/);
+  });
+});
+
+describe('--trace-config and the deprecated --trace-* options', () => {
+  it("takes tritonserver's forms: global settings, triton's file and log frequency, levels that add up", () => {
+    const o = parseServeArgs([
+      '--trace-config', 'level=TIMESTAMPS',
+      '--trace-config=level=TENSORS',
+      '--trace-config', 'rate=1',
+      '--trace-config', 'count=50',
+      '--trace-config', 'triton,file=/var/log/trace.json',
+      '--trace-config', 'triton,log-frequency=100',
+      '--trace-config', 'opentelemetry,url=http://collector:4318/v1/traces',
+    ]);
+    assert.deepEqual(o.traceConfig.settings, { level: 3, rate: 1, count: 50, logFrequency: 100, file: '/var/log/trace.json', mode: 'triton' });
+    assert.deepEqual(o.traceConfig.opentelemetry, { url: 'http://collector:4318/v1/traces' });
+    assert.deepEqual(o.ignored, []);
+    assert.equal(parseServeArgs(['--trace-config=level=TIMESTAMPS', '--trace-config=level=OFF']).traceConfig.settings.level, 0);
+    assert.equal(parseServeArgs(['--trace-config=mode=opentelemetry']).traceConfig.settings.mode, 'opentelemetry');
+  });
+
+  it('takes the deprecated options as their --trace-config forms', () => {
+    const o = parseServeArgs(['--trace-file=/t.json', '--trace-level=TIMESTAMPS', '--trace-rate=10', '--trace-count=3', '--trace-log-frequency=2']);
+    assert.deepEqual(o.traceConfig.settings, { level: 1, rate: 10, count: 3, logFrequency: 2, file: '/t.json', mode: 'triton' });
+  });
+
+  it('refuses what tritonserver would not trace with, naming the option and the value', () => {
+    const cases: [string[], RegExp][] = [
+      [['--trace-config=level=LOUD'], /--trace-config level=LOUD: Unable to parse 'trace_level', got: LOUD/],
+      [['--trace-config=rate=0'], /--trace-config rate=0: .*sample rate must be non-zero/],
+      [['--trace-config=count=-5'], /Expecting value >= -1/],
+      [['--trace-config=file=/x'], /unknown global trace setting 'file'.*triton,file=<path>/],
+      [['--trace-config=triton,url=x'], /unknown setting 'url' of trace mode triton/],
+      [['--trace-config=jaeger,url=x'], /unknown trace mode 'jaeger'/],
+      [['--trace-config=mode=zipkin'], /Unknown trace mode 'zipkin'/],
+      [['--trace-config=level'], /expects \[<mode>,\]<setting>=<value>, got 'level'/],
+      [['--trace-config=triton,file='], /triton,file= needs a path/],
+      [['--trace-rate=fast'], /--trace-rate=fast: Unable to parse 'trace_rate', got: fast/],
+    ];
+    for (const [argv, message] of cases) assert.throws(() => parseServeArgs(argv), message, argv.join(' '));
   });
 });

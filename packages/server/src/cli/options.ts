@@ -16,6 +16,7 @@ import { MAX_MESSAGE_SIZE } from '../frontends/grpc/infer-codec.js';
 import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
+import { DEFAULT_TRACE_SETTINGS, parseLogFrequency, parseTraceCount, parseTraceLevel, parseTraceMode, parseTraceRate, type TraceSettingValues } from '../observability/trace.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { isS3Uri, parseS3Uri } from '../repository/s3-location.js';
 import { parseCacheConfig, splitCacheSetting, type CacheConfig } from '../cache/index.js';
@@ -98,6 +99,8 @@ export interface ServeOptions {
   metricsIntervalMs: number;
   /** `--metrics-config` settings (protocol.md §6.2; Nereid's own keys in docs/operations.md). */
   metricsConfig: MetricsConfig;
+  /** `--trace-config` and the deprecated `--trace-*` options (docs/observability.md). */
+  traceConfig: TraceConfig;
   logVerbose: number;
   logInfo: boolean;
   logWarning: boolean;
@@ -153,6 +156,72 @@ function byteSizeOption(name: string, text: string): number {
   const bytes = parseByteSize(text);
   if (bytes === undefined) throw new NereidError('REQUEST_PARAMETER', `--${name} expects a byte size such as 512MiB, 8GiB or 1000000, got '${text}'`);
   return bytes;
+}
+
+/** What `--trace-config` gathered: the global settings, and each mode's own keys. */
+export interface TraceConfig {
+  settings: TraceSettingValues;
+  /** `--trace-config opentelemetry,<key>=<value>` settings, as given, for the OpenTelemetry mode. */
+  opentelemetry: Record<string, string>;
+}
+
+/** A `--trace-config` value as `tritonserver` takes it: `<key>=<value>` or `<mode>,<key>=<value>`. */
+function applyTraceConfig(c: TraceConfig, text: string, name = 'trace-config'): void {
+  const comma = text.indexOf(',');
+  const eq = text.indexOf('=');
+  const mode = comma !== -1 && comma < eq ? text.slice(0, comma) : '';
+  const pair = mode === '' ? text : text.slice(comma + 1);
+  const at = pair.indexOf('=');
+  if (at === -1) throw new NereidError('REQUEST_PARAMETER', `--${name} expects [<mode>,]<setting>=<value>, got '${text}'`);
+  const key = pair.slice(0, at);
+  const value = pair.slice(at + 1);
+  const checked = <T>(parse: (v: string) => T): T => {
+    try {
+      return parse(value);
+    } catch (err) {
+      const given = name === 'trace-config' ? `--trace-config ${text}` : `--${name}=${value}`;
+      throw new NereidError('REQUEST_PARAMETER', `${given}: ${(err as Error).message}`);
+    }
+  };
+  if (mode === '') {
+    switch (key) {
+      case 'level': {
+        // Repeatable: TIMESTAMPS and TENSORS add up; OFF turns tracing off.
+        const level = checked((v) => parseTraceLevel([v]));
+        c.settings.level = level === 0 ? 0 : c.settings.level | level;
+        return;
+      }
+      case 'rate':
+        c.settings.rate = checked(parseTraceRate);
+        return;
+      case 'count':
+        c.settings.count = checked(parseTraceCount);
+        return;
+      case 'mode':
+        c.settings.mode = checked(parseTraceMode);
+        return;
+      default:
+        throw new NereidError('REQUEST_PARAMETER', `--${name}: unknown global trace setting '${key}' (the global settings are level, rate, count and mode; file and log-frequency take the mode: triton,file=<path>)`);
+    }
+  }
+  if (mode === 'triton') {
+    switch (key) {
+      case 'file':
+        if (value === '') throw new NereidError('REQUEST_PARAMETER', `--${name} triton,file= needs a path`);
+        c.settings.file = value;
+        return;
+      case 'log-frequency':
+        c.settings.logFrequency = checked(parseLogFrequency);
+        return;
+      default:
+        throw new NereidError('REQUEST_PARAMETER', `--${name}: unknown setting '${key}' of trace mode triton (its settings are file and log-frequency)`);
+    }
+  }
+  if (mode === 'opentelemetry') {
+    c.opentelemetry[key] = value;
+    return;
+  }
+  throw new NereidError('REQUEST_PARAMETER', `--${name}: unknown trace mode '${mode}' in '${text}' (the modes are triton and opentelemetry)`);
 }
 
 /** One `--metrics-config <key>=<value>` setting. */
@@ -274,7 +343,6 @@ export type ServeOptionSpec = EffectiveOption | IgnoredOption;
 
 const NO_GPU = 'Nereid has no CUDA memory management of its own: GPU memory belongs to the stub processes of KIND_GPU instances';
 const NO_TLS = 'no TLS in this version; terminate TLS in front of Nereid (a proxy or a service mesh)';
-const NO_TRACING = 'no tracing in this version (the trace extension is not implemented)';
 const BUILT_IN_CACHES = "the caches (local, redis) are built into Nereid; there is no cache library to look for";
 const NO_SAGEMAKER = 'Nereid has no SageMaker endpoint';
 const NO_VERTEX = 'Nereid has no Vertex AI endpoint';
@@ -890,9 +958,13 @@ const OPTIONS = {
     kind: 'string',
     format: '[<mode>,]<key>=<value>',
     repeatable: true,
-    default: '(tracing off)',
-    description: 'A trace setting: level, rate, count, mode, or a mode\'s own key such as file.',
-    ignored: NO_TRACING,
+    default: '(level OFF, rate 1000, count -1, mode triton)',
+    description:
+      'A trace setting. Global: level=<OFF|TIMESTAMPS|TENSORS> (repeat to combine TIMESTAMPS and TENSORS), ' +
+      'rate=<n> (trace every n-th request), count=<n> (stop after n traces; -1: no limit), mode=<triton|opentelemetry>. ' +
+      'Mode triton: triton,file=<path> (the trace file; only the operator sets it), triton,log-frequency=<n> (a new file ' +
+      '<path>.<k> every n traces; 0: one file written until shutdown). Mode opentelemetry: opentelemetry,<key>=<value>.',
+    apply: (o, v) => applyTraceConfig(o.traceConfig, v),
   },
 
   // ---------------------------------------------------------------- Backend
@@ -1093,7 +1165,14 @@ const OPTIONS = {
     description: 'Same as --cache-config=local,size=<bytes>.',
     apply: (o, v, n) => (o.responseCacheByteSize = parseInt(n, v)),
   },
-  'trace-file': { group: 'Deprecated', kind: 'string', format: '<path>', default: '(none)', description: 'Same as --trace-config=triton,file=<path>.', ignored: NO_TRACING },
+  'trace-file': {
+    group: 'Deprecated',
+    kind: 'string',
+    format: '<path>',
+    default: '(none)',
+    description: 'Same as --trace-config=triton,file=<path>.',
+    apply: (o, v, n) => applyTraceConfig(o.traceConfig, `triton,file=${v}`, n),
+  },
   'trace-level': {
     group: 'Deprecated',
     kind: 'string',
@@ -1101,11 +1180,29 @@ const OPTIONS = {
     repeatable: true,
     default: 'OFF',
     description: 'Same as --trace-config=level=<level>.',
-    ignored: NO_TRACING,
+    apply: (o, v, n) => applyTraceConfig(o.traceConfig, `level=${v}`, n),
   },
-  'trace-rate': { group: 'Deprecated', kind: 'int', default: '1000', description: 'Same as --trace-config=rate=<n>.', ignored: NO_TRACING },
-  'trace-count': { group: 'Deprecated', kind: 'int', default: '-1', description: 'Same as --trace-config=count=<n>.', ignored: NO_TRACING },
-  'trace-log-frequency': { group: 'Deprecated', kind: 'int', default: '0', description: 'Same as --trace-config=triton,log-frequency=<n>.', ignored: NO_TRACING },
+  'trace-rate': {
+    group: 'Deprecated',
+    kind: 'int',
+    default: '1000',
+    description: 'Same as --trace-config=rate=<n>.',
+    apply: (o, v, n) => applyTraceConfig(o.traceConfig, `rate=${v}`, n),
+  },
+  'trace-count': {
+    group: 'Deprecated',
+    kind: 'int',
+    default: '-1',
+    description: 'Same as --trace-config=count=<n>.',
+    apply: (o, v, n) => applyTraceConfig(o.traceConfig, `count=${v}`, n),
+  },
+  'trace-log-frequency': {
+    group: 'Deprecated',
+    kind: 'int',
+    default: '0',
+    description: 'Same as --trace-config=triton,log-frequency=<n>.',
+    apply: (o, v, n) => applyTraceConfig(o.traceConfig, `triton,log-frequency=${v}`, n),
+  },
 } satisfies Record<string, ServeOptionSpec>;
 
 /** The option table: name (without `--`) → spec, in help order within each group. */
@@ -1171,6 +1268,7 @@ export function defaultServeOptions(): ServeOptions {
     metricsPort: 8002,
     metricsIntervalMs: 2000,
     metricsConfig: { counterLatencies: true, histogramLatencies: false, histogramBatchSize: false, summaryLatencies: false, buckets: {} },
+    traceConfig: { settings: { ...DEFAULT_TRACE_SETTINGS }, opentelemetry: {} },
     logVerbose: 0,
     logInfo: true,
     logWarning: true,

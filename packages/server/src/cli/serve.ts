@@ -60,6 +60,14 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     logger.error('no model repository given: pass --model-repository=<directory>');
     return 1;
   }
+  const trace = options.traceConfig.settings;
+  if (trace.mode === 'opentelemetry') {
+    logger.error('--trace-config mode=opentelemetry is not available in this version of Nereid; use mode=triton (the default) with triton,file=<path>');
+    return 1;
+  }
+  if (trace.level !== 0 && trace.file === '') {
+    logger.warning('tracing is on (--trace-config level=...) but no trace file is set: traces are collected and not written; add --trace-config triton,file=<path>');
+  }
 
   const server = new Server({
     modelRepositories: options.modelRepositories,
@@ -85,6 +93,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     modelMemoryLimitBytes: options.modelMemoryLimitBytes,
     memorySampleIntervalMs: options.memorySampleIntervalMs,
     ...(options.cache !== undefined ? { cache: options.cache } : {}),
+    trace: options.traceConfig.settings,
     logger,
     metrics: {
       counterLatencies: options.metricsConfig.counterLatencies,

@@ -64,12 +64,14 @@ describe('tritonserver launcher: argument mapping', () => {
     assert.match(refusal(['--disable-auto-complete-config=true']), /'--disable-auto-complete-config' takes no value/);
   });
 
-  it('passes options with no effect in Nereid (GPU, TLS, tracing) for nereid serve to report', () => {
+  it('passes options with no effect in Nereid (GPU memory pools) and tracing options for nereid serve', () => {
     const argv = ['--model-repository=/m', '--cuda-memory-pool-byte-size', '0:0', '--pinned-memory-pool-byte-size=0', '--allow-gpu-metrics=false', '--trace-config', 'level=OFF'];
     const { serveArgs, notices } = serve(tritonserverArgs(argv));
     assert.deepEqual(serveArgs, ['--model-repository=/m', '--cuda-memory-pool-byte-size=0:0', '--pinned-memory-pool-byte-size=0', '--allow-gpu-metrics=false', '--trace-config=level=OFF']);
     assert.deepEqual(notices, []);
-    assert.deepEqual(parseServeArgs(serveArgs).ignored, ['cuda-memory-pool-byte-size', 'pinned-memory-pool-byte-size', 'trace-config']);
+    const parsed = parseServeArgs(serveArgs);
+    assert.deepEqual(parsed.ignored, ['cuda-memory-pool-byte-size', 'pinned-memory-pool-byte-size']);
+    assert.equal(parsed.traceConfig.settings.level, 0);
   });
 
   it("renames Model Analyzer's --buffer-management-thread-count to tritonserver's name, with a notice", () => {

@@ -540,7 +540,7 @@ export class EnsembleScheduler implements Scheduler {
       // Sent once the step's max_inflight_requests allows (§6.5).
       const send = () => {
         if (!step.decoupled) {
-          this.#host.infer(stepRequest, { signal: abort.signal }).then(
+          this.#host.infer(stepRequest, request.trace === undefined ? { signal: abort.signal } : { signal: abort.signal, trace: request.trace.child(step.model) }).then(
             ({ response, times }) => {
               addTimes(times);
               store(it.table, step, response.outputs);
@@ -557,6 +557,7 @@ export class EnsembleScheduler implements Scheduler {
         this.#host
           .inferStream(stepRequest, {
             signal: abort.signal,
+            ...(request.trace !== undefined && { trace: request.trace.child(step.model) }),
             onResponse: ({ response }) => {
               if (response === undefined || failure !== undefined) return;
               const next: Iteration = { table: new Map(it.table), pending: new Set(it.pending), running: 0 };

@@ -10,6 +10,7 @@
  */
 import { NereidError, toNereidError, type ParameterValue } from '@nereid/protocol';
 import type { BackendResponse, BackendTensor } from '../backends/spi.js';
+import type { Trace } from '../observability/trace.js';
 import type { RequestTimes, ResponseRecord, ScheduledRequest } from '../scheduling/scheduler.js';
 
 /** Default response timeout of decoupled models (`ServerOptions.decoupledResponseTimeoutMs`). */
@@ -61,6 +62,8 @@ export class InferenceRequest implements ScheduledRequest {
   readonly sequenceEnd: boolean;
   readonly signal: AbortSignal;
   readonly times: RequestTimes;
+  /** Set by the facade when the request is traced. */
+  trace: Trace | undefined = undefined;
   /**
    * Settles with the request's one data response (streaming mode: with nothing), or rejects with its error, once the scheduler
    * lets it (`deliverAfter`). The same promise from construction on: callers take it as soon as

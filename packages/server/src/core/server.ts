@@ -18,6 +18,8 @@ import { DEFAULT_CONFIG_LIMITS, InstanceBudget, modelConfigToJson, type ConfigLi
 import type { ModelConfig } from '../config/model-config.js';
 import { createLogger, type Logger, type LogSettings } from '../observability/logger.js';
 import { ServerMetrics, type MetricsOptions } from '../observability/metrics.js';
+import { TRACE_TENSORS, TraceManager, type Trace, type TraceSettingValues, type TraceSettingsAnswer, type TraceSettingsUpdate } from '../observability/trace.js';
+import { TraceFileWriter } from '../observability/trace-file.js';
 import { DeviceList, GpuSampler, MigHolds, describeDevices, discoverDevices } from '../devices/index.js';
 import { ModelManager, type VersionStatus } from '../repository/model-manager.js';
 import { loadRequestOf } from './repository-parameters.js';
@@ -116,12 +118,18 @@ const EXTENSIONS = [
   'binary_tensor_data',
   'parameters',
   'statistics',
+  'trace',
   'logging',
 ];
 
 export interface ServerOptions {
   /** Model repository roots (`--model-repository`, repeatable). */
   modelRepositories: readonly string[];
+  /**
+   * The trace settings the server starts with (`--trace-config`, docs/observability.md); default
+   * level OFF. In mode `triton` with a `file`, traces are written there.
+   */
+  trace?: Partial<TraceSettingValues>;
   /** Server name in server metadata (`--id`); default `triton`, as clients expect. */
   id?: string;
   /** `--strict-readiness` (default true): ready only while every model is ready. */
@@ -268,6 +276,8 @@ export class Server {
   readonly sharedMemory: SharedMemoryManager;
   /** Memory accounting, limits and the budget of the loaded models (docs/resources.md). */
   readonly memory: MemoryAccounting;
+  /** Request tracing: the trace settings and the sampling of requests (docs/observability.md). */
+  readonly tracing: TraceManager;
   readonly #options: ServerOptions;
   readonly #registry: BackendRegistry;
   readonly #models: ModelManager<ModelVersion>;
@@ -286,6 +296,11 @@ export class Server {
     this.#options = options;
     this.#responseTimeoutMs = options.decoupledResponseTimeoutMs ?? DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS;
     this.logger = options.logger ?? createLogger(options.log);
+    this.tracing = new TraceManager(options.trace);
+    const traceFile = this.tracing.global;
+    if (traceFile.mode === 'triton' && traceFile.file !== '') {
+      this.tracing.addSink(new TraceFileWriter(traceFile.file, () => this.tracing.global.logFrequency, (m) => this.logger.error(m)));
+    }
     // CUDA regions are opened by a helper run by the Python backend's interpreter, which has the
     // CUDA runtime (cupy or torch) that the stubs of KIND_GPU models use.
     const python = backendSettings(options.backendConfig ?? new Map(), 'python')['python-executable'] || DEFAULT_PYTHON;
@@ -601,6 +616,40 @@ export class Server {
     return [statisticsReport(one.servable)];
   }
 
+  /**
+   * The trace settings (the trace extension, docs/observability.md) of the server, or of `model`
+   * when named: a model without settings of its own answers the global ones.
+   */
+  traceSettings(model?: string): TraceSettingsAnswer {
+    if (model !== undefined) this.#checkTraceModel(model);
+    return this.tracing.answer(model);
+  }
+
+  /**
+   * Updates the global trace settings, or `model`'s (null clears a setting: a model's falls back
+   * to the global one, a global one to its value at start), and returns them. All or nothing:
+   * an invalid value throws TRACE_SETTING_INVALID, the trace file or mode TRACE_SETTING_READ_ONLY.
+   */
+  updateTraceSettings(model: string | undefined, update: TraceSettingsUpdate): TraceSettingsAnswer {
+    if (model !== undefined) this.#checkTraceModel(model);
+    return this.tracing.update(model, update);
+  }
+
+  #checkTraceModel(model: string): void {
+    try {
+      this.#resolve(model);
+    } catch (err) {
+      if (err instanceof NereidError && err.code === 'SERVER_NOT_READY') throw err;
+      throw new NereidError('TRACE_MODEL_UNKNOWN', `Request for unknown model : ${model}`);
+    }
+  }
+
+  /** A traced request's response came back from its model: INFER_RESPONSE_COMPLETE, and its output tensors at level TENSORS. */
+  #traceResponse(trace: Trace, response: BackendResponse | null): void {
+    trace.stamp('INFER_RESPONSE_COMPLETE');
+    if (response !== null && trace.level & TRACE_TENSORS && Array.isArray(response.outputs)) trace.recordTensors('TENSOR_BACKEND_OUTPUT', response.outputs);
+  }
+
   /** The current log settings (the logging extension, protocol.md §3.16). */
   logSettings(): LogSettingsReport {
     return logSettingsReport(this.logger);
@@ -685,6 +734,8 @@ export class Server {
    */
   async infer(request: InferRequest, options: InferOptions = {}): Promise<InferResponse> {
     const requestTime = options.receivedAt ?? process.hrtime.bigint();
+    const trace = options.trace;
+    if (trace !== undefined) trace.stamp('REQUEST_START');
     const mv = this.#resolve(request.model, request.version, true);
     if (mv.config.model_transaction_policy?.decoupled) {
       throw new NereidError(
@@ -703,6 +754,7 @@ export class Server {
       } else {
         response = await this.#cached(mv, mv.responseCache, inferenceRequest);
       }
+      if (trace !== undefined) this.#traceResponse(trace, response);
       const delivered = shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'));
       return delivered instanceof Promise ? await delivered : delivered;
     } finally {
@@ -716,6 +768,8 @@ export class Server {
    */
   async #inferTimed(request: InferRequest, options: InferOptions): Promise<{ response: InferResponse; times: RequestTimes }> {
     const requestTime = process.hrtime.bigint();
+    const trace = options.trace;
+    if (trace !== undefined) trace.stamp('REQUEST_START', requestTime);
     const mv = this.#resolve(request.model, request.version, true);
     if (mv.config.model_transaction_policy?.decoupled) {
       throw new NereidError('MODEL_DECOUPLED_UNSUPPORTED', `model '${mv.name}' is decoupled; decoupled ensemble steps are not supported yet`);
@@ -730,9 +784,11 @@ export class Server {
       response = await this.#cached(mv, mv.responseCache, inferenceRequest);
       // A hit ran nothing: no compute times to wait for.
       if (!inferenceRequest.completed) {
+        if (trace !== undefined) this.#traceResponse(trace, response);
         return { response: this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'), times: inferenceRequest.times };
       }
     }
+    if (trace !== undefined) this.#traceResponse(trace, response);
     // The instance stamps the compute times once `execute` returns, which may be just after the
     // response was delivered: wait a few turns for them (microtasks first, they cost nothing).
     const times = inferenceRequest.times;
@@ -895,6 +951,8 @@ export class Server {
    */
   async inferStream(request: InferRequest, options: StreamInferOptions): Promise<void> {
     const requestTime = options.receivedAt ?? process.hrtime.bigint();
+    const trace = options.trace;
+    if (trace !== undefined) trace.stamp('REQUEST_START');
     const mv = this.#resolve(request.model, request.version, true);
     const decoupled = mv.config.model_transaction_policy?.decoupled ?? false;
     const id = request.id ?? '';
@@ -914,6 +972,7 @@ export class Server {
         }
         options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
         const response = await pending;
+        if (trace !== undefined) this.#traceResponse(trace, response);
         const delivered = shm.deliver(this.#toResponse(mv, validated, id, response, true));
         options.onResponse({ response: delivered instanceof Promise ? await delivered : delivered, final: true });
       }
@@ -942,8 +1001,10 @@ export class Server {
      * them, so the client sees them in the order the model sent them.
      */
     let copying: Promise<void> | undefined;
+    const trace = options.trace;
     const sink: ResponseSink = (data, final) => {
       if (failure !== undefined) return;
+      if (trace !== undefined && (final || data !== null)) this.#traceResponse(trace, data);
       try {
         if (data === null) {
           if (copying === undefined) options.onResponse({ final });
@@ -1025,6 +1086,14 @@ export class Server {
       requestTime,
       ...(sink === undefined ? {} : { onResponse: sink, responseTimeoutMs: this.#responseTimeoutMs }),
     });
+    const trace = options.trace;
+    if (trace !== undefined) {
+      trace.version = String(mv.version);
+      trace.requestId = request.id ?? '';
+      trace.attach(inferenceRequest.times, () => inferenceRequest.completedAt, mv.config.platform !== 'ensemble');
+      if (trace.level & TRACE_TENSORS) trace.recordTensors('TENSOR_QUEUE_INPUT', validated.inputs.values());
+      inferenceRequest.trace = trace;
+    }
     return { inferenceRequest, validated };
   }
 
@@ -1082,6 +1151,7 @@ export class Server {
       this.memory.stop();
       this.#gpuSampler?.stop();
       await this.#cache?.close();
+      await this.tracing.close();
       this.#state = 'stopped';
     })();
     return this.#stopping;

@@ -3,6 +3,7 @@
  * in and gets back. Tensor data is raw little-endian bytes; BYTES tensors use the 4-byte
  * length-prefixed element encoding (protocol.md §2.3).
  */
+import type { Trace } from '../observability/trace.js';
 import type { DataType, ParameterValue, TypedArray } from '@nereid/protocol';
 import type { ModelVersionPolicy } from '../config/model-config.js';
 
@@ -91,6 +92,11 @@ export interface InferOptions {
    * (statistics `success`, protocol.md §3.14) covers its decoding. Default: when the call is made.
    */
   receivedAt?: bigint;
+  /**
+   * The request's trace, when a frontend sampled it (`Server.tracing.sample`): the facade stamps
+   * it and attaches the request's timestamps; the frontend stamps receive and send and ends it.
+   */
+  trace?: Trace;
 }
 
 /** One response of a streaming inference (`Server.inferStream`). */

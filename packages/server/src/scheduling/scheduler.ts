@@ -2,6 +2,7 @@
  * What every scheduler implements (direct, dynamic batcher, and later sequence and ensemble), and
  * what it needs of a request. Shutdown and reload rely only on this interface.
  */
+import type { Trace } from '../observability/trace.js';
 import type { NereidError } from '@nereid/protocol';
 import type { BackendRequest } from '../backends/spi.js';
 import type { InstanceRunner } from './instance-runner.js';
@@ -33,6 +34,8 @@ export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
 /** A validated request as a scheduler sees it. */
 export interface ScheduledRequest extends BackendRequest {
   readonly times: RequestTimes;
+  /** The request's trace when it is traced (observability/trace.ts): an ensemble gives its steps child traces. */
+  readonly trace?: Trace | undefined;
   /** Resolved priority parameter: 0 = the model's default level (protocol.md §3.12). */
   readonly priority: number;
   /** Requested queue timeout in microseconds; 0 = none. */

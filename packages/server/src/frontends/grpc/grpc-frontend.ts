@@ -8,20 +8,20 @@ import {
   GRPC_HEALTH_SERVICE,
   GRPC_INFERENCE_SERVICE,
   NereidError,
+  toNereidError,
   healthPb,
   whenEncoded,
-  type GrpcInferenceRpc,
   type pb,
 } from '@nereid/protocol';
 import { toProtoModelConfig } from '../../config/index.js';
 import type { Server } from '../../core/server.js';
 import type { LogSettingsReport, ModelStatisticsReport, StatisticDuration } from '../../core/types.js';
+import type { Trace, TraceSettingsAnswer, TraceSettingsUpdate } from '../../observability/trace.js';
 import { decodeInferRequest, encodeInferResponse, MAX_MESSAGE_SIZE, requestedVersion } from './infer-codec.js';
 import { InferStream, STOPPING_MESSAGE } from './infer-stream.js';
 import { repositoryIndex, repositoryModelLoad, repositoryModelUnload } from './repository-codec.js';
 import { GrpcJsServer } from './grpc-js-server.js';
 import {
-  GrpcCode,
   H2GrpcServer,
   type H2DuplexCall,
   type H2UnaryCall,
@@ -71,10 +71,27 @@ type ServerUnaryCall<Req> = Pick<H2UnaryCall<Req>, 'request' | 'metadata' | 'onc
 type Unary<Req, Res> = (call: ServerUnaryCall<Req>, callback: UnaryCallback<Res>) => void;
 type UntypedServiceImplementation = Record<string, unknown>;
 
-/** RPCs of capabilities this version does not have, and what each one is. */
-const UNAVAILABLE_CAPABILITIES: Partial<Record<GrpcInferenceRpc, string>> = {
-  TraceSetting: 'the trace extension',
-};
+/** A TraceSetting request as the facade's update: an empty value list clears the setting. */
+function fromProtoTraceSettings(settings: pb.TraceSettingRequest['settings']): TraceSettingsUpdate {
+  const update = new Map<string, readonly string[] | null>();
+  for (const [name, v] of Object.entries(settings)) update.set(name, v.value.length === 0 ? null : v.value);
+  return update;
+}
+
+function toProtoTraceSettings(answer: TraceSettingsAnswer): pb.TraceSettingResponse {
+  const settings: pb.TraceSettingResponse['settings'] = {};
+  for (const [name, value] of Object.entries(answer)) settings[name] = { value };
+  return { settings };
+}
+
+/** The client's W3C trace context from the call's metadata, for a sampled request. */
+function traceCarrier(trace: Trace, metadata: { get(key: string): (string | Buffer)[] }): void {
+  const parent = metadata.get('traceparent')[0];
+  if (typeof parent !== 'string') return;
+  trace.carrier = { traceparent: parent };
+  const state = metadata.get('tracestate')[0];
+  if (typeof state === 'string') trace.carrier.tracestate = state;
+}
 
 /**
  * A `LogSettingsRequest` as the facade's update (protocol.md §4.8 LogSettings): each choice becomes
@@ -303,6 +320,14 @@ export class GrpcFrontend {
         // The request's clock starts when the gRPC server hands over the received message, before its
         // conversion into the server's request (docs/protocol.md, statistics).
         const receivedAt = process.hrtime.bigint();
+        let trace: Trace | undefined;
+        if (server.tracing.enabled) {
+          trace = server.tracing.sample(request.model_name);
+          if (trace !== undefined) {
+            trace.stamp('GRPC_WAITREAD_START', receivedAt);
+            traceCarrier(trace, call.metadata);
+          }
+        }
         this.#refuseIfStopping();
         this.#unaryInflight++;
         const abort = new AbortController();
@@ -311,12 +336,31 @@ export class GrpcFrontend {
         const onCancelled = () => abort.abort();
         call.once('cancelled', onCancelled);
         try {
-          const response = await server.infer(decodeInferRequest(request), { signal: abort.signal, receivedAt });
+          if (trace === undefined) {
+            const response = await server.infer(decodeInferRequest(request), { signal: abort.signal, receivedAt });
+            const message = encodeInferResponse(response);
+            // The outputs' pooled buffers go back once the server has copied their bytes into the message.
+            if (server.holdsPooledOutputs(response)) whenEncoded(message, () => server.recycleOutputs(response));
+            return message;
+          }
+          const decoded = decodeInferRequest(request);
+          trace.stamp('GRPC_WAITREAD_END');
+          const response = await server.infer(decoded, { signal: abort.signal, receivedAt, trace });
+          trace.stamp('GRPC_SEND_START');
           const message = encodeInferResponse(response);
-          // The outputs' pooled buffers go back once the server has copied their bytes into the message.
-          if (server.holdsPooledOutputs(response)) whenEncoded(message, () => server.recycleOutputs(response));
+          const pooled = server.holdsPooledOutputs(response);
+          const sent = trace;
+          whenEncoded(message, () => {
+            if (pooled) server.recycleOutputs(response);
+            sent.stamp('GRPC_SEND_END');
+            sent.end();
+          });
           return message;
         } catch (err) {
+          if (trace !== undefined) {
+            trace.error = toNereidError(err).message;
+            trace.end();
+          }
           throw err instanceof NereidError && err.code === 'MODEL_DECOUPLED_UNSUPPORTED'
             ? new NereidError(err.code, "ModelInfer RPC doesn't support models with decoupled transaction policy")
             : err;
@@ -363,6 +407,12 @@ export class GrpcFrontend {
       CudaSharedMemoryUnregister: unary<pb.CudaSharedMemoryUnregisterRequest, pb.CudaSharedMemoryUnregisterResponse>((r) =>
         server.sharedMemory.unregisterCuda(r.name).then(() => ({})),
       ),
+      // The trace extension (docs/observability.md): no settings named is a query.
+      TraceSetting: unary<pb.TraceSettingRequest, pb.TraceSettingResponse>((r) => {
+        const model = r.model_name === '' ? undefined : r.model_name;
+        const update = fromProtoTraceSettings(r.settings);
+        return toProtoTraceSettings(update.size === 0 ? server.traceSettings(model) : server.updateTraceSettings(model, update));
+      }),
       LogSettings: unary<pb.LogSettingsRequest, pb.LogSettingsResponse>((r) =>
         toProtoLogSettings(server.updateLogSettings(fromProtoLogSettings(r.settings))),
       ),
@@ -378,13 +428,6 @@ export class GrpcFrontend {
         this.#streams.add(stream);
       },
     };
-    for (const [rpc, capability] of Object.entries(UNAVAILABLE_CAPABILITIES)) {
-      impl[rpc] = (_call: ServerUnaryCall<unknown>, callback: UnaryCallback<unknown>) =>
-        callback({
-          code: GrpcCode.UNIMPLEMENTED,
-          details: `${rpc} is not available: ${capability} is not implemented by this version of Nereid`,
-        });
-    }
     return impl;
   }
 

@@ -16,6 +16,8 @@ import { decodeJsonInferRequest, decodeRawBinaryRequest, encodeInferResponse, ty
 import { decodeIndexRequest, decodeLoadRequest, decodeUnloadRequest } from './repository-codec.js';
 import { boundPort, listenHttp } from './listen.js';
 import { decodeCudaRegister, decodeSystemRegister } from './shared-memory-codec.js';
+import { decodeTraceSettingsUpdate, encodeTraceSettings } from './trace-codec.js';
+import type { Trace } from '../../observability/trace.js';
 
 export interface HttpFrontendOptions {
   /** `--http-address`, default 0.0.0.0. */
@@ -230,6 +232,14 @@ export class HttpFrontend {
         GET: (_q, res, m, v) =>
           sendJson(res, 200, stringifyJson({ model_stats: this.#server.modelStatistics(m || undefined, v) })),
       },
+      // The trace extension (docs/observability.md).
+      traceSetting: {
+        GET: (_q, res, m) => sendJson(res, 200, encodeTraceSettings(this.#server.traceSettings(m || undefined))),
+        POST: async (req, res, m) => {
+          const update = decodeTraceSettingsUpdate(await readBody(req, this.#options.maxInputSize));
+          sendJson(res, 200, encodeTraceSettings(this.#server.updateTraceSettings(m || undefined, update)));
+        },
+      },
       logging: {
         GET: (_q, res) => sendJson(res, 200, JSON.stringify(this.#server.logSettings())),
         POST: (req, res) => this.#updateLogging(req, res),
@@ -413,6 +423,7 @@ export class HttpFrontend {
     };
     if (n === 2) return route('serverMetadata');
     if (s[2] === 'logging' && n === 3) return route('logging');
+    if (s[2] === 'trace' && n === 4 && s[3] === 'setting') return route('traceSetting');
     if (s[2] === 'health' && n === 4) return s[3] === 'live' ? route('live') : s[3] === 'ready' ? route('ready') : undefined;
     if (s[2] === 'repository') return this.#repositoryRoute(s, route);
     if (s[2] === 'systemsharedmemory') return this.#sharedMemoryRoute(s, 'system', route);
@@ -429,6 +440,8 @@ export class HttpFrontend {
       rest = rest.slice(2);
     }
     if (rest.length === 0) return route('modelMetadata', model, version);
+    // Triton has the model form only, without a version.
+    if (rest.length === 2 && rest[0] === 'trace' && rest[1] === 'setting' && version === undefined) return route('traceSetting', model);
     if (rest.length !== 1) return undefined;
     switch (rest[0]) {
       case 'ready':
@@ -541,6 +554,8 @@ export class HttpFrontend {
   }
 
   async #infer(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined): Promise<void> {
+    let trace: Trace | undefined;
+    if (this.#server.tracing.enabled) trace = this.#startTrace(req, model);
     const signal = connectionSignal(req.socket);
     let read: PooledBody | undefined;
     let body: Buffer;
@@ -551,6 +566,7 @@ export class HttpFrontend {
       const headerLength = Number(req.headers[INFERENCE_HEADER_CONTENT_LENGTH]);
       read = await readBodyInto(req, this.#options.maxInputSize, this.#bodies, Number.isSafeInteger(headerLength) ? headerLength : 0);
       receivedAt = process.hrtime.bigint();
+      if (trace !== undefined) trace.stamp('HTTP_RECV_END', receivedAt);
       body = await decodeContent(read.bytes, req.headers['content-encoding'], this.#options.maxInputSize);
       if (body !== read.bytes) read.release();
     } catch (err) {
@@ -558,19 +574,47 @@ export class HttpFrontend {
       const error = toNereidError(err);
       if (error.code === 'REQUEST_TOO_LARGE') res.setHeader('Connection', 'close');
       sendError(res, error, error.code === 'REQUEST_COMPRESSION_UNSUPPORTED' ? { 'Accept-Encoding': 'gzip, deflate' } : {});
+      if (trace !== undefined) {
+        trace.error = error.message;
+        trace.end();
+      }
       return;
     }
     // The response's outputs, once known: they go back (`recycleOutputs`) with the body.
     const sent: { response?: InferResponse } = {};
     try {
-      await this.#inferBody(req, res, model, version, body, signal, sent, receivedAt);
+      await this.#inferBody(req, res, model, version, body, signal, sent, receivedAt, trace);
+    } catch (err) {
+      if (trace !== undefined) {
+        trace.error = toNereidError(err).message;
+        trace.stamp('HTTP_SEND_START');
+      }
+      throw err;
     } finally {
       // The request has settled (its backend answered it); the response may still be on its way.
       afterResponse(req, res, () => {
         read.release();
         if (sent.response !== undefined) this.#server.recycleOutputs(sent.response);
+        if (trace !== undefined) {
+          trace.stamp('HTTP_SEND_END');
+          trace.end();
+        }
       });
     }
+  }
+
+  /** Samples an inference request for tracing (only while some trace setting is on). */
+  #startTrace(req: IncomingMessage, model: string): Trace | undefined {
+    const trace = this.#server.tracing.sample(model);
+    if (trace === undefined) return undefined;
+    trace.stamp('HTTP_RECV_START');
+    const parent = req.headers.traceparent;
+    if (typeof parent === 'string') {
+      trace.carrier = { traceparent: parent };
+      const state = req.headers.tracestate;
+      if (typeof state === 'string') trace.carrier.tracestate = state;
+    }
+    return trace;
   }
 
   async #inferBody(
@@ -582,6 +626,7 @@ export class HttpFrontend {
     signal: AbortSignal,
     sent: { response?: InferResponse },
     receivedAt: bigint,
+    trace: Trace | undefined,
   ): Promise<void> {
     const split = splitInferenceBody(body, req.headers[INFERENCE_HEADER_CONTENT_LENGTH] as string | undefined);
     const decoded = split.rawBinary
@@ -591,10 +636,11 @@ export class HttpFrontend {
       await this.#inferEvents(res, decoded, signal, receivedAt);
       return;
     }
-    const response = await this.#server.infer(decoded.request, { signal, receivedAt }).catch((err: unknown) => {
+    const response = await this.#server.infer(decoded.request, trace === undefined ? { signal, receivedAt } : { signal, receivedAt, trace }).catch((err: unknown) => {
       throw decoupledError(err, "HTTP end point doesn't support models with decoupled transaction policy");
     });
     sent.response = response;
+    if (trace !== undefined) trace.stamp('HTTP_SEND_START');
     const encoded = encodeInferResponse(response, decoded);
 
     const headers: Record<string, string | number> = {
