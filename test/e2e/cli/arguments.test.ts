@@ -95,9 +95,12 @@ describe('nereid serve: argument errors', () => {
     r = await runNereid(['serve', `--model-repository=${repo}`, '--disable-auto-complete-config=false']);
     assert.notEqual(r.exit.code, 0);
     assert.match(r.stderr, /option '--disable-auto-complete-config' takes no value, got '--disable-auto-complete-config=false'/);
+    r = await runNereid(['serve', `--model-repository=${repo}`, '--http-thread-count=often']);
+    assert.notEqual(r.exit.code, 0);
+    assert.match(r.stderr, /--http-thread-count expects an integer, got 'often'/);
     r = await runNereid(['serve', `--model-repository=${repo}`, '--trace-rate=often']);
     assert.notEqual(r.exit.code, 0);
-    assert.match(r.stderr, /--trace-rate expects an integer, got 'often'/);
+    assert.match(r.stderr, /--trace-rate=often: Unable to parse 'trace_rate', got: often/);
   });
 
   it('--model-namespacing=true is refused as not supported; false (the default) is accepted', async () => {

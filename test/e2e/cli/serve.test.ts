@@ -48,7 +48,7 @@ describe('nereid serve with the example repository', () => {
       '--grpc-infer-thread-count',
       '2',
       '--allow-vertex-ai=false',
-      '--trace-rate=1000',
+      '--grpc-use-ssl=false',
       '--pinned-memory-pool-byte-size=268435456',
     ]);
   });
@@ -70,7 +70,7 @@ describe('nereid serve with the example repository', () => {
       ['allow-sagemaker', 'Nereid has no SageMaker endpoint'],
       ['grpc-infer-thread-count', 'Nereid serves every request on the Node.js event loop, so there are no request threads to size'],
       ['allow-vertex-ai', 'Nereid has no Vertex AI endpoint'],
-      ['trace-rate', 'no tracing in this version (the trace extension is not implemented)'],
+      ['grpc-use-ssl', 'no TLS in this version; terminate TLS in front of Nereid (a proxy or a service mesh)'],
       ['pinned-memory-pool-byte-size', 'Nereid has no CUDA memory management of its own: GPU memory belongs to the stub processes of KIND_GPU instances'],
     ]) {
       assert.ok(

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { Metadata, status, type Client } from '@grpc/grpc-js';
 import type { Trace } from '@nereid/server';
 import { simpleModel } from '@nereid/testkit';
-import { assertStatus, inferenceClient, simpleRequest, unary, unaryError } from '../../helpers/grpc.js';
+import { assertStatus, collectStream, inferenceClient, openStream, simpleRequest, unary, unaryError } from '../../helpers/grpc.js';
 import { httpRequest, inferJson, jsonBody, makeRepository, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
 import { modelFiles } from '../../helpers/models.js';
 import { ensembleConfig, StepBackend, stepConfig } from '../ensemble/step-backend.js';
@@ -170,6 +170,11 @@ describe('the trace file', () => {
       const http = await httpRequest(`${srv.url}/v2/models/simple/infer`, { method: 'POST', body: JSON.stringify({ id: 'h1', inputs: simpleCase(1).inputs }) });
       assert.equal(http.status, 200);
       await unary(client, 'ModelInfer', simpleRequest(1, 0, { id: 'g1' }).request);
+      const stream = openStream(client);
+      const streamed = collectStream(stream);
+      stream.write(simpleRequest(1, 0, { id: 's1' }).request);
+      stream.end();
+      assert.equal((await streamed).responses.length, 1);
       const ens = await httpRequest(`${srv.url}/v2/models/pipe/infer`, {
         method: 'POST',
         body: JSON.stringify({ id: 'e1', inputs: [{ name: 'X', datatype: 'FP32', shape: [2], data: [1, 2] }] }),
@@ -201,6 +206,11 @@ describe('the trace file', () => {
     assert.deepEqual([g.stamps[0], g.stamps.at(-1)], ['GRPC_WAITREAD_START', 'GRPC_SEND_END']);
     assert.ok(g.stamps.includes('COMPUTE_START') && g.stamps.includes('REQUEST_END'));
 
+    const [st] = byRequest('s1');
+    assert.ok(st);
+    assert.deepEqual([st.stamps[0], st.stamps.at(-1)], ['GRPC_WAITREAD_START', 'GRPC_SEND_END']);
+    assert.ok(st.stamps.includes('GRPC_SEND_START') && st.stamps.includes('COMPUTE_END'), st.stamps.join(' '));
+
     const [e] = byRequest('e1');
     assert.ok(e);
     assert.equal(e.info.model_name, 'pipe');
@@ -214,7 +224,7 @@ describe('the trace file', () => {
       // Inside the ensemble's span.
       assert.ok(c.ns[0]! >= e.ns[e.stamps.indexOf('REQUEST_START')]! && c.ns.at(-1)! <= e.ns.at(-1)!);
     }
-    assert.equal(traces.size, 5);
+    assert.equal(traces.size, 6);
   });
 
   it('rotates with log_frequency set through the API: <file>.0, <file>.1, …, the last closed at shutdown', async () => {

@@ -646,7 +646,8 @@ export class Server {
 
   /** A traced request's response came back from its model: INFER_RESPONSE_COMPLETE, and its output tensors at level TENSORS. */
   #traceResponse(trace: Trace, response: BackendResponse | null): void {
-    trace.stamp('INFER_RESPONSE_COMPLETE');
+    // As in Triton, where the frontend stamps it: an ensemble step's trace has none.
+    if (trace.parentId === 0) trace.stamp('INFER_RESPONSE_COMPLETE');
     if (response !== null && trace.level & TRACE_TENSORS && Array.isArray(response.outputs)) trace.recordTensors('TENSOR_BACKEND_OUTPUT', response.outputs);
   }
 

@@ -19,6 +19,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { clientErrorMessage, NereidError, toNereidError, whenEncoded, type pb } from '@nereid/protocol';
+import type { Trace } from '../../observability/trace.js';
 import type { Server } from '../../core/server.js';
 import type { InferResponse, StreamAccepted, StreamResponse } from '../../core/types.js';
 import type { Logger } from '../../observability/logger.js';
@@ -120,6 +121,11 @@ export class InferStream {
     if (this.#closed) return;
     // The request's clock starts when its message arrived (docs/protocol.md, statistics).
     const receivedAt = process.hrtime.bigint();
+    let trace: Trace | undefined;
+    if (this.#server.tracing.enabled) {
+      trace = this.#server.tracing.sample(request.model_name);
+      trace?.stamp('GRPC_WAITREAD_START', receivedAt);
+    }
     let slot: Slot | undefined = { message: undefined, error: undefined };
     this.#slots.push(slot);
     if (this.#serverDone) {
@@ -147,8 +153,11 @@ export class InferStream {
       this.#unordered++;
     };
     const onResponse = (r: StreamResponse) => {
+      // A traced request's final response: handed to the stream between the two stamps.
+      if (trace !== undefined && r.final) trace.stamp('GRPC_SEND_START');
       if (slot !== undefined) {
         settle(slot, this.#message(r.response!, FINAL));
+        if (trace !== undefined) trace.stamp('GRPC_SEND_END');
         return;
       }
       if (r.response !== undefined) {
@@ -166,21 +175,33 @@ export class InferStream {
           },
         });
       }
+      if (trace !== undefined && r.final) trace.stamp('GRPC_SEND_END');
     };
     /** Issues the request; a promise while it is not queued yet (see `#gate`). */
     const issue = (): Promise<void> | undefined => {
       let run: Promise<void>;
       try {
-        run = this.#server.inferStream(decodeInferRequest(request), { signal: this.#abort.signal, receivedAt, onAccepted, onResponse });
+        if (trace === undefined) {
+          run = this.#server.inferStream(decodeInferRequest(request), { signal: this.#abort.signal, receivedAt, onAccepted, onResponse });
+        } else {
+          const decoded = decodeInferRequest(request);
+          trace.stamp('GRPC_WAITREAD_END');
+          run = this.#server.inferStream(decoded, { signal: this.#abort.signal, receivedAt, onAccepted, onResponse, trace });
+        }
       } catch (err) {
         run = Promise.reject(err);
       }
       run.then(
         () => {
+          trace?.end();
           if (slot === undefined) this.#settleUnordered();
         },
         (err: unknown) => {
           const error = toNereidError(err);
+          if (trace !== undefined) {
+            trace.error = error.message;
+            trace.end();
+          }
           // After the request was issued the message names the model and version (§4.7).
           const message =
             accepted === undefined
