@@ -45,7 +45,10 @@ export function traceEvents(trace: Trace, out: string[] = []): string[] {
 
 interface Op {
   path: string;
+  /** Text before the trace (`[`, `,`) or the closing `]`. */
   text: string;
+  /** Serialised when written, off the request's turn. */
+  trace: Trace | undefined;
   /** The first write of a file: it replaces what was there. */
   create: boolean;
 }
@@ -76,13 +79,12 @@ export class TraceFileWriter implements TraceSink {
 
   write(trace: Trace): void {
     if (this.#closed) return;
-    const text = traceEvents(trace).join(',');
     const frequency = this.#logFrequency();
     if (this.#inFile === 0) {
       this.#path = frequency > 0 ? `${this.#file}.${this.#index++}` : this.#file;
-      this.#ops.push({ path: this.#path, text: '[' + text, create: true });
+      this.#ops.push({ path: this.#path, text: '[', trace, create: true });
     } else {
-      this.#ops.push({ path: this.#path, text: ',' + text, create: false });
+      this.#ops.push({ path: this.#path, text: ',', trace, create: false });
     }
     this.#inFile++;
     if (frequency > 0 && this.#inFile >= frequency) this.#closeFile();
@@ -94,7 +96,7 @@ export class TraceFileWriter implements TraceSink {
 
   #closeFile(): void {
     if (this.#inFile === 0) return;
-    this.#ops.push({ path: this.#path, text: ']', create: false });
+    this.#ops.push({ path: this.#path, text: ']', trace: undefined, create: false });
     this.#inFile = 0;
   }
 
@@ -103,13 +105,14 @@ export class TraceFileWriter implements TraceSink {
     const ops = this.#ops;
     this.#ops = [];
     if (ops.length === 0) return this.#chain;
+    const textOf = (op: Op) => (op.trace === undefined ? op.text : op.text + traceEvents(op.trace).join(','));
     this.#chain = this.#chain.then(async () => {
       // Consecutive writes to one file go as one.
       for (let i = 0; i < ops.length; ) {
         const { path, create } = ops[i]!;
-        let text = ops[i]!.text;
+        let text = textOf(ops[i]!);
         let j = i + 1;
-        while (j < ops.length && ops[j]!.path === path && !ops[j]!.create) text += ops[j++]!.text;
+        while (j < ops.length && ops[j]!.path === path && !ops[j]!.create) text += textOf(ops[j++]!);
         i = j;
         if (this.#failed) continue;
         try {

@@ -127,7 +127,7 @@ describe('sampling', () => {
     assert.equal(m.enabled, false);
   });
 
-  it('gives ids in order, children their parent id, and hands a root to the sinks once', () => {
+  it('gives ids in order, children their parent id, and hands a root to the sinks once, on the next turn', async () => {
     const m = new TraceManager({ level: TRACE_TIMESTAMPS, rate: 1 });
     const sink = collector();
     m.addSink(sink);
@@ -139,6 +139,8 @@ describe('sampling', () => {
     assert.equal(sink.traces.length, 0);
     root.end();
     root.end();
+    assert.equal(sink.traces.length, 0);
+    await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(sink.traces, [root]);
     assert.deepEqual(root.children, [c1, c2]);
   });

@@ -7,9 +7,9 @@
  * ## Interface for another trace mode (a `TraceSink`)
  *
  * A mode is a `TraceSink` handed to `TraceManager` (`addSink`). The manager calls
- * `sink.write(trace)` once per *root* trace, on the event loop, after the request's response was
- * sent (HTTP_SEND_END / GRPC_SEND_END) or the request failed; by then every child trace (one per
- * ensemble step request, `trace.children`, recursively) has ended too. The sink reads:
+ * `sink.write(trace)` once per *root* trace, on the event loop, on the turn after the request's
+ * response was sent (HTTP_SEND_END / GRPC_SEND_END) or the request failed; by then every child
+ * trace (one per ensemble step request, `trace.children`, recursively) has ended too. The sink reads:
  *
  * - `trace.id`, `trace.parentId` (0 for a root), `trace.model`, `trace.version`, `trace.requestId`;
  * - `trace.timestamps()`: `[name, ns]` pairs in time order, `ns` a `bigint` of
@@ -487,17 +487,32 @@ export class TraceManager {
     return this.#nextId++;
   }
 
-  /** Called by `Trace.end`. */
+  /**
+   * Called by `Trace.end`. The sinks get the trace on the next turn of the event loop: an
+   * instance stamps a request's compute times when its `execute` returns, which may come just
+   * after the response went out.
+   */
   finished(trace: Trace): void {
-    for (const sink of this.#sinks) sink.write(trace);
+    if (this.#sinks.length === 0) return;
+    this.#finished.push(trace);
+    if (this.#finished.length === 1) setImmediate(this.#deliver);
   }
 
+  readonly #finished: Trace[] = [];
+  readonly #deliver = (): void => {
+    const traces = this.#finished.splice(0);
+    for (const trace of traces) for (const sink of this.#sinks) sink.write(trace);
+  };
+
+  /** Hands every finished trace to the sinks and flushes them. */
   async flush(): Promise<void> {
+    this.#deliver();
     await Promise.all(this.#sinks.map((s) => s.flush()));
   }
 
   /** Flushes and closes every sink (server shutdown). */
   async close(): Promise<void> {
+    this.#deliver();
     await Promise.all(this.#sinks.map((s) => s.close()));
   }
 }
