@@ -124,7 +124,7 @@ describe('trace settings over HTTP and gRPC', () => {
       [g, { trace_file: '/etc/cron.d/x' }, 501, /^trace file location can not be updated through network protocol$/],
       [`${srv.url}/v2/models/simple/trace/setting`, { trace_file: null }, 501, /can not be updated through network protocol/],
       [g, { trace_rate: 'abc' }, 400, /^Unable to parse 'trace_rate', got: abc$/],
-      [g, { trace_rate: '0' }, 400, /sample rate must be non-zero/],
+      [`${srv.url}/v2/models/simple/trace/setting`, { trace_level: ['TIMESTAMPS'], trace_rate: '0' }, 400, /sample rate must be non-zero/],
       [g, { trace_count: '-2' }, 400, /Expecting value >= -1, got:-2/],
       [g, { trace_level: ['OFF', 'TIMESTAMPS'] }, 400, /^Expect only one trace level 'OFF' is specified$/],
       [g, { trace_level: 'TIMESTAMPS' }, 400, /'trace_level' must be a list of strings/],

@@ -65,6 +65,10 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     logger.error('--trace-config mode=opentelemetry is not available in this version of Nereid; use mode=triton (the default) with triton,file=<path>');
     return 1;
   }
+  if (trace.level !== 0 && trace.rate === 0) {
+    logger.error('--trace-config rate=0: the sample rate must be non-zero while tracing is on (level=TIMESTAMPS or TENSORS)');
+    return 1;
+  }
   if (trace.level !== 0 && trace.file === '') {
     logger.warning('tracing is on (--trace-config level=...) but no trace file is set: traces are collected and not written; add --trace-config triton,file=<path>');
   }

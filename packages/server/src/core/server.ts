@@ -630,9 +630,9 @@ export class Server {
    * to the global one, a global one to its value at start), and returns them. All or nothing:
    * an invalid value throws TRACE_SETTING_INVALID, the trace file or mode TRACE_SETTING_READ_ONLY.
    */
-  updateTraceSettings(model: string | undefined, update: TraceSettingsUpdate): TraceSettingsAnswer {
+  updateTraceSettings(model: string | undefined, update: TraceSettingsUpdate, options: { grpc?: boolean } = {}): TraceSettingsAnswer {
     if (model !== undefined) this.#checkTraceModel(model);
-    return this.tracing.update(model, update);
+    return this.tracing.update(model, update, options);
   }
 
   #checkTraceModel(model: string): void {

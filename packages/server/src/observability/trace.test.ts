@@ -69,7 +69,6 @@ describe('trace settings', () => {
     const cases: [Record<string, string[] | null>, string, RegExp][] = [
       [{ trace_rate: ['abc'] }, 'TRACE_SETTING_INVALID', /^Unable to parse 'trace_rate', got: abc$/],
       [{ trace_rate: ['12abc'] }, 'TRACE_SETTING_INVALID', /^Unable to parse 'trace_rate', got: 12abc$/],
-      [{ trace_rate: ['0'] }, 'TRACE_SETTING_INVALID', /^Attempting to set invalid trace setting :sample rate must be non-zero$/],
       [{ trace_rate: ['99999999999'] }, 'TRACE_SETTING_INVALID', /^Unable to parse 'trace_rate', value is out of range \[ 0, 4294967295 \], got: 99999999999$/],
       [{ trace_count: ['-2'] }, 'TRACE_SETTING_INVALID', /^Unable to parse 'trace_count'. Expecting value >= -1, got:-2$/],
       [{ trace_count: ['99999999999999999999'] }, 'TRACE_SETTING_INVALID', /value is out of range \[ -1, 2147483647 \]/],
@@ -98,6 +97,11 @@ describe('trace settings', () => {
     assert.deepEqual(m.update(undefined, update({ trace_rate: ['3'] })).trace_rate, ['3']);
     m.addSink(collector());
     assert.deepEqual(m.update('a', update({ trace_level: ['TIMESTAMPS'] })).trace_level, ['TIMESTAMPS']);
+    // A rate of 0 is taken while it would not trace, refused where it would.
+    assert.deepEqual(m.update(undefined, update({ trace_rate: ['0'] })).trace_rate, ['0']);
+    const r = refusal(() => m.update('a', update({ trace_rate: ['0'] })));
+    assert.equal(r.message, 'Attempting to set invalid trace setting :sample rate must be non-zero');
+    assert.equal(m.sample('b'), undefined);
   });
 });
 

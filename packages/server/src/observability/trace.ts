@@ -112,24 +112,34 @@ export function parseTraceLevel(values: readonly string[]): number {
 }
 
 /** An integer setting in [min, max], Triton's wording for what does not parse or is out of range. */
-function parseIntSetting(name: string, value: string, min: number, max: number): number {
+function parseIntSetting(name: string, value: string, min: number, max: number, grpc = false): number {
   if (!/^-?[0-9]+$/.test(value)) throw new NereidError('TRACE_SETTING_INVALID', `Unable to parse '${name}', got: ${value}`);
   const n = Number(value);
   if (name === 'trace_count' && n < -1) {
-    throw new NereidError('TRACE_SETTING_INVALID', `Unable to parse 'trace_count'. Expecting value >= -1, got:${value}`);
+    // Triton's two frontends word this one differently.
+    throw new NereidError('TRACE_SETTING_INVALID', `Unable to parse 'trace_count'. Expecting value >= -1, got:${grpc ? ' ' : ''}${value}`);
   }
   if (n < min || n > max) throw new NereidError('TRACE_SETTING_INVALID', `Unable to parse '${name}', value is out of range [ ${min}, ${max} ], got: ${value}`);
   return n;
 }
 
+/** A rate of 0 parses: it is refused only where it would trace (`checkTraceable`), as in Triton. */
 export function parseTraceRate(value: string): number {
-  const rate = parseIntSetting('trace_rate', value, 0, UINT32_MAX);
-  if (rate === 0) throw new NereidError('TRACE_SETTING_INVALID', 'Attempting to set invalid trace setting :sample rate must be non-zero');
-  return rate;
+  return parseIntSetting('trace_rate', value, 0, UINT32_MAX);
 }
 
-export function parseTraceCount(value: string): number {
-  return parseIntSetting('trace_count', value, -1, INT32_MAX);
+/**
+ * Refuses a setting that traces (a level other than OFF) with a rate of 0 or nowhere to put
+ * traces (no sink: mode triton without a file), in Triton's words.
+ */
+export function checkTraceable(values: Pick<TraceSettingValues, 'level' | 'rate'>, hasSink: boolean): void {
+  if (values.level === 0) return;
+  if (values.rate === 0) throw new NereidError('TRACE_SETTING_INVALID', 'Attempting to set invalid trace setting :sample rate must be non-zero');
+  if (!hasSink) throw new NereidError('TRACE_SETTING_INVALID', 'Attempting to set invalid trace setting :trace file name is not given');
+}
+
+export function parseTraceCount(value: string, grpc = false): number {
+  return parseIntSetting('trace_count', value, -1, INT32_MAX, grpc);
 }
 
 export function parseLogFrequency(value: string): number {
@@ -148,7 +158,7 @@ const ONE_VALUE = new Set(['trace_rate', 'trace_count', 'log_frequency']);
  * does not name, `null` for one it clears. Refuses the trace file and mode (operator settings,
  * Triton's 501 for the file) and names no setting it does not know.
  */
-function checkUpdate(update: TraceSettingsUpdate): Partial<Record<'level' | 'rate' | 'count' | 'logFrequency', number | null>> {
+function checkUpdate(update: TraceSettingsUpdate, grpc: boolean): Partial<Record<'level' | 'rate' | 'count' | 'logFrequency', number | null>> {
   const out: Partial<Record<'level' | 'rate' | 'count' | 'logFrequency', number | null>> = {};
   for (const [name, values] of update) {
     if (name === 'trace_file') throw new NereidError('TRACE_SETTING_READ_ONLY', 'trace file location can not be updated through network protocol');
@@ -169,7 +179,7 @@ function checkUpdate(update: TraceSettingsUpdate): Partial<Record<'level' | 'rat
         out.rate = values === null ? null : parseTraceRate(values[0]!);
         break;
       case 'trace_count':
-        out.count = values === null ? null : parseTraceCount(values[0]!);
+        out.count = values === null ? null : parseTraceCount(values[0]!, grpc);
         break;
       case 'log_frequency':
         out.logFrequency = values === null ? null : parseLogFrequency(values[0]!);
@@ -421,15 +431,10 @@ export class TraceManager {
   /**
    * Applies an update to the global setting (`model` undefined) or a model's; checked whole
    * first, so a refused update changes nothing. The caller checks that the model exists.
+   * `grpc`: word errors as Triton's gRPC frontend does, where it differs from its HTTP one.
    */
-  update(model: string | undefined, update: TraceSettingsUpdate): TraceSettingsAnswer {
-    const changes = checkUpdate(update);
-    // Triton refuses to trace with nowhere to put traces (mode triton without a file).
-    const nowhere = (level: number) => {
-      if (level !== 0 && this.#sinks.length === 0) {
-        throw new NereidError('TRACE_SETTING_INVALID', 'Attempting to set invalid trace setting :trace file name is not given');
-      }
-    };
+  update(model: string | undefined, update: TraceSettingsUpdate, options: { grpc?: boolean } = {}): TraceSettingsAnswer {
+    const changes = checkUpdate(update, options.grpc ?? false);
     if (model === undefined) {
       const next = { ...this.#global.values };
       for (const key of ['level', 'rate', 'count', 'logFrequency'] as const) {
@@ -437,7 +442,7 @@ export class TraceManager {
         if (v === null) next[key] = this.#startup[key];
         else if (v !== undefined) next[key] = v;
       }
-      nowhere(next.level);
+      checkTraceable(next, this.#sinks.length > 0);
       if (Object.keys(changes).length > 0) {
         this.#global = new Sampler(next);
         for (const m of this.#models.values()) m.sampler = new Sampler({ ...next, ...m.overrides });
@@ -449,7 +454,7 @@ export class TraceManager {
         if (v === null) delete overrides[key];
         else if (v !== undefined) overrides[key] = v;
       }
-      nowhere(overrides.level ?? this.#global.values.level);
+      checkTraceable({ ...this.#global.values, ...overrides }, this.#sinks.length > 0);
       if (Object.keys(overrides).length === 0) this.#models.delete(model);
       else this.#models.set(model, { overrides, sampler: new Sampler({ ...this.#global.values, ...overrides }) });
     }
@@ -475,7 +480,7 @@ export class TraceManager {
   sample(model: string): Trace | undefined {
     const s = this.#models.get(model)?.sampler ?? this.#global;
     const v = s.values;
-    if (v.level === 0 || v.count === 0) return undefined;
+    if (v.level === 0 || v.count === 0 || v.rate === 0) return undefined;
     if (++s.seen < v.rate) return undefined;
     s.seen = 0;
     if (v.count > 0) v.count--;

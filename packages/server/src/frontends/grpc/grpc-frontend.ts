@@ -411,7 +411,7 @@ export class GrpcFrontend {
       TraceSetting: unary<pb.TraceSettingRequest, pb.TraceSettingResponse>((r) => {
         const model = r.model_name === '' ? undefined : r.model_name;
         const update = fromProtoTraceSettings(r.settings);
-        return toProtoTraceSettings(update.size === 0 ? server.traceSettings(model) : server.updateTraceSettings(model, update));
+        return toProtoTraceSettings(update.size === 0 ? server.traceSettings(model) : server.updateTraceSettings(model, update, { grpc: true }));
       }),
       LogSettings: unary<pb.LogSettingsRequest, pb.LogSettingsResponse>((r) =>
         toProtoLogSettings(server.updateLogSettings(fromProtoLogSettings(r.settings))),
