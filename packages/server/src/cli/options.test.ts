@@ -80,7 +80,7 @@ describe('the nereid serve option table', () => {
 
   it('takes every option without an effect, checks its value against its kind, and lists it as ignored', () => {
     const ignored = names.filter((n) => SERVE_OPTIONS[n]!.ignored !== undefined);
-    assert.ok(ignored.includes('grpc-use-ssl') && ignored.includes('cache-config') && ignored.includes('enable-peer-access'));
+    assert.ok(ignored.includes('grpc-use-ssl') && ignored.includes('allow-sagemaker') && ignored.includes('enable-peer-access'));
     for (const name of ignored) {
       const spec = SERVE_OPTIONS[name]!;
       const value = spec.kind === 'bool' ? 'false' : spec.kind === 'int' ? '3' : 'x';
