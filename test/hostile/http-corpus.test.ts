@@ -274,6 +274,12 @@ const CASES: Case[] = [
   ['logging: verbose level 2^40', () => ({ path: '/v2/logging', body: JSON.stringify({ log_verbose_level: TWO_40 }) }), 400, /log_verbose_level/],
   ['logging: unknown format', () => ({ path: '/v2/logging', body: JSON.stringify({ log_format: '%n%n%n' }) }), 400, /log_format/],
   ['logging: body not JSON', () => ({ path: '/v2/logging', body: '[' }), 400, /parse|JSON/],
+  ['trace: set the trace file', () => ({ path: '/v2/trace/setting', body: JSON.stringify({ trace_file: '/etc/passwd' }) }), 501, /trace file location can not be updated/],
+  ['trace: set a model\'s trace file', () => ({ path: '/v2/models/simple/trace/setting', body: JSON.stringify({ trace_file: '../../x.json' }) }), 501, /trace file location can not be updated/],
+  ['trace: rate 2^70', () => ({ path: '/v2/trace/setting', body: JSON.stringify({ trace_rate: '1180591620717411303424' }) }), 400, /out of range/],
+  ['trace: level not a list', () => ({ path: '/v2/trace/setting', body: JSON.stringify({ trace_level: { a: 1 } }) }), 400, /trace_level/],
+  ['trace: body not JSON', () => ({ path: '/v2/trace/setting', body: '{"trace_rate":' }), 400, /parse|JSON/],
+  ['trace: unknown model', () => ({ path: '/v2/models/%ZZ/trace/setting', body: '{}' }), 400, /Request for unknown model/],
   // A version that is not digits matches no route, as in Triton's URL patterns.
   ['config of version abc', () => ({ method: 'GET', path: '/v2/models/simple/versions/abc/config' }), 404, /Not Found/],
   ['config of version 2^70', () => ({ method: 'GET', path: '/v2/models/simple/versions/1180591620717411303424/config' }), 400, /1180591620717411303424/],

@@ -180,6 +180,13 @@ describe('the trace file', () => {
         body: JSON.stringify({ id: 'e1', inputs: [{ name: 'X', datatype: 'FP32', shape: [2], data: [1, 2] }] }),
       });
       assert.deepEqual((jsonBody(ens) as { outputs: { data: number[] }[] }).outputs[0]!.data, [12, 13]);
+      const sse = await httpRequest(`${srv.url}/v2/models/simple/infer`, {
+        method: 'POST',
+        headers: { Accept: 'text/event-stream' },
+        body: JSON.stringify({ id: 'sse1', inputs: simpleCase(1).inputs }),
+      });
+      assert.match(sse.text, /^data: /);
+      assert.equal((await inferJson(srv.url, 'nope', simpleCase(1).inputs)).status, 404);
     } finally {
       client.close();
       await srv.stop();
@@ -211,6 +218,16 @@ describe('the trace file', () => {
     assert.deepEqual([st.stamps[0], st.stamps.at(-1)], ['GRPC_WAITREAD_START', 'GRPC_SEND_END']);
     assert.ok(st.stamps.includes('GRPC_SEND_START') && st.stamps.includes('COMPUTE_END'), st.stamps.join(' '));
 
+    const [sse] = byRequest('sse1');
+    assert.ok(sse);
+    assert.deepEqual([sse.stamps[0], sse.stamps.at(-1)], ['HTTP_RECV_START', 'HTTP_SEND_END']);
+    assert.ok(sse.stamps.includes('HTTP_SEND_START') && sse.stamps.includes('COMPUTE_END'), sse.stamps.join(' '));
+    // A request that failed before a model version took it: its frontend stamps, no version.
+    const failed = [...traces.values()].find((t) => t.info.model_name === 'nope');
+    assert.ok(failed);
+    assert.equal(failed.info.model_version, undefined);
+    assert.deepEqual([failed.stamps[0], failed.stamps.at(-1)], ['HTTP_RECV_START', 'HTTP_SEND_END']);
+
     const [e] = byRequest('e1');
     assert.ok(e);
     assert.equal(e.info.model_name, 'pipe');
@@ -224,7 +241,7 @@ describe('the trace file', () => {
       // Inside the ensemble's span.
       assert.ok(c.ns[0]! >= e.ns[e.stamps.indexOf('REQUEST_START')]! && c.ns.at(-1)! <= e.ns.at(-1)!);
     }
-    assert.equal(traces.size, 6);
+    assert.equal(traces.size, 8);
   });
 
   it('rotates with log_frequency set through the API: <file>.0, <file>.1, …, the last closed at shutdown', async () => {

@@ -20,7 +20,8 @@ const FLUSH_DELAY_MS = 50;
 /** One trace (and its children, after it) as the comma-separated objects of Triton's file. */
 export function traceEvents(trace: Trace, out: string[] = []): string[] {
   const id = trace.id;
-  let head = `{"id":${id},"model_name":${JSON.stringify(trace.model)},"model_version":${/^[0-9]+$/.test(trace.version) ? trace.version : JSON.stringify(trace.version)}`;
+  // No version: the request failed before a version served it (an unknown model).
+  let head = `{"id":${id},"model_name":${JSON.stringify(trace.model)}${/^[0-9]+$/.test(trace.version) ? `,"model_version":${trace.version}` : ''}`;
   if (trace.requestId !== '') head += `,"request_id":${JSON.stringify(trace.requestId)}`;
   if (trace.parentId !== 0) head += `,"parent_id":${trace.parentId}`;
   out.push(head + '}');

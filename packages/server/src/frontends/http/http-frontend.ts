@@ -633,7 +633,7 @@ export class HttpFrontend {
       ? decodeRawBinaryRequest(split.binary, this.#server.modelConfig(model, version), model, version)
       : decodeJsonInferRequest(split.header, split.binary, model, version);
     if (acceptsEvents(req)) {
-      await this.#inferEvents(res, decoded, signal, receivedAt);
+      await this.#inferEvents(res, decoded, signal, receivedAt, trace);
       return;
     }
     const response = await this.#server.infer(decoded.request, trace === undefined ? { signal, receivedAt } : { signal, receivedAt, trace }).catch((err: unknown) => {
@@ -675,7 +675,7 @@ export class HttpFrontend {
    * response of the request, decoupled models included, as one Server-Sent Event holding the
    * JSON response body of §3.7.2 with `parameters.triton_final_response`. Outputs are JSON only.
    */
-  async #inferEvents(res: ServerResponse, decoded: DecodedInferRequest, signal: AbortSignal, receivedAt: bigint): Promise<void> {
+  async #inferEvents(res: ServerResponse, decoded: DecodedInferRequest, signal: AbortSignal, receivedAt: bigint, trace: Trace | undefined): Promise<void> {
     const { request } = decoded;
     for (const [name, binary] of decoded.binaryOutputs) {
       if (binary) {
@@ -686,7 +686,7 @@ export class HttpFrontend {
       }
     }
     const json = { binaryOutputs: new Map<string, boolean>(), defaultBinary: false };
-    await this.#events(res, request, signal, receivedAt, (response, final) => {
+    await this.#events(res, request, signal, receivedAt, trace, (response, final) => {
       const withFlag = { ...response, parameters: { ...response.parameters, triton_final_response: final } };
       return Buffer.from(encodeInferResponse(withFlag, { ...json, request }).chunks[0]!).toString('utf8');
     });
@@ -706,7 +706,7 @@ export class HttpFrontend {
     }
     const request = decodeGenerateRequest(body, this.#server.modelMetadata(model, version), version);
     if (stream) {
-      await this.#events(res, request, signal, receivedAt, (response) => encodeGenerateResponse(response));
+      await this.#events(res, request, signal, receivedAt, undefined, (response) => encodeGenerateResponse(response));
       return;
     }
     const responses: InferResponse[] = [];
@@ -737,16 +737,20 @@ export class HttpFrontend {
     request: InferRequest,
     signal: AbortSignal,
     receivedAt: bigint,
+    trace: Trace | undefined,
     encode: (response: InferResponse, final: boolean) => string,
   ): Promise<void> {
     const start = () => {
       if (res.headersSent) return;
+      // A traced request's events: HTTP_SEND_START at the first, HTTP_SEND_END once the response ends.
+      trace?.stamp('HTTP_SEND_START');
       res.writeHead(200, { 'Content-Type': EVENT_STREAM_TYPE, 'Cache-Control': 'no-cache' });
     };
     try {
       await this.#server.inferStream(request, {
         signal,
         receivedAt,
+        ...(trace !== undefined && { trace }),
         onResponse: (r) => {
           if (r.response === undefined) return;
           const frame = sseFrame(encode(r.response, r.final));
