@@ -307,4 +307,24 @@ describe("the client's trace context", () => {
     );
     assert.deepEqual(seen.map((t) => t.timestamps()[0]![0]), ['HTTP_RECV_START', 'GRPC_WAITREAD_START', 'HTTP_RECV_START']);
   });
+
+  it('is traced the same on the grpc-js fallback server (--grpc-server=grpc-js)', async () => {
+    const srv = await startServer({ modelRepositories: [repo], grpc: { server: 'grpc-js' }, trace: { level: 1, rate: 1 } });
+    const client = inferenceClient(srv.grpcTarget);
+    const seen: Trace[] = [];
+    srv.server.tracing.addSink({ write: (t) => void seen.push(t), flush: async () => {}, close: async () => {} });
+    try {
+      const metadata = new Metadata();
+      metadata.set('traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+      await unary(client, 'ModelInfer', simpleRequest(1).request, { metadata });
+      await srv.server.tracing.flush();
+    } finally {
+      client.close();
+      await srv.stop();
+    }
+    assert.equal(seen.length, 1);
+    const names = seen[0]!.timestamps().map(([n]) => n);
+    assert.deepEqual([names[0], names.at(-1)], ['GRPC_WAITREAD_START', 'GRPC_SEND_END']);
+    assert.equal(seen[0]!.carrier?.traceparent, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+  });
 });
