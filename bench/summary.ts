@@ -45,6 +45,8 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'shared-memory', figure: 'shm_http_binary_gbps', label: 'HTTP binary throughput, 16 MiB (GB/s)', target: { on: 'value', op: '>=', bound: 1 } },
   { bench: 'sequence', figure: 'sequence batcher throughput', label: 'sequence batcher vs dynamic batcher with client-held state' },
   { bench: 'ensemble', figure: 'ensemble added per step', label: 'ensemble added per step (µs)', target: { on: 'value', op: '<', bound: 25 } },
+  { bench: 'response-cache', figure: 'cache_hit_http_latency', label: 'response cache hit vs no cache, HTTP latency (MLP)' },
+  { bench: 'response-cache', figure: 'cache_miss_http_latency', label: 'response cache miss vs no cache, HTTP latency (MLP)' },
   { bench: 'ocr-pipeline', figure: 'ocr ensemble (5 steps), latency per image', label: 'OCR pipeline: one ensemble request vs 5 client calls (latency)', target: { on: 'ratio', op: '<', bound: 1 } },
   // Issue 32: Nereid / Triton on the same Python models, measured by perf_analyzer (bench/vs-triton.ts).
   ...['add_sub_http_c1', 'add_sub_http_c4', 'add_sub_http_c16', 'add_sub_grpc_c1', 'add_sub_grpc_c4', 'add_sub_grpc_c16', 'batched_sleep_http_c16', 'batched_sleep_grpc_c16'].flatMap(

@@ -177,6 +177,14 @@ const NEEDS = [
     service: true,
   },
   {
+    name: 'redis-server',
+    what: 'redis-server',
+    debian: ['redis-server'],
+    why: "the Redis response-cache tests run Nereid's redis cache against a real Redis server they start",
+    present: () => onPath('redis-server'),
+    service: true,
+  },
+  {
     name: 'chromium',
     what: 'chromium (headless)',
     debian: ['chromium'],
@@ -247,7 +255,7 @@ const NEEDS = [
 const PROFILES = {
   serve: ['cc?'],
   // jaeger is built last: building it needs the CA certificates and, without a recent Go, python3.
-  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'chromium', 'cc', 'ca-certificates', 'python3', 'jaeger'],
+  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'redis-server', 'chromium', 'cc', 'ca-certificates', 'python3', 'jaeger'],
   corpus: ['grpc', 'protobuf'],
   conformance: ['numpy', 'venv', 'libb64', 'cc'],
   // The Debian needs first: building the servers needs them.

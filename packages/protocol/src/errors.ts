@@ -122,6 +122,9 @@ export const ERROR_CODES = {
   FILE_OVERRIDE_INVALID: 'INVALID_ARG',
   REPOSITORY_NAME_UNSUPPORTED: 'UNSUPPORTED',
 
+  /** The configured response cache cannot be used at start (a Redis server that does not answer). */
+  CACHE_UNAVAILABLE: 'INTERNAL',
+
   // Shared-memory extensions (protocol.md §3.17)
   SHM_DISABLED: 'UNSUPPORTED',
   SHM_REGION_NOT_FOUND: 'NOT_FOUND',

@@ -77,6 +77,7 @@ export { gatherInput, scatterOutput, unionOfRequestedOutputs } from './backends/
 export type { BackendFactory, BackendFactoryOptions } from './backends/custom/module-loader.js';
 export { runInWorkers, type WorkerBackendOptions } from './backends/custom/worker-backend.js';
 export { createLogger, silentLogger, type Logger, type LogSettings } from './observability/logger.js';
+export { parseCacheConfig, requestKey, LocalCache, type CacheConfig, type CacheCounters, type ResponseCache } from './cache/index.js';
 export {
   ServerMetrics,
   VersionHistograms,

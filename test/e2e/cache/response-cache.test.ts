@@ -181,6 +181,22 @@ describe('a model with response_cache enabled on a server with a local cache', (
     }
   });
 
+  it('answers from the cache on the streaming path (inferStream, as gRPC ModelStreamInfer) of a model that is not decoupled', async () => {
+    const before = steps.of('add1').length;
+    const request = { model: 'add1', inputs: [{ name: 'IN', datatype: 'FP32' as const, shape: [2], data: new Float32Array([40, 41]) }] };
+    const answers: { final: boolean; data?: number[] }[] = [];
+    for (let i = 0; i < 2; i++) {
+      await srv.server.inferStream(request, {
+        onResponse: (r) => answers.push({ final: r.final, data: r.response && [...new Float32Array(r.response.outputs[0]!.data.slice().buffer)] }),
+      });
+    }
+    assert.deepEqual(answers, [
+      { final: true, data: [41, 42] },
+      { final: true, data: [41, 42] },
+    ]);
+    assert.equal(steps.of('add1').length, before + 1);
+  });
+
   it("answers an ensemble's repeated request at the top, without running any step", async () => {
     const body = { inputs: [{ name: 'X', datatype: 'FP32', shape: [2], data: [5, 6] }] };
     const ran = () => steps.of('add10').length + steps.of('uncached').length;

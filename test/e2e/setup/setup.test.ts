@@ -36,7 +36,7 @@ describe('setup step (scripts/setup.mjs)', () => {
   it('finds every prerequisite of the test profile on this machine and says so in one line', () => {
     const r = setup(['test', '--check']);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^setup \(test\): 10 of 10 prerequisites present \(\d+ ms\)\n$/);
+    assert.match(r.stdout, /^setup \(test\): 14 of 14 prerequisites present \(\d+ ms\)\n$/);
     assert.equal(r.stderr, '');
   });
 
@@ -47,16 +47,17 @@ describe('setup step (scripts/setup.mjs)', () => {
     assert.match(r.stderr, /setup \(test\): missing, and not installed here \(NEREID_SETUP=check\):/);
     assert.match(r.stderr, /- espeak-ng \(Debian: espeak-ng\): the speech-detection example test/);
     assert.match(r.stderr, /- promtool \(Debian: prometheus\): the metrics tests check the exposition text/);
+    assert.match(r.stderr, /- redis-server \(Debian: redis-server\): the Redis response-cache tests/);
     assert.match(r.stderr, /- chromium \(headless\) \(Debian: chromium\): the analyze report test draws the HTML report/);
     assert.match(r.stderr, /- a C compiler \(cc\) and the C library headers \(Debian: gcc, libc6-dev\)/);
     // No sudo on this PATH: the command is the one to run as root.
-    assert.ok(r.stderr.includes('Run as root:\n  apt-get update && apt-get install -y --no-install-recommends espeak-ng prometheus chromium gcc libc6-dev\n'), r.stderr);
+    assert.ok(r.stderr.includes('Run as root:\n  apt-get update && apt-get install -y --no-install-recommends espeak-ng prometheus redis-server chromium gcc libc6-dev\n'), r.stderr);
   });
 
   it('without apt-get names the Debian packages to find equivalents of', () => {
     const r = setup(['test'], { PATH: pathWith({ node: process.execPath }), NEREID_SETUP: 'check' });
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /This system has no apt-get: install the equivalents of these Debian packages with its package manager: espeak-ng prometheus chromium gcc libc6-dev/);
+    assert.match(r.stderr, /This system has no apt-get: install the equivalents of these Debian packages with its package manager: espeak-ng prometheus redis-server chromium gcc libc6-dev/);
   });
 
   it('serves without a C compiler: reported as optional, not a stop', () => {

@@ -3,7 +3,6 @@
  * the `local` and `redis` implementations. The facade (core/server.ts) looks requests up and
  * inserts responses; nothing else reaches a cache.
  */
-import { NereidError } from '@nereid/protocol';
 import type { Logger } from '../observability/logger.js';
 import { localSettings, type CacheConfig } from './cache-config.js';
 import { LocalCache } from './local-cache.js';
@@ -35,5 +34,6 @@ export async function createCache(config: CacheConfig, logger: Logger): Promise<
     logger.info(`response cache: local, ${cache.capacityBytes} bytes`);
     return cache;
   }
-  throw new NereidError('CONFIG_UNSUPPORTED', `--cache-config ${config.name}: this build has only the local cache`);
+  const { connectRedisCache } = await import('./redis-cache.js');
+  return connectRedisCache(config, logger);
 }
