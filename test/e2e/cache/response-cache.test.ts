@@ -6,6 +6,9 @@
  * enable it on a server without a cache; the configurations Triton refuses.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { simpleModel } from '@nereid/testkit';
 import { makeRepository, removeDir, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
@@ -231,6 +234,30 @@ describe('a model with response_cache enabled on a server with a local cache', (
     for (const family of ['nv_cache_num_misses', 'nv_cache_num_evictions', 'nv_cache_lookup_duration', 'nv_cache_insertion_duration']) {
       assert.equal(seriesOf(text, family).length, 1, family);
     }
+  });
+});
+
+describe('a traced request answered from the cache', () => {
+  it('has its queue start and request end, and no compute timestamps', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nereid-cache-trace-'));
+    const file = join(dir, 'trace.json');
+    const r = await makeRepository({ add1: step(stepConfig('add1') + CACHED) });
+    const s = await startServer({ modelRepositories: [r], backends: [new StepBackend().backend], cache: { name: 'local', settings: { size: '100000' } }, trace: { level: 1, rate: 1, file } });
+    try {
+      for (let i = 0; i < 2; i++) await fetch(`${s.url}/v2/models/add1/infer`, { method: 'POST', body: JSON.stringify({ inputs: [fp32([3])] }) });
+      await s.server.tracing.flush();
+    } finally {
+      await s.stop();
+      await removeDir(r);
+    }
+    const events = JSON.parse(readFileSync(file, 'utf8')) as { id: number; timestamps?: { name: string }[] }[];
+    const stamps = new Map<number, string[]>();
+    for (const e of events) for (const t of e.timestamps ?? []) stamps.set(e.id, [...(stamps.get(e.id) ?? []), t.name]);
+    const [miss, hit] = [...stamps.values()];
+    assert.ok(miss!.includes('COMPUTE_START') && miss!.includes('QUEUE_START') && miss!.includes('REQUEST_END'), miss!.join(' '));
+    assert.ok(hit!.includes('QUEUE_START') && hit!.includes('REQUEST_END') && hit!.includes('INFER_RESPONSE_COMPLETE'), hit!.join(' '));
+    assert.ok(!hit!.some((n) => n.startsWith('COMPUTE_')), hit!.join(' '));
+    await removeDir(dir);
   });
 });
 

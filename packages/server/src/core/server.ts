@@ -753,7 +753,7 @@ export class Server {
         mv.scheduler.enqueue(inferenceRequest);
         response = await inferenceRequest.delivered;
       } else {
-        response = await this.#cached(mv, mv.responseCache, inferenceRequest);
+        response = (await this.#cached(mv, mv.responseCache, inferenceRequest)).response;
       }
       if (trace !== undefined) this.#traceResponse(trace, response);
       const delivered = shm.deliver(this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'));
@@ -782,9 +782,10 @@ export class Server {
       mv.scheduler.enqueue(inferenceRequest);
       response = await inferenceRequest.delivered;
     } else {
-      response = await this.#cached(mv, mv.responseCache, inferenceRequest);
+      const cached = await this.#cached(mv, mv.responseCache, inferenceRequest);
+      response = cached.response;
       // A hit ran nothing: no compute times to wait for.
-      if (!inferenceRequest.completed) {
+      if (cached.hit) {
         if (trace !== undefined) this.#traceResponse(trace, response);
         return { response: this.#toResponse(mv, validated, request.id ?? '', response, mv.config.platform !== 'ensemble'), times: inferenceRequest.times };
       }
@@ -969,7 +970,7 @@ export class Server {
           mv.scheduler.enqueue(inferenceRequest);
           pending = inferenceRequest.delivered;
         } else {
-          pending = this.#cached(mv, mv.responseCache, inferenceRequest);
+          pending = this.#cached(mv, mv.responseCache, inferenceRequest).then((c) => c.response);
         }
         options.onAccepted?.({ model: mv.name, version: String(mv.version), decoupled });
         const response = await pending;
@@ -1041,15 +1042,19 @@ export class Server {
    * time. A failed request inserts nothing. Cache errors never reach the request: the cache
    * answers them as misses (cache/response-cache.ts).
    */
-  async #cached(mv: ModelVersion, cache: ResponseCache, request: InferenceRequest): Promise<BackendResponse> {
+  async #cached(mv: ModelVersion, cache: ResponseCache, request: InferenceRequest): Promise<{ response: BackendResponse; hit: boolean }> {
     const lookupStart = process.hrtime.bigint();
+    // As in Triton, whose scheduler stamps the queue start before its cache lookup.
+    request.times.queue = lookupStart;
     const key = requestKey(mv.name, mv.version, request.inputs, request.requestedOutputs);
     const found = cache.lookup(key);
     const hit = found instanceof Promise ? await found : found;
     const lookupEnd = process.hrtime.bigint();
     if (hit !== undefined) {
       mv.stats.onCacheHit(request.times.request, lookupStart, lookupEnd);
-      return hit;
+      // Completes the request (its end time, for a trace's REQUEST_END); nothing waits on it.
+      request.respond(hit, true);
+      return { response: hit, hit: true };
     }
     mv.scheduler.enqueue(request);
     const response = await request.delivered;
@@ -1057,7 +1062,7 @@ export class Server {
     const inserted = cache.insert(key, response);
     if (inserted instanceof Promise) await inserted;
     mv.stats.onCacheMiss(lookupEnd - lookupStart + (process.hrtime.bigint() - insertStart));
-    return response;
+    return { response, hit: false };
   }
 
   #prepare(
