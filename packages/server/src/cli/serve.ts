@@ -70,7 +70,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     return 1;
   }
   if (trace.level !== 0 && trace.file === '') {
-    logger.warning('tracing is on (--trace-config level=...) but no trace file is set: traces are collected and not written; add --trace-config triton,file=<path>');
+    logger.warning('tracing is on (--trace-config level=...) but no trace file is set: no request is traced; add --trace-config triton,file=<path>');
   }
 
   const server = new Server({

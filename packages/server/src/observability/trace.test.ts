@@ -37,6 +37,11 @@ describe('trace settings', () => {
       trace_mode: ['triton'],
     });
     assert.equal(m.enabled, false);
+    // A level with nowhere to write traces samples nothing.
+    const noSink = new TraceManager({ level: TRACE_TIMESTAMPS, rate: 1 });
+    assert.equal(noSink.enabled, false);
+    noSink.addSink(collector());
+    assert.equal(noSink.enabled, true);
   });
 
   it('a model follows the global setting until it has its own, and a cleared global value returns to the start value', () => {

@@ -6,7 +6,9 @@
  *
  * ## Interface for another trace mode (a `TraceSink`)
  *
- * A mode is a `TraceSink` handed to `TraceManager` (`addSink`). The manager calls
+ * A mode is a `TraceSink` handed to `TraceManager` (`addSink`; with no sink nothing is sampled,
+ * and a level other than OFF set through the API is refused as Triton refuses it without a trace
+ * file). The manager calls
  * `sink.write(trace)` once per *root* trace, on the event loop, on the turn after the request's
  * response was sent (HTTP_SEND_END / GRPC_SEND_END) or the request failed; by then every child
  * trace (one per ensemble step request, `trace.children`, recursively) has ended too. The sink reads:
@@ -386,7 +388,7 @@ type Overrides = Partial<Pick<TraceSettingValues, 'level' | 'rate' | 'count' | '
  * started with; clearing every setting of a model returns it to the global setting.
  */
 export class TraceManager {
-  /** Some setting traces (a level other than OFF): the one test a request pays with tracing off. */
+  /** Some setting traces (a level other than OFF) and a sink takes traces: the one test a request pays with tracing off. */
   enabled = false;
   readonly #startup: TraceSettingValues;
   #global: Sampler;
@@ -402,6 +404,7 @@ export class TraceManager {
 
   addSink(sink: TraceSink): void {
     this.#sinks.push(sink);
+    this.#refresh();
   }
 
   /** The global setting in effect (a copy). */
@@ -467,10 +470,11 @@ export class TraceManager {
     if (this.#models.delete(model)) this.#refresh();
   }
 
+  /** On while some setting traces and some sink takes traces: without one, sampling would be wasted. */
   #refresh(): void {
     let on = this.#global.values.level !== 0;
     for (const m of this.#models.values()) on ||= m.sampler.values.level !== 0;
-    this.enabled = on;
+    this.enabled = on && this.#sinks.length > 0;
   }
 
   /**
