@@ -57,6 +57,7 @@ export {
   type TraceTensor,
 } from './observability/trace.js';
 export { TraceFileWriter } from './observability/trace-file.js';
+export { OpenTelemetrySink, defaultOpenTelemetrySettings, type OpenTelemetrySettings } from './observability/opentelemetry.js';
 export { DeviceList, type Device, type Gpu, type MigInstance, type PlacedDevice } from './devices/index.js';
 export {
   BACKEND_SPI_VERSION,

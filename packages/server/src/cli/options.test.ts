@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { OPTION_GROUPS, SERVE_OPTIONS, optionFormat, parseServeArgs, type ServeOptionSpec, type ServeOptions } from './options.js';
+import { OPTION_GROUPS, SERVE_OPTIONS, openTelemetrySettings, optionFormat, parseServeArgs, type ServeOptionSpec, type ServeOptions } from './options.js';
 import { formatServeHelp } from './serve-help.js';
 
 // Compile-time checks: `tsc -b` fails the build if any of these entries type-checks.
@@ -178,7 +178,9 @@ describe('--trace-config and the deprecated --trace-* options', () => {
       '--trace-config', 'opentelemetry,url=http://collector:4318/v1/traces',
     ]);
     assert.deepEqual(o.traceConfig.settings, { level: 3, rate: 1, count: 50, logFrequency: 100, file: '/var/log/trace.json', mode: 'triton' });
-    assert.deepEqual(o.traceConfig.opentelemetry, { url: 'http://collector:4318/v1/traces' });
+    assert.deepEqual(o.traceConfig.opentelemetry, [['url', 'http://collector:4318/v1/traces']]);
+    // rate 0 parses: refused at start where it would trace in mode triton; mode opentelemetry takes it.
+    assert.equal(parseServeArgs(['--trace-config=rate=0']).traceConfig.settings.rate, 0);
     assert.deepEqual(o.ignored, []);
     assert.equal(parseServeArgs(['--trace-config=level=TIMESTAMPS', '--trace-config=level=OFF']).traceConfig.settings.level, 0);
     assert.equal(parseServeArgs(['--trace-config=mode=opentelemetry']).traceConfig.settings.mode, 'opentelemetry');
@@ -192,6 +194,7 @@ describe('--trace-config and the deprecated --trace-* options', () => {
   it('refuses what tritonserver would not trace with, naming the option and the value', () => {
     const cases: [string[], RegExp][] = [
       [['--trace-config=level=LOUD'], /--trace-config level=LOUD: Unable to parse 'trace_level', got: LOUD/],
+      [['--trace-config=opentelemetry,bsp_max_queue_size=lots'], /Bad option: "--trace-config opentelemetry,bsp_max_queue_size"\. Invalid option value\. Got lots/],
       [['--trace-config=count=-5'], /Expecting value >= -1/],
       [['--trace-config=file=/x'], /unknown global trace setting 'file'.*triton,file=<path>/],
       [['--trace-config=triton,url=x'], /unknown setting 'url' of trace mode triton/],
@@ -202,5 +205,24 @@ describe('--trace-config and the deprecated --trace-* options', () => {
       [['--trace-rate=fast'], /--trace-rate=fast: Unable to parse 'trace_rate', got: fast/],
     ];
     for (const [argv, message] of cases) assert.throws(() => parseServeArgs(argv), message, argv.join(' '));
+  });
+
+  it("builds mode opentelemetry's settings: defaults, then OTEL_BSP_* variables, then the options in order", () => {
+    const o = parseServeArgs([
+      '--trace-config=mode=opentelemetry',
+      '--trace-config=opentelemetry,resource=service.name=nereid',
+      '--trace-config=opentelemetry,resource=zone=a',
+      '--trace-config=opentelemetry,bsp_max_queue_size=4096',
+    ]);
+    assert.deepEqual(openTelemetrySettings(o.traceConfig, { OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_SCHEDULE_DELAY: '250' }), {
+      url: 'http://localhost:4318/v1/traces',
+      resource: { 'service.name': 'nereid', zone: 'a' },
+      bspMaxQueueSize: 4096,
+      bspScheduleDelayMs: 250,
+      bspMaxExportBatchSize: 512,
+    });
+    assert.throws(() => openTelemetrySettings(o.traceConfig, { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: 'x' }), /Bad option: "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"/);
+    const tooBig = parseServeArgs(['--trace-config=opentelemetry,bsp_max_export_batch_size=5000']);
+    assert.throws(() => openTelemetrySettings(tooBig.traceConfig, {}), /bsp_max_export_batch_size \(5000\) must not exceed bsp_max_queue_size \(2048\)/);
   });
 });

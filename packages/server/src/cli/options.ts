@@ -16,6 +16,7 @@ import { MAX_MESSAGE_SIZE } from '../frontends/grpc/infer-codec.js';
 import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
+import { applyOpenTelemetrySetting, checkOpenTelemetrySettings, defaultOpenTelemetrySettings, type OpenTelemetrySettings } from '../observability/opentelemetry.js';
 import { DEFAULT_TRACE_SETTINGS, parseLogFrequency, parseTraceCount, parseTraceLevel, parseTraceMode, parseTraceRate, type TraceSettingValues } from '../observability/trace.js';
 import { parseResourceLimit, type ResourceLimit } from '../scheduling/rate-limiter.js';
 import { isS3Uri, parseS3Uri } from '../repository/s3-location.js';
@@ -161,8 +162,11 @@ function byteSizeOption(name: string, text: string): number {
 /** What `--trace-config` gathered: the global settings, and each mode's own keys. */
 export interface TraceConfig {
   settings: TraceSettingValues;
-  /** `--trace-config opentelemetry,<key>=<value>` settings, as given, for the OpenTelemetry mode. */
-  opentelemetry: Record<string, string>;
+  /**
+   * `--trace-config opentelemetry,<key>=<value>` settings in the order given (each value checked
+   * here), for the OpenTelemetry mode: `openTelemetrySettings` applies them over the defaults.
+   */
+  opentelemetry: [string, string][];
 }
 
 /** A `--trace-config` value as `tritonserver` takes it: `<key>=<value>` or `<mode>,<key>=<value>`. */
@@ -218,10 +222,23 @@ function applyTraceConfig(c: TraceConfig, text: string, name = 'trace-config'): 
     }
   }
   if (mode === 'opentelemetry') {
-    c.opentelemetry[key] = value;
+    applyOpenTelemetrySetting(defaultOpenTelemetrySettings({}), key, value);
+    c.opentelemetry.push([key, value]);
     return;
   }
   throw new NereidError('REQUEST_PARAMETER', `--${name}: unknown trace mode '${mode}' in '${text}' (the modes are triton and opentelemetry)`);
+}
+
+/**
+ * The settings of mode opentelemetry: Triton's defaults, those of the OTEL_BSP_* variables of
+ * `env`, then the `--trace-config opentelemetry,…` options in order; checked as a whole. Throws
+ * (REQUEST_PARAMETER) naming the option or variable that cannot be used.
+ */
+export function openTelemetrySettings(c: TraceConfig, env: NodeJS.ProcessEnv = process.env): OpenTelemetrySettings {
+  const settings = defaultOpenTelemetrySettings(env);
+  for (const [key, value] of c.opentelemetry) applyOpenTelemetrySetting(settings, key, value);
+  checkOpenTelemetrySettings(settings);
+  return settings;
 }
 
 /** One `--metrics-config <key>=<value>` setting. */
@@ -963,7 +980,9 @@ const OPTIONS = {
       'A trace setting. Global: level=<OFF|TIMESTAMPS|TENSORS> (repeat to combine TIMESTAMPS and TENSORS), ' +
       'rate=<n> (trace every n-th request), count=<n> (stop after n traces; -1: no limit), mode=<triton|opentelemetry>. ' +
       'Mode triton: triton,file=<path> (the trace file; only the operator sets it), triton,log-frequency=<n> (a new file ' +
-      '<path>.<k> every n traces; 0: one file written until shutdown). Mode opentelemetry: opentelemetry,<key>=<value>.',
+      '<path>.<k> every n traces; 0: one file written until shutdown). Mode opentelemetry: opentelemetry,url=<OTLP/HTTP traces URL> ' +
+      '(http://localhost:4318/v1/traces), opentelemetry,resource=<key>=<value> (repeatable), opentelemetry,bsp_max_queue_size=<n> (2048), ' +
+      'opentelemetry,bsp_schedule_delay=<ms> (5000), opentelemetry,bsp_max_export_batch_size=<n> (512); rate=0 traces only requests with a traceparent.',
     apply: (o, v) => applyTraceConfig(o.traceConfig, v),
   },
 
@@ -1268,7 +1287,7 @@ export function defaultServeOptions(): ServeOptions {
     metricsPort: 8002,
     metricsIntervalMs: 2000,
     metricsConfig: { counterLatencies: true, histogramLatencies: false, histogramBatchSize: false, summaryLatencies: false, buckets: {} },
-    traceConfig: { settings: { ...DEFAULT_TRACE_SETTINGS }, opentelemetry: {} },
+    traceConfig: { settings: { ...DEFAULT_TRACE_SETTINGS }, opentelemetry: [] },
     logVerbose: 0,
     logInfo: true,
     logWarning: true,

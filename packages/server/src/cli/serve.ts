@@ -10,7 +10,7 @@ import { HttpFrontend } from '../frontends/http/http-frontend.js';
 import { MetricsFrontend } from '../frontends/metrics/metrics-frontend.js';
 import { createLogger } from '../observability/logger.js';
 import { missingNodeOptions } from './node-options.js';
-import { ignoredReason, parseServeArgs } from './options.js';
+import { ignoredReason, openTelemetrySettings, parseServeArgs } from './options.js';
 import { formatBackendTable, formatModelTable, formatOptionTable, optionTableRows } from './startup-tables.js';
 
 /** Runs the server until a signal stops it; returns the exit code for early failures. */
@@ -61,16 +61,25 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     return 1;
   }
   const trace = options.traceConfig.settings;
+  let opentelemetry;
   if (trace.mode === 'opentelemetry') {
-    logger.error('--trace-config mode=opentelemetry is not available in this version of Nereid; use mode=triton (the default) with triton,file=<path>');
-    return 1;
-  }
-  if (trace.level !== 0 && trace.rate === 0) {
-    logger.error('--trace-config rate=0: the sample rate must be non-zero while tracing is on (level=TIMESTAMPS or TENSORS)');
-    return 1;
-  }
-  if (trace.level !== 0 && trace.file === '') {
-    logger.warning('tracing is on (--trace-config level=...) but no trace file is set: no request is traced; add --trace-config triton,file=<path>');
+    try {
+      opentelemetry = openTelemetrySettings(options.traceConfig);
+    } catch (err) {
+      process.stderr.write(`nereid serve: ${toNereidError(err).message}\n`);
+      return 3;
+    }
+  } else {
+    if (trace.level !== 0 && trace.rate === 0) {
+      logger.error('--trace-config rate=0: the sample rate must be non-zero while tracing is on (level=TIMESTAMPS or TENSORS) in mode triton; mode opentelemetry takes rate 0');
+      return 1;
+    }
+    if (options.traceConfig.opentelemetry.length > 0) {
+      logger.warning(`--trace-config opentelemetry,${options.traceConfig.opentelemetry[0]![0]}=… has no effect in trace mode ${trace.mode}; add --trace-config mode=opentelemetry`);
+    }
+    if (trace.level !== 0 && trace.file === '') {
+      logger.warning('tracing is on (--trace-config level=...) but no trace file is set: no request is traced; add --trace-config triton,file=<path>');
+    }
   }
 
   const server = new Server({
@@ -98,6 +107,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
     memorySampleIntervalMs: options.memorySampleIntervalMs,
     ...(options.cache !== undefined ? { cache: options.cache } : {}),
     trace: options.traceConfig.settings,
+    ...(opentelemetry !== undefined && { opentelemetry }),
     logger,
     metrics: {
       counterLatencies: options.metricsConfig.counterLatencies,

@@ -20,6 +20,7 @@ import { createLogger, type Logger, type LogSettings } from '../observability/lo
 import { ServerMetrics, type MetricsOptions } from '../observability/metrics.js';
 import { TRACE_TENSORS, TraceManager, type Trace, type TraceSettingValues, type TraceSettingsAnswer, type TraceSettingsUpdate } from '../observability/trace.js';
 import { TraceFileWriter } from '../observability/trace-file.js';
+import { OpenTelemetrySink, defaultOpenTelemetrySettings, openTelemetryAnswer, type OpenTelemetrySettings } from '../observability/opentelemetry.js';
 import { DeviceList, GpuSampler, MigHolds, describeDevices, discoverDevices } from '../devices/index.js';
 import { ModelManager, type VersionStatus } from '../repository/model-manager.js';
 import { loadRequestOf } from './repository-parameters.js';
@@ -130,6 +131,11 @@ export interface ServerOptions {
    * level OFF. In mode `triton` with a `file`, traces are written there.
    */
   trace?: Partial<TraceSettingValues>;
+  /**
+   * Mode `opentelemetry`'s exporter settings (`--trace-config opentelemetry,…`); default: the
+   * defaults of `defaultOpenTelemetrySettings()`, which read OTEL_BSP_* from the environment.
+   */
+  opentelemetry?: OpenTelemetrySettings;
   /** Server name in server metadata (`--id`); default `triton`, as clients expect. */
   id?: string;
   /** `--strict-readiness` (default true): ready only while every model is ready. */
@@ -300,6 +306,10 @@ export class Server {
     const traceFile = this.tracing.global;
     if (traceFile.mode === 'triton' && traceFile.file !== '') {
       this.tracing.addSink(new TraceFileWriter(traceFile.file, () => this.tracing.global.logFrequency, (m) => this.logger.error(m)));
+    } else if (traceFile.mode === 'opentelemetry') {
+      const settings = options.opentelemetry ?? defaultOpenTelemetrySettings();
+      this.tracing.addSink(new OpenTelemetrySink(settings, (m) => this.logger.error(m)));
+      this.tracing.modeSettings = openTelemetryAnswer(settings);
     }
     // CUDA regions are opened by a helper run by the Python backend's interpreter, which has the
     // CUDA runtime (cupy or torch) that the stubs of KIND_GPU models use.

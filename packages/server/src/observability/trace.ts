@@ -79,8 +79,13 @@ const INT32_MAX = 2147483647;
 export const TRACE_SETTING_NAMES = ['trace_level', 'trace_rate', 'trace_count', 'log_frequency', 'trace_file', 'trace_mode'] as const;
 export type TraceSettingName = (typeof TRACE_SETTING_NAMES)[number];
 
-/** The settings as both protocols answer them: every value a list of strings (HTTP: trace_level a list, the others strings). */
-export type TraceSettingsAnswer = Record<TraceSettingName, string[]>;
+/**
+ * The settings as both protocols answer them, in answer order: every value a list of strings
+ * (HTTP: trace_level a list, the others strings). Mode `triton` answers the six of
+ * `TRACE_SETTING_NAMES`; mode `opentelemetry`, as Triton, answers trace_level, trace_rate,
+ * trace_count and trace_mode, then the mode's own settings (`TraceManager.modeSettings`).
+ */
+export type TraceSettingsAnswer = Record<string, string[]>;
 
 /**
  * An update as both protocols carry it: each named setting with its values (HTTP's string, or
@@ -131,12 +136,13 @@ export function parseTraceRate(value: string): number {
 }
 
 /**
- * Refuses a setting that traces (a level other than OFF) with a rate of 0 or nowhere to put
- * traces (no sink: mode triton without a file), in Triton's words.
+ * Refuses a setting that traces (a level other than OFF) with a rate of 0 (but in mode
+ * opentelemetry) or nowhere to put traces (no sink: mode triton without a file), in Triton's words.
  */
-export function checkTraceable(values: Pick<TraceSettingValues, 'level' | 'rate'>, hasSink: boolean): void {
+export function checkTraceable(values: Pick<TraceSettingValues, 'level' | 'rate' | 'mode'>, hasSink: boolean): void {
   if (values.level === 0) return;
-  if (values.rate === 0) throw new NereidError('TRACE_SETTING_INVALID', 'Attempting to set invalid trace setting :sample rate must be non-zero');
+  // Mode opentelemetry takes rate 0, as Triton 2.51 does: only requests with a client's context are traced.
+  if (values.rate === 0 && values.mode !== 'opentelemetry') throw new NereidError('TRACE_SETTING_INVALID', 'Attempting to set invalid trace setting :sample rate must be non-zero');
   if (!hasSink) throw new NereidError('TRACE_SETTING_INVALID', 'Attempting to set invalid trace setting :trace file name is not given');
 }
 
@@ -418,9 +424,25 @@ export class TraceManager {
     return { ...(m?.sampler ?? this.#global).values };
   }
 
+  /**
+   * The settings of the mode's sink that the trace extension answers after the global ones (mode
+   * `opentelemetry`: url, resource, bsp_*), set by whoever adds that sink; fixed at start.
+   */
+  modeSettings: readonly (readonly [string, string[]])[] = [];
+
   /** Both protocols' answer for the server (`model` undefined) or a model. */
   answer(model?: string): TraceSettingsAnswer {
     const v = this.settingsOf(model);
+    if (v.mode === 'opentelemetry') {
+      const answer: TraceSettingsAnswer = {
+        trace_level: levelNames(v.level),
+        trace_rate: [String(v.rate)],
+        trace_count: [String(v.count)],
+        trace_mode: [v.mode],
+      };
+      for (const [name, values] of this.modeSettings) answer[name] = [...values];
+      return answer;
+    }
     return {
       trace_level: levelNames(v.level),
       trace_rate: [String(v.rate)],
@@ -479,12 +501,16 @@ export class TraceManager {
 
   /**
    * Whether this request of `model` is traced (every `rate`-th request while `count` lasts): a
-   * new root trace, or undefined. Call only when `enabled`.
+   * new root trace, or undefined. Call only when `enabled`. In mode `opentelemetry` a request
+   * that carries the client's trace context (`withContext`: a `traceparent`) is traced whatever
+   * the rate and count, as Triton does, and does not count down `count`; rate 0 traces only those.
    */
-  sample(model: string): Trace | undefined {
+  sample(model: string, withContext = false): Trace | undefined {
     const s = this.#models.get(model)?.sampler ?? this.#global;
     const v = s.values;
-    if (v.level === 0 || v.count === 0 || v.rate === 0) return undefined;
+    if (v.level === 0) return undefined;
+    if (withContext && v.mode === 'opentelemetry') return new Trace(this, this.#nextId++, 0, v.level, model);
+    if (v.count === 0 || v.rate === 0) return undefined;
     if (++s.seen < v.rate) return undefined;
     s.seen = 0;
     if (v.count > 0) v.count--;

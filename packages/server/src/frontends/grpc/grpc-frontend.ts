@@ -322,7 +322,7 @@ export class GrpcFrontend {
         const receivedAt = process.hrtime.bigint();
         let trace: Trace | undefined;
         if (server.tracing.enabled) {
-          trace = server.tracing.sample(request.model_name);
+          trace = server.tracing.sample(request.model_name, call.metadata.get('traceparent').length > 0);
           if (trace !== undefined) {
             trace.stamp('GRPC_WAITREAD_START', receivedAt);
             traceCarrier(trace, call.metadata);

@@ -73,6 +73,9 @@ export class InferStream {
   /** Reading paused until the call's write buffer drains. */
   #paused = false;
   readonly #onClosed: (() => void) | undefined;
+  /** The client's W3C trace context from the stream's metadata: every request of the stream continues it. */
+  readonly #traceparent: string | undefined;
+  readonly #tracestate: string | undefined;
 
   /** @param onClosed called once, when the stream is over (ended, cancelled or failed) */
   constructor(
@@ -90,6 +93,10 @@ export class InferStream {
     setMaxListeners(0, this.#abort.signal);
     const flag = call.metadata.get('triton_grpc_error')[0];
     this.#strict = typeof flag === 'string' && flag.toLowerCase() === 'true';
+    const parent = call.metadata.get('traceparent')[0];
+    const state = call.metadata.get('tracestate')[0];
+    this.#traceparent = typeof parent === 'string' ? parent : undefined;
+    this.#tracestate = typeof state === 'string' ? state : undefined;
     call.on('data', (request: pb.ModelInferRequest) => this.#onRequest(request));
     call.on('end', () => {
       this.#clientDone = true;
@@ -123,8 +130,14 @@ export class InferStream {
     const receivedAt = process.hrtime.bigint();
     let trace: Trace | undefined;
     if (this.#server.tracing.enabled) {
-      trace = this.#server.tracing.sample(request.model_name);
-      trace?.stamp('GRPC_WAITREAD_START', receivedAt);
+      trace = this.#server.tracing.sample(request.model_name, this.#traceparent !== undefined);
+      if (trace !== undefined) {
+        trace.stamp('GRPC_WAITREAD_START', receivedAt);
+        if (this.#traceparent !== undefined) {
+          trace.carrier = { traceparent: this.#traceparent };
+          if (this.#tracestate !== undefined) trace.carrier.tracestate = this.#tracestate;
+        }
+      }
     }
     let slot: Slot | undefined = { message: undefined, error: undefined };
     this.#slots.push(slot);

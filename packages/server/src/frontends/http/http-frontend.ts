@@ -605,10 +605,10 @@ export class HttpFrontend {
 
   /** Samples an inference request for tracing (only while some trace setting is on). */
   #startTrace(req: IncomingMessage, model: string): Trace | undefined {
-    const trace = this.#server.tracing.sample(model);
+    const parent = req.headers.traceparent;
+    const trace = this.#server.tracing.sample(model, typeof parent === 'string');
     if (trace === undefined) return undefined;
     trace.stamp('HTTP_RECV_START');
-    const parent = req.headers.traceparent;
     if (typeof parent === 'string') {
       trace.carrier = { traceparent: parent };
       const state = req.headers.tracestate;

@@ -34,13 +34,13 @@ export function decodeTraceSettingsUpdate(body: Buffer): TraceSettingsUpdate {
   return update;
 }
 
+/**
+ * The answer as JSON: `trace_level` a list, every other setting a string; a setting with several
+ * values (mode opentelemetry's `resource`, one per attribute) a list of them, where Triton repeats
+ * the key.
+ */
 export function encodeTraceSettings(answer: TraceSettingsAnswer): string {
-  return JSON.stringify({
-    trace_level: answer.trace_level,
-    trace_rate: answer.trace_rate[0],
-    trace_count: answer.trace_count[0],
-    log_frequency: answer.log_frequency[0],
-    trace_file: answer.trace_file[0],
-    trace_mode: answer.trace_mode[0],
-  });
+  const out: Record<string, string | string[]> = {};
+  for (const [name, values] of Object.entries(answer)) out[name] = name === 'trace_level' || values.length !== 1 ? values : values[0]!;
+  return JSON.stringify(out);
 }
