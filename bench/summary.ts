@@ -48,6 +48,10 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'response-cache', figure: 'cache_hit_http_latency', label: 'response cache hit vs no cache, HTTP latency (MLP)' },
   { bench: 'response-cache', figure: 'cache_miss_http_latency', label: 'response cache miss vs no cache, HTTP latency (MLP)' },
   { bench: 'ocr-pipeline', figure: 'ocr ensemble (5 steps), latency per image', label: 'OCR pipeline: one ensemble request vs 5 client calls (latency)', target: { on: 'ratio', op: '<', bound: 1 } },
+  { bench: 'tracing', figure: 'tracing_otel_rate1000_cpu_per_request_c16', label: 'OpenTelemetry tracing at rate 1000 vs off: server CPU per request, HTTP simple c16', target: { on: 'ratio', op: '<', bound: 1.05 } },
+  { bench: 'tracing', figure: 'tracing_otel_rate1_cpu_per_request_c16', label: 'OpenTelemetry tracing at rate 1 vs off: server CPU per request' },
+  { bench: 'tracing', figure: 'tracing_triton_rate1_cpu_per_request_c16', label: 'Triton trace file at rate 1 vs off: server CPU per request' },
+  { bench: 'tracing', figure: 'tracing_off_control_cpu_per_request_c16', label: 'tracing off, a second server vs the first (the run\'s noise)' },
   // Issue 32: Nereid / Triton on the same Python models, measured by perf_analyzer (bench/vs-triton.ts).
   ...['add_sub_http_c1', 'add_sub_http_c4', 'add_sub_http_c16', 'add_sub_grpc_c1', 'add_sub_grpc_c4', 'add_sub_grpc_c16', 'batched_sleep_http_c16', 'batched_sleep_grpc_c16'].flatMap(
     (point): KeyFigure[] => [
