@@ -3,8 +3,8 @@
  * `--trace-config mode=opentelemetry` exports to a real Jaeger (test/helpers/jaeger.ts, OTLP/HTTP
  * in, memory storage) and the test reads the spans back from Jaeger's query API.
  *
- * - An ensemble request over HTTP with a `traceparent` header, and one over gRPC with
- *   `traceparent` metadata: the trace continues the client's (same trace id, the client's span as
+ * - An ensemble request over HTTP with a `traceparent` header, one over gRPC with `traceparent`
+ *   metadata, and one on a gRPC stream whose metadata carries it: the trace continues the client's (same trace id, the client's span as
  *   the parent of InferRequest), and the span tree is Triton's: InferRequest → the ensemble's span
  *   → one span per step → each step's compute span, with Triton's events and attributes, and the
  *   resource attributes given with `opentelemetry,resource=`.
@@ -20,7 +20,7 @@ import { after, before, describe, it } from 'node:test';
 import { Metadata, type Client } from '@grpc/grpc-js';
 import { simpleModel } from '@nereid/testkit';
 import { startNereidServe, runNereid, stopAllNereid, type NereidProcess } from '../../helpers/cli.js';
-import { inferenceClient, inferRequest, inputTensor, int32s, rawBytes, unary } from '../../helpers/grpc.js';
+import { collectStream, inferenceClient, inferRequest, inputTensor, int32s, openStream, rawBytes, unary } from '../../helpers/grpc.js';
 import { makeRepository, removeDir } from '../../helpers/harness.js';
 import { startJaeger, type Jaeger, type JaegerSpan, type JaegerTrace } from '../../helpers/jaeger.js';
 import { modelFiles } from '../../helpers/models.js';
@@ -255,6 +255,27 @@ describe('every request traced (rate 1)', () => {
     assertPipelineTrace(await jaeger.waitForTrace(client.traceId, 6), client, 'GRPC');
   });
 
+  it('a gRPC stream continues the traceparent of its metadata in each request', async () => {
+    const client = clientContext();
+    const metadata = new Metadata();
+    metadata.set('traceparent', client.traceparent);
+    const stream = openStream(grpc, { metadata });
+    const done = collectStream(stream);
+    stream.write(
+      inferRequest({
+        model_name: 'pipeline',
+        id: 'streamed',
+        inputs: [inputTensor('INPUT0', 'INT32', [1, 16]), inputTensor('INPUT1', 'INT32', [1, 16])],
+        raw_input_contents: [rawBytes(Int32Array.from(IN0)), rawBytes(Int32Array.from(IN1))],
+      }),
+    );
+    stream.end();
+    const { responses, error } = await done;
+    assert.equal(error, undefined);
+    assert.equal(responses[0]?.error_message, '');
+    assertPipelineTrace(await jaeger.waitForTrace(client.traceId, 6), client, 'GRPC', 'streamed');
+  });
+
   it("answers the trace settings in Triton's form for this mode", async () => {
     const response = await fetch(`${url}/v2/trace/setting`);
     assert.equal(response.status, 200);
@@ -363,7 +384,7 @@ describe('bad settings stop the server at start, naming the setting', () => {
     [['--trace-config=opentelemetry,bsp_max_export_batch_size=0'], /opentelemetry,bsp_max_export_batch_size.*Got 0/],
     [['--trace-config=opentelemetry,url=localhost:4318'], /opentelemetry,url.*http:\/\/ or https:\/\/ URL/],
     [['--trace-config=opentelemetry,resource=novalue'], /resource=<key>=<value>/],
-    [['--trace-config=rate=0', '--trace-config=mode=triton'], /rate=0: Attempting to set invalid trace setting :sample rate must be non-zero \(rate 0 is for mode opentelemetry only\)/],
+    [['--trace-config=rate=0', '--trace-config=mode=triton'], /rate=0: the sample rate must be non-zero while tracing is on .* in mode triton; mode opentelemetry takes rate 0/],
     [['--trace-config=opentelemetry,colour=blue'], /Unknown setting 'colour' of mode opentelemetry; the settings are url, resource, bsp_max_queue_size/],
     [
       ['--trace-config=opentelemetry,bsp_max_queue_size=100', '--trace-config=opentelemetry,bsp_max_export_batch_size=200'],
