@@ -4,10 +4,12 @@
  * in, memory storage) and the test reads the spans back from Jaeger's query API.
  *
  * - An ensemble request over HTTP with a `traceparent` header, one over gRPC with `traceparent`
- *   metadata, and one on a gRPC stream whose metadata carries it: the trace continues the client's (same trace id, the client's span as
- *   the parent of InferRequest), and the span tree is Triton's: InferRequest → the ensemble's span
- *   → one span per step → each step's compute span, with Triton's events and attributes, and the
- *   resource attributes given with `opentelemetry,resource=`.
+ *   metadata, and one on a gRPC stream whose metadata carries it: the trace continues the
+ *   client's (same trace id, the client's span as the parent of InferRequest), and the span tree
+ *   is Triton's: InferRequest → the ensemble's span → one span per step → each step's compute
+ *   span, with Triton's events and attributes, and the resource attributes given with
+ *   `opentelemetry,resource=`.
+ * - A failed request's error is the status of its spans.
  * - Without a `traceparent` a traced request starts a trace of its own; at rate 1000 a request
  *   that carries the client's context is traced all the same, one that does not is not.
  * - A collector that cannot be reached costs no request: the server answers and logs the failure.
@@ -274,6 +276,23 @@ describe('every request traced (rate 1)', () => {
     assert.equal(error, undefined);
     assert.equal(responses[0]?.error_message, '');
     assertPipelineTrace(await jaeger.waitForTrace(client.traceId, 6), client, 'GRPC', 'streamed');
+  });
+
+  it('a request that fails has its error as the status of InferRequest and of its model span', async () => {
+    const client = clientContext();
+    const response = await fetch(`${url}/v2/models/pipeline/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: client.traceparent },
+      body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: IN0 }] }),
+    });
+    const body = (await response.json()) as { error: string };
+    assert.equal(response.status, 400);
+    const trace = await jaeger.waitForTrace(client.traceId, 2);
+    const t = tree(trace);
+    for (const span of [t.only('InferRequest'), t.only('pipeline')]) {
+      assert.equal(tag(span, 'otel.status_code'), 'ERROR', span.operationName);
+      assert.equal(tag(span, 'otel.status_description'), body.error, span.operationName);
+    }
   });
 
   it("answers the trace settings in Triton's form for this mode", async () => {
