@@ -239,7 +239,7 @@ const NEEDS = [
     what: `jaeger (github.com/jaegertracing/jaeger v1.75.0, cmd/jaeger), built from the Go module proxy into ${FLEET_CACHE}`,
     debian: [],
     build: [process.execPath, FLEET, 'build', 'jaeger'],
-    why: 'the OpenTelemetry tracing tests export spans to a real Jaeger and query them back (a first build takes about 9 minutes on 2 cores)',
+    why: 'the OpenTelemetry tracing tests (and their comparison with real Triton in the conformance tier) export spans to a real Jaeger and query them back (a first build takes about 9 minutes on 2 cores)',
     present: () => spawnSync(process.execPath, [FLEET, 'check', 'jaeger'], { stdio: 'ignore' }).status === 0,
   },
   {
@@ -257,7 +257,7 @@ const PROFILES = {
   // jaeger is built last: building it needs the CA certificates and, without a recent Go, python3.
   test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'redis-server', 'chromium', 'cc', 'ca-certificates', 'python3', 'jaeger'],
   corpus: ['grpc', 'protobuf'],
-  conformance: ['numpy', 'venv', 'libb64', 'cc'],
+  conformance: ['numpy', 'venv', 'libb64', 'cc', 'ca-certificates', 'python3', 'jaeger'],
   // The Debian needs first: building the servers needs them.
   kubernetes: ['openssl', 'ca-certificates', 'python3', 'cc?', 'fleet', 'prometheus'],
   bench: ['numpy', 'venv', 'libb64', 'cc'],
