@@ -84,7 +84,17 @@ describe('setup step (scripts/setup.mjs)', () => {
     const r = setup(['kubernetes'], { NEREID_SETUP: 'check', NEREID_CACHE_DIR: cache });
     assert.equal(r.code, 1);
     assert.match(r.stderr, /setup \(kubernetes\): missing, and not built here \(NEREID_SETUP=check\):\n {2}- kube-apiserver, kube-controller-manager, etcd, weed \(SeaweedFS\) and helm, built from the Go module proxy into .*nereid-setup-cache-.*\/fleet: /);
-    assert.ok(r.stderr.endsWith('Run:\n  node scripts/fleet-infra.mjs build\n'), r.stderr);
+    assert.ok(r.stderr.endsWith('Run:\n  node scripts/fleet-infra.mjs build kube-apiserver kube-controller-manager etcd weed helm\n'), r.stderr);
+    assert.deepEqual(readdirSync(cache), []);
+  });
+
+  it('test: in check mode names the build of a missing Jaeger and builds nothing', () => {
+    const cache = mkdtempSync(join(tmpdir(), 'nereid-setup-cache-'));
+    dirs.push(cache);
+    const r = setup(['test'], { NEREID_SETUP: 'check', NEREID_CACHE_DIR: cache });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /setup \(test\): missing, and not built here \(NEREID_SETUP=check\):\n {2}- jaeger \(github\.com\/jaegertracing\/jaeger v1\.75\.0, cmd\/jaeger\), built from the Go module proxy into .*nereid-setup-cache-.*\/fleet: the OpenTelemetry tracing tests/);
+    assert.ok(r.stderr.endsWith('Run:\n  node scripts/fleet-infra.mjs build jaeger\n'), r.stderr);
     assert.deepEqual(readdirSync(cache), []);
   });
 
