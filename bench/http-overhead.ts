@@ -23,7 +23,7 @@ import { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { Server, silentLogger } from '@nereid/server';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { alternate, benchArgs, httpPoster, medianOf, nereidServeCommand, nodeHttpPoster, report, runLoad, spawnServer, type Figure } from './lib.js';
+import { alternate, benchArgs, httpPoster, medianOf, nereidServeCommand, nodeHttpPoster, report, runLoad, simpleBinaryRequest, spawnServer, type Figure } from './lib.js';
 
 const { seconds, jsonPath } = benchArgs();
 
@@ -65,18 +65,7 @@ const facade16 = await runLoad(() => server.infer(request), 16, seconds);
 await server.stop();
 
 // The HTTP request: binary inputs and outputs, as the Python client sends it (protocol.md §7.1).
-const header = JSON.stringify({
-  inputs: [
-    { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } },
-    { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } },
-  ],
-  outputs: [
-    { name: 'OUTPUT0', parameters: { binary_data: true } },
-    { name: 'OUTPUT1', parameters: { binary_data: true } },
-  ],
-});
-const body = Buffer.concat([Buffer.from(header), Buffer.from(in0.buffer), Buffer.from(in1.buffer)]);
-const headers = { 'Inference-Header-Content-Length': Buffer.byteLength(header) };
+const { body, headers } = simpleBinaryRequest(in0, in1);
 
 /** One window per server at concurrency `c`, alternating, `rounds` times (noise hits both alike). */
 async function measureBoth(ports: [number, number], c: number, rounds: number, poster = httpPoster) {

@@ -204,6 +204,25 @@ export function processTreeCpuUs(pid: number): number | undefined {
 }
 
 /**
+ * The KServe v2 HTTP request of `simple` (INT32 [1,16] INPUT0 and INPUT1) with binary inputs and
+ * outputs, as the Python client sends it: its body and the header naming the JSON part's length.
+ */
+export function simpleBinaryRequest(in0: Int32Array, in1: Int32Array): { body: Buffer; headers: { 'Inference-Header-Content-Length': number } } {
+  const header = JSON.stringify({
+    inputs: [
+      { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: in0.byteLength } },
+      { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: in1.byteLength } },
+    ],
+    outputs: [
+      { name: 'OUTPUT0', parameters: { binary_data: true } },
+      { name: 'OUTPUT1', parameters: { binary_data: true } },
+    ],
+  });
+  const body = Buffer.concat([Buffer.from(header), Buffer.from(in0.buffer, in0.byteOffset, in0.byteLength), Buffer.from(in1.buffer, in1.byteOffset, in1.byteLength)]);
+  return { body, headers: { 'Inference-Header-Content-Length': Buffer.byteLength(header) } };
+}
+
+/**
  * The benchmarks' HTTP load: keep-alive POSTs of prebuilt bytes on `concurrency` connections that
  * check the status and drain the body; `post` resolves with the body's length. The client is
  * `lean-http.ts`, which allocates nothing per response chunk (the `node:http` client it replaced

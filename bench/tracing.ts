@@ -28,7 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { simpleModel, writeModelToRepository } from '@nereid/testkit';
-import { benchArgs, compared, cpuTimeUs, httpPoster, medianOf, nereidServeCommand, report, runLoad, spawnServer, type ChildServer, type Figure } from './lib.js';
+import { benchArgs, compared, cpuTimeUs, httpPoster, medianOf, nereidServeCommand, report, runLoad, simpleBinaryRequest, spawnServer, type ChildServer, type Figure } from './lib.js';
 
 const { seconds, jsonPath, number } = benchArgs();
 const ROUNDS = number('rounds', 5);
@@ -39,18 +39,7 @@ await writeModelToRepository(repo, simpleModel());
 
 const in0 = new Int32Array(16).map((_, i) => i);
 const in1 = new Int32Array(16).fill(1);
-const header = JSON.stringify({
-  inputs: [
-    { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } },
-    { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } },
-  ],
-  outputs: [
-    { name: 'OUTPUT0', parameters: { binary_data: true } },
-    { name: 'OUTPUT1', parameters: { binary_data: true } },
-  ],
-});
-const body = Buffer.concat([Buffer.from(header), Buffer.from(in0.buffer), Buffer.from(in1.buffer)]);
-const headers = { 'Inference-Header-Content-Length': Buffer.byteLength(header) };
+const { body, headers } = simpleBinaryRequest(in0, in1);
 
 const receiver = await spawnServer([join(root, 'dist/bench/bare-otlp-receiver.js')], /port (\d+)/);
 const otel = (rate: number) => [

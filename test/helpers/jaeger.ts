@@ -10,10 +10,10 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, stopGroup } from './processes.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -63,18 +63,6 @@ export function jaegerPath(): Promise<string> {
     execFile(process.execPath, [join(REPO_ROOT, 'scripts', 'fleet-infra.mjs'), 'path', 'jaeger'], (err, stdout, stderr) => {
       if (err !== null) reject(new Error(`no jaeger binary (${stderr.trim() || err.message}); build it with: node scripts/fleet-infra.mjs build jaeger`));
       else resolve(stdout.trim());
-    });
-  });
-}
-
-/** A port that was free a moment ago on 127.0.0.1. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
     });
   });
 }
@@ -154,22 +142,7 @@ export async function startJaeger(): Promise<Jaeger> {
   const otlpUrl = `http://127.0.0.1:${otlpPort}/v1/traces`;
 
   const stop = async () => {
-    if (!exited) {
-      try {
-        process.kill(-child.pid!, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-      const timer = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }, 5000);
-      await closed;
-      clearTimeout(timer);
-    }
+    if (!exited) await stopGroup(child.pid, closed);
     await rm(dir, { recursive: true, force: true });
   };
 

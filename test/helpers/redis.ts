@@ -6,9 +6,9 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './processes.js';
 
 export interface RunningRedis {
   readonly port: number;
@@ -23,18 +23,6 @@ export function requireRedis(): void {
   if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) {
     throw new Error('redis-server is not installed: run `node scripts/setup.mjs test` (as root: apt-get install -y redis-server)');
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startRedis(options: { password?: string } = {}): Promise<RunningRedis> {

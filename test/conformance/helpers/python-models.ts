@@ -37,3 +37,24 @@ export const DECOUPLED_EXECUTE = `    def execute(self, requests):
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         return None
 `;
+
+/**
+ * `add_sub` without batching and `ens`, an ensemble of two `add_sub` steps: S = (A + B) + (A - B).
+ * The trace tests compare both servers' traces of an ensemble on these.
+ */
+export const ADD_SUB_ENSEMBLE_MODELS: Record<string, Record<string, string>> = {
+  add_sub: pythonModelFiles('add_sub', `max_batch_size: 0\n${ADD_SUB_IO}`, ADD_SUB_EXECUTE),
+  ens: {
+    'config.pbtxt': `name: "ens"
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "A", ${FP32_16} }, { name: "B", ${FP32_16} } ]
+output [ { name: "S", ${FP32_16} } ]
+ensemble_scheduling { step [
+  { model_name: "add_sub" model_version: -1 input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" } output_map { key: "OUTPUT0" value: "T" } output_map { key: "OUTPUT1" value: "D" } },
+  { model_name: "add_sub" model_version: -1 input_map { key: "INPUT0" value: "T" } input_map { key: "INPUT1" value: "D" } output_map { key: "OUTPUT0" value: "S" } }
+] }
+`,
+    '1/.keep': '',
+  },
+};

@@ -13,6 +13,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../../helpers/cli.js';
+import { freePort } from '../../helpers/processes.js';
 
 export const TRITON_DIR = join(REPO_ROOT, '.cache', 'triton', 'nvidia-pytriton-0.7.0');
 const SERVER_DIR = join(TRITON_DIR, 'pytriton', 'tritonserver');
@@ -34,19 +35,6 @@ export function requireTriton(): void {
       );
     }
   }
-}
-
-/** A port the OS hands out now; checked again by binding it right before Triton starts. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** True when nothing listens on 127.0.0.1:`port`. */

@@ -12,28 +12,13 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Metadata } from '@grpc/grpc-js';
 import { inferenceClient, inferRequest, inputTensor, rawBytes, unary } from '../../helpers/grpc.js';
-import { makeRepository, removeDir, type ModelFiles } from '../../helpers/harness.js';
+import { makeRepository, removeDir } from '../../helpers/harness.js';
 import { startJaeger, type Jaeger, type JaegerSpan, type JaegerTrace } from '../../helpers/jaeger.js';
-import { ADD_SUB_EXECUTE, ADD_SUB_IO, FP32_16, pythonModelFiles } from '../helpers/python-models.js';
+import { ADD_SUB_ENSEMBLE_MODELS } from '../helpers/python-models.js';
 import { startConformanceServer, type ConformanceServer } from '../helpers/tier.js';
 import { requireTriton, startTriton, type TritonServer } from '../helpers/triton.js';
 
-const MODELS: Record<string, ModelFiles> = {
-  add_sub: pythonModelFiles('add_sub', `max_batch_size: 0\n${ADD_SUB_IO}`, ADD_SUB_EXECUTE),
-  ens: {
-    'config.pbtxt': `name: "ens"
-platform: "ensemble"
-max_batch_size: 0
-input [ { name: "A", ${FP32_16} }, { name: "B", ${FP32_16} } ]
-output [ { name: "S", ${FP32_16} } ]
-ensemble_scheduling { step [
-  { model_name: "add_sub" model_version: -1 input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" } output_map { key: "OUTPUT0" value: "T" } output_map { key: "OUTPUT1" value: "D" } },
-  { model_name: "add_sub" model_version: -1 input_map { key: "INPUT0" value: "T" } input_map { key: "INPUT1" value: "D" } output_map { key: "OUTPUT0" value: "S" } }
-] }
-`,
-    '1/.keep': '',
-  },
-};
+const MODELS = ADD_SUB_ENSEMBLE_MODELS;
 
 const A = Array.from({ length: 16 }, (_, i) => i);
 const B = Array.from({ length: 16 }, () => 2);

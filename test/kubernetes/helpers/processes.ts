@@ -5,7 +5,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -146,18 +145,7 @@ export function spawnManaged(name: string, command: string, args: readonly strin
 }
 
 /** A TCP port that was free on `host` a moment ago (the OS picks it). */
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, host, () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../helpers/processes.js';
 
 /** True while a process with this pid exists. */
 export function pidAlive(pid: number): boolean {

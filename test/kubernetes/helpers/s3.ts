@@ -5,11 +5,11 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand, ListBucketsCommand, S3Client } from '@aws-sdk/client-s3';
+import { freePort, stopGroup } from '../../helpers/processes.js';
 
 export interface S3Store {
   /** `http://127.0.0.1:<port>` */
@@ -36,16 +36,7 @@ export function weedPath(): Promise<string> {
 }
 
 /** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** Ports of `weed mini`'s servers, each given a free one: every HTTP port and its gRPC port. */
 const PORT_FLAGS = [
@@ -119,22 +110,7 @@ export async function startS3(): Promise<S3Store> {
   const client = clientFor(endpoint, accessKeyId, secretAccessKey, region);
   const stop = async () => {
     client.destroy();
-    if (!exited && child.pid !== undefined) {
-      try {
-        process.kill(-child.pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-      const timer = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }, 5000);
-      await closed;
-      clearTimeout(timer);
-    }
+    if (!exited) await stopGroup(child.pid, closed);
     await rm(dir, { recursive: true, force: true });
   };
   const deadline = Date.now() + 60_000;
