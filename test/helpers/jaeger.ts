@@ -13,7 +13,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, stopGroup } from './processes.js';
+import { freePorts, stopGroup } from './processes.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -126,9 +126,7 @@ function killOnExit(pid: number): void {
 export async function startJaeger(): Promise<Jaeger> {
   const binary = await jaegerPath();
   const dir = await mkdtemp(join(tmpdir(), 'nereid-jaeger-'));
-  const ports = new Set<number>();
-  while (ports.size < 3) ports.add(await freePort());
-  const [otlpPort, queryHttpPort, queryGrpcPort] = [...ports] as [number, number, number];
+  const [otlpPort, queryHttpPort, queryGrpcPort] = (await freePorts(3)) as [number, number, number];
   await writeFile(join(dir, 'config.yaml'), config(otlpPort, queryHttpPort, queryGrpcPort));
   const child = spawn(binary, ['--config', join(dir, 'config.yaml')], { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   killOnExit(child.pid!);

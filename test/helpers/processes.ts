@@ -28,6 +28,13 @@ export function signalGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/** `count` distinct ports that were free a moment ago (the OS may hand the same one out twice in a row). */
+export async function freePorts(count: number, host = '127.0.0.1'): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort(host));
+  return [...ports];
+}
+
 /**
  * SIGTERM to the group, SIGKILL after `graceMs` if it is still there; resolves once `closed` (the
  * leader's 'close') has.

@@ -13,7 +13,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../../helpers/cli.js';
-import { freePort } from '../../helpers/processes.js';
+import { freePorts } from '../../helpers/processes.js';
 
 export const TRITON_DIR = join(REPO_ROOT, '.cache', 'triton', 'nvidia-pytriton-0.7.0');
 const SERVER_DIR = join(TRITON_DIR, 'pytriton', 'tritonserver');
@@ -88,7 +88,7 @@ export interface TritonServer {
  */
 export async function startTriton(repository: string, args: readonly string[] = []): Promise<TritonServer> {
   requireTriton();
-  const ports = [await freePort(), await freePort(), await freePort()];
+  const ports = await freePorts(3);
   for (const port of ports) {
     if (!(await portIsFree(port))) throw new Error(`port ${port} is in use; another server on this machine answers there`);
   }
