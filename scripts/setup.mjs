@@ -6,9 +6,10 @@
 //
 //   node scripts/setup.mjs <profile> [--check]
 //
-// Profiles: serve, test, corpus, conformance, kubernetes, bench (docs/testing.md lists what each needs, and
+// Profiles: serve, test, corpus, conformance, kubernetes, bench, runtimes (docs/testing.md lists what each needs, and
 // why). Debian packages are installed with apt-get when the user is root or has passwordless sudo;
-// PyPI packages go into the project's virtual environment (.venv-conformance). Where it cannot
+// PyPI packages go into the project's virtual environments (.venv-conformance for Triton's clients and
+// tools, .venv-runtimes for the TensorFlow and OpenVINO runtimes). Where it cannot
 // install, it stops (exit 1) before the command runs and prints the exact command that would.
 // The kubernetes profile also builds the tier's real servers (kube-apiserver, etcd, …) from the Go
 // module proxy into ~/.cache/nereid/fleet, through scripts/fleet-infra.mjs, when any is missing;
@@ -30,6 +31,12 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const PYTHON = '/usr/bin/python3';
 const VENV = join(root, '.venv-conformance');
 const REQUIREMENTS = join(root, 'test', 'conformance', 'requirements.txt');
+/**
+ * The framework runtimes' environment (TensorFlow, OpenVINO from PyPI, pinned): its interpreter runs
+ * the stubs of tensorflow and openvino models (packages/server/src/backends/python/framework-backends.ts).
+ */
+const RUNTIMES_VENV = join(root, '.venv-runtimes');
+const RUNTIMES_REQUIREMENTS = join(root, 'packages', 'server', 'python', 'runtimes-requirements.txt');
 /**
  * Real Triton, the reference of the differential test: the server and Python backend that the
  * nvidia-pytriton wheel bundles, unpacked into an ignored cache directory (never shipped).
@@ -255,12 +262,14 @@ const NEEDS = [
 const PROFILES = {
   serve: ['cc?'],
   // jaeger is built last: building it needs the CA certificates and, without a recent Go, python3.
-  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'redis-server', 'chromium', 'cc', 'ca-certificates', 'python3', 'jaeger'],
+  test: ['numpy', 'torch', 'openblas', 'grpc', 'protobuf', 'pil', 'espeak-ng', 'promtool', 'redis-server', 'chromium', 'cc', 'venv', 'ca-certificates', 'python3', 'jaeger'],
   corpus: ['grpc', 'protobuf'],
   conformance: ['numpy', 'venv', 'libb64', 'cc', 'ca-certificates', 'python3', 'jaeger'],
   // The Debian needs first: building the servers needs them.
   kubernetes: ['openssl', 'ca-certificates', 'python3', 'cc?', 'fleet', 'prometheus'],
   bench: ['numpy', 'venv', 'libb64', 'cc'],
+  // The TensorFlow and OpenVINO runtimes (PyPI) in .venv-runtimes; the test and bench profiles make it too.
+  runtimes: ['venv'],
 };
 
 function fail(message) {
@@ -360,12 +369,15 @@ for (const need of absent(built)) {
 missing = [...missing, ...absent(built)];
 
 if (profile === 'conformance') conformanceEnvironment();
+if (profile === 'runtimes' || profile === 'test') runtimesEnvironment();
 // The vs-triton benchmark runs real Triton and perf_analyzer: the conformance environment, made by
 // a child run so that a failure (no PyPI, say) leaves the other benchmarks to run; vs-triton then
 // prints why it skips.
 if (profile === 'bench' && mode !== 'check') {
   const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), 'conformance'], { stdio: 'inherit' });
   if (child.status !== 0) process.stdout.write('setup (bench): real Triton or perf_analyzer could not be set up (see above); the vs-triton benchmark will say it skips\n');
+  const runtimes = spawnSync(process.execPath, [fileURLToPath(import.meta.url), 'runtimes'], { stdio: 'inherit' });
+  if (runtimes.status !== 0) process.stdout.write('setup (bench): the TensorFlow and OpenVINO runtimes could not be set up (see above); the frameworks benchmark will say it skips\n');
 }
 
 const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
@@ -377,22 +389,42 @@ process.stdout.write(
 );
 
 /**
+ * A virtual environment `venv` of `requirements` (pinned PyPI packages), made again when the
+ * requirements file changes (a stamp in it holds the file's hash).
+ */
+function pinnedEnvironment(venv, requirements, label) {
+  const stamp = join(venv, '.requirements.sha256');
+  const want = createHash('sha256').update(readFileSync(requirements)).digest('hex');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === want) return;
+  const file = requirements.slice(root.length);
+  if (mode === 'check') fail(`${venv} is missing or out of date; run: node scripts/setup.mjs ${label}`);
+  process.stdout.write(`setup (${profile}): creating ${venv} from ${file} (PyPI)\n`);
+  rmSync(venv, { recursive: true, force: true });
+  if (run([PYTHON, '-m', 'venv', venv]) !== 0) fail(`${PYTHON} -m venv ${venv} failed (see above)`);
+  const pip = [join(venv, 'bin', 'pip'), 'install', '--quiet', '--disable-pip-version-check', '--no-input', '-r', requirements];
+  if (run(pip) !== 0) fail(`installing ${file} into ${venv} failed (see above); the command was: ${pip.join(' ')}`);
+  writeFileSync(stamp, `${want}\n`);
+}
+
+/**
+ * The framework runtimes' environment, `.venv-runtimes`: TensorFlow and OpenVINO for the
+ * tensorflow and openvino backends, checked by importing both once it is made.
+ */
+function runtimesEnvironment() {
+  pinnedEnvironment(RUNTIMES_VENV, RUNTIMES_REQUIREMENTS, 'runtimes');
+  const python = join(RUNTIMES_VENV, 'bin', 'python3');
+  const probe = spawnSync(python, ['-c', 'import importlib.util, sys\nfor m in ("tensorflow", "openvino", "numpy"):\n    if importlib.util.find_spec(m) is None: print(m)\n'], { encoding: 'utf8' });
+  const lacking = probe.status === 0 ? probe.stdout.split('\n').filter(Boolean) : [`(${python} cannot run: ${(probe.error?.message ?? probe.stderr).trim()})`];
+  if (lacking.length > 0) fail(`${RUNTIMES_VENV} lacks ${lacking.join(', ')}; remove it and run: node scripts/setup.mjs runtimes`);
+}
+
+/**
  * The conformance tier's virtual environment, `.venv-conformance`, with the pinned packages of
  * test/conformance/requirements.txt (Triton's own clients and tools from PyPI). Rebuilt when the
  * requirements file changes (a stamp holds its hash); checks that perf_analyzer starts.
  */
 function conformanceEnvironment() {
-  const stamp = join(VENV, '.requirements.sha256');
-  const want = createHash('sha256').update(readFileSync(REQUIREMENTS)).digest('hex');
-  if (!existsSync(stamp) || readFileSync(stamp, 'utf8').trim() !== want) {
-    if (mode === 'check') fail(`${VENV} is missing or out of date; run: node scripts/setup.mjs conformance`);
-    process.stdout.write(`setup (conformance): creating ${VENV} from test/conformance/requirements.txt (PyPI)\n`);
-    rmSync(VENV, { recursive: true, force: true });
-    if (run([PYTHON, '-m', 'venv', VENV]) !== 0) fail(`${PYTHON} -m venv ${VENV} failed (see above)`);
-    const pip = [join(VENV, 'bin', 'pip'), 'install', '--quiet', '--disable-pip-version-check', '--no-input', '-r', REQUIREMENTS];
-    if (run(pip) !== 0) fail(`installing test/conformance/requirements.txt into ${VENV} failed (see above); the command was: ${pip.join(' ')}`);
-    writeFileSync(stamp, `${want}\n`);
-  }
+  pinnedEnvironment(VENV, REQUIREMENTS, 'conformance');
   // perf_analyzer links libcudart.so.12 from the CUDA runtime wheel, even for CPU-only use.
   const lib = join(VENV, 'lib');
   const pythonDir = readdirSync(lib).find((d) => d.startsWith('python3'));

@@ -496,9 +496,16 @@ class Stub:
         # A decoupled model may use its inputs from other threads after execute returns: copies.
         self._view_min = None if self.decoupled else VIEW_MIN_BYTES
         self.output_names = [o["name"] for o in config.get("output", [])]
-        if message["runner"] == "pytorch":
+        runner = message["runner"]
+        if runner == "pytorch":
             from nereid_stub.pytorch_model import TorchScriptModel  # noqa: PLC0415
             self.model = TorchScriptModel(message["path"])
+        elif runner == "tensorflow":
+            from nereid_stub.tensorflow_model import TensorFlowModel  # noqa: PLC0415
+            self.model = TensorFlowModel(message["path"])
+        elif runner == "openvino":
+            from nereid_stub.openvino_model import OpenVinoModel  # noqa: PLC0415
+            self.model = OpenVinoModel(message["path"])
         else:
             self.model = _model_class(message["path"])()
         init = getattr(self.model, "initialize", None)
@@ -632,6 +639,11 @@ class Stub:
                 self.run_coroutine(result)
 
     def auto_complete(self, message):
+        runner = message.get("runner", "python")
+        if runner != "python":
+            # A built-in runner completes the configuration from the model file's own signature.
+            module = importlib.import_module("nereid_stub.%s_model" % runner)
+            return module.auto_complete(message["config"], message["path"])
         cls = _model_class(message["path"])
         method = getattr(cls, "auto_complete_config", None)
         if not callable(method):

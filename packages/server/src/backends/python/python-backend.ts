@@ -108,7 +108,11 @@ const DEFAULT_UNLOAD_TIMEOUT_SECS = 20;
 /** How long a model's `is_ready()` may take before the instance counts as not ready (§8.5). */
 const IS_READY_TIMEOUT_MS = 5_000;
 
-type Runner = 'python' | 'pytorch';
+/**
+ * What the stub runs: a `model.py`, or one of its built-in runners (nereid_stub/<runner>_model.py)
+ * for TorchScript, TensorFlow and OpenVINO models (framework-backends.ts).
+ */
+export type Runner = 'python' | 'pytorch' | 'tensorflow' | 'openvino';
 
 /** A tensor as it crosses the channel: name, datatype, shape (bytes placed by the ring). */
 interface WireTensor {
@@ -168,9 +172,14 @@ const execFileAsync = promisify(execFile);
  * The interpreter for a model: EXECUTION_ENV_PATH's (a directory, or a `.tar.gz` unpacked once
  * into the temporary directory), else `python-executable`, else /usr/bin/python3.
  */
-async function interpreterFor(config: Readonly<ModelConfig>, modelDirectory: string, settings: Readonly<Record<string, string>>): Promise<string> {
+async function interpreterFor(
+  config: Readonly<ModelConfig>,
+  modelDirectory: string,
+  settings: Readonly<Record<string, string>>,
+  defaultPython: string,
+): Promise<string> {
   let envPath = config.parameters['EXECUTION_ENV_PATH']?.string_value ?? '';
-  if (envPath === '') return settings['python-executable'] || DEFAULT_PYTHON;
+  if (envPath === '') return settings['python-executable'] || defaultPython;
   envPath = envPath.replace('$$TRITON_MODEL_DIRECTORY', modelDirectory);
   if (!isAbsolute(envPath)) envPath = resolvePath(modelDirectory, envPath);
   const info = statSync(envPath, { throwIfNoEntry: false });
@@ -203,7 +212,7 @@ async function interpreterFor(config: Readonly<ModelConfig>, modelDirectory: str
   return python;
 }
 
-interface StubSettings {
+export interface StubSettings {
   python: string;
   ringBytes: number;
   /** execute time limit, 0 = none */
@@ -216,7 +225,14 @@ interface StubSettings {
   unloadTimeoutMs: number;
 }
 
-async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' | 'backendConfig' | 'name'>): Promise<StubSettings> {
+/**
+ * The stub settings of a model; `defaultPython` is the interpreter when neither EXECUTION_ENV_PATH
+ * nor `python-executable` names one.
+ */
+export async function stubSettings(
+  ctx: Pick<ModelContext, 'config' | 'modelDirectory' | 'backendConfig' | 'name'>,
+  defaultPython = DEFAULT_PYTHON,
+): Promise<StubSettings> {
   const s = ctx.backendConfig;
   const timeoutParam = ctx.config.parameters['EXECUTE_TIMEOUT_SECS']?.string_value;
   const timeoutSecs = settingNumber(timeoutParam || s['execute-timeout-secs'], 'execute-timeout-secs', ctx.name, 0);
@@ -226,7 +242,7 @@ async function stubSettings(ctx: Pick<ModelContext, 'config' | 'modelDirectory' 
   const startSecs = settingNumber(s['stub-timeout-seconds'], 'stub-timeout-seconds', ctx.name, DEFAULT_STUB_TIMEOUT_SECS);
   const unloadSecs = settingNumber(s['unload-timeout-secs'], 'unload-timeout-secs', ctx.name, DEFAULT_UNLOAD_TIMEOUT_SECS);
   return {
-    python: await interpreterFor(ctx.config, ctx.modelDirectory, s),
+    python: await interpreterFor(ctx.config, ctx.modelDirectory, s, defaultPython),
     ringBytes: Math.max(4096, ringBytes),
     timeoutMs: timeoutSecs * 1000,
     initializeTimeoutMs: initSecs * 1000,
@@ -861,7 +877,7 @@ class PythonInstance implements BackendInstance {
   }
 }
 
-class PythonModel implements BackendModel {
+export class PythonModel implements BackendModel {
   readonly #ctx: ModelContext;
   readonly #runner: Runner;
   readonly #modelFile: string;
@@ -895,7 +911,7 @@ function cudaDeviceInStub(spec: InstanceSpec): number {
  * The model file: `default_model_filename` in the version directory, or `fallback` there when the
  * configuration names none (§1.4 leaves it empty for `platform: "pytorch_libtorch"`).
  */
-function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>, what: string, fallback: string): string {
+export function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>, what: string, fallback: string): string {
   const path = join(ctx.versionDirectory, ctx.config.default_model_filename || fallback);
   const info = statSync(path, { throwIfNoEntry: false });
   if (info === undefined || !info.isFile()) {
