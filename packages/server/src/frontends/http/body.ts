@@ -137,3 +137,23 @@ export async function decodeContent(body: Buffer, encoding: string | undefined, 
     });
   });
 }
+
+/**
+ * A request body that must be a JSON object (settings, repository and shared-memory requests);
+ * `what` names the request in the error when it is not one. With `emptyIsObject`, an empty body
+ * is `{}` (the repository requests' bodies are optional).
+ */
+export function jsonObjectBody(body: Uint8Array, what: string, emptyIsObject = false): Record<string, unknown> {
+  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+  if (emptyIsObject && text.trim() === '') return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new NereidError('REQUEST_MALFORMED', `failed to parse the request JSON buffer: ${(err as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new NereidError('REQUEST_MALFORMED', `the ${what} request body must be a JSON object`);
+  }
+  return parsed as Record<string, unknown>;
+}

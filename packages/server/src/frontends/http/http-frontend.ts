@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, clientErrorMessage, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
 import type { Server } from '../../core/server.js';
 import { BufferPool } from '../../core/buffer-pool.js';
-import { decodeContent, readBody, readBodyInto, type PooledBody } from './body.js';
+import { decodeContent, jsonObjectBody, readBody, readBodyInto, type PooledBody } from './body.js';
 import { compressBody, negotiateEncoding } from './compression.js';
 import type { InferRequest, InferResponse } from '../../core/types.js';
 import { decodeGenerateRequest, encodeGenerateResponse, sseErrorFrame, sseFrame } from './generate-codec.js';
@@ -540,17 +540,8 @@ export class HttpFrontend {
 
   /** `POST /v2/logging` (protocol.md §3.16): a JSON object of settings; null values are ignored. */
   async #updateLogging(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const body = await readBody(req, this.#options.maxInputSize);
-    let update: unknown;
-    try {
-      update = JSON.parse(body.toString('utf8'));
-    } catch (err) {
-      throw new NereidError('REQUEST_MALFORMED', `failed to parse the request JSON buffer: ${(err as Error).message}`);
-    }
-    if (typeof update !== 'object' || update === null || Array.isArray(update)) {
-      throw new NereidError('REQUEST_MALFORMED', 'the logging request body must be a JSON object');
-    }
-    sendJson(res, 200, JSON.stringify(this.#server.updateLogSettings(update as Record<string, unknown>)));
+    const update = jsonObjectBody(await readBody(req, this.#options.maxInputSize), 'logging');
+    sendJson(res, 200, JSON.stringify(this.#server.updateLogSettings(update)));
   }
 
   async #infer(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined): Promise<void> {

@@ -8,23 +8,8 @@ import {
   unloadOptionsFromParameters,
   type RepositoryParameter,
 } from '../../core/repository-parameters.js';
+import { jsonObjectBody } from './body.js';
 import type { LoadModelOptions, UnloadModelOptions } from '../../core/types.js';
-
-/** The body as a JSON object; an empty body is `{}`. */
-function bodyObject(body: Buffer, what: string): Record<string, unknown> {
-  const text = body.toString('utf8');
-  if (text.trim() === '') return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new NereidError('REQUEST_MALFORMED', `failed to parse the request JSON buffer: ${(err as Error).message}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new NereidError('REQUEST_MALFORMED', `the ${what} request body must be a JSON object`);
-  }
-  return value as Record<string, unknown>;
-}
 
 function parametersOf(body: Record<string, unknown>, what: string): Record<string, RepositoryParameter> {
   const params = body.parameters;
@@ -46,7 +31,7 @@ function parametersOf(body: Record<string, unknown>, what: string): Record<strin
 
 /** `POST /v2/repository/index`: `ready` must be a bool when present. */
 export function decodeIndexRequest(body: Buffer): { ready: boolean } {
-  const ready = bodyObject(body, 'repository index').ready;
+  const ready = jsonObjectBody(body, 'repository index', true).ready;
   if (ready === undefined) return { ready: false };
   if (typeof ready !== 'boolean') throw new NereidError('REQUEST_PARAMETER', `'ready' of a repository index request must be a bool, got ${JSON.stringify(ready)}`);
   return { ready };
@@ -54,10 +39,10 @@ export function decodeIndexRequest(body: Buffer): { ready: boolean } {
 
 /** `POST /v2/repository/models/{m}/load`: every parameter a string; `file:` ones base64. */
 export function decodeLoadRequest(model: string, body: Buffer): LoadModelOptions {
-  return loadOptionsFromParameters(model, parametersOf(bodyObject(body, 'load'), 'load'), 'base64');
+  return loadOptionsFromParameters(model, parametersOf(jsonObjectBody(body, 'load', true), 'load'), 'base64');
 }
 
 /** `POST /v2/repository/models/{m}/unload`: `unload_dependents` a bool; other keys ignored. */
 export function decodeUnloadRequest(body: Buffer): UnloadModelOptions {
-  return unloadOptionsFromParameters(parametersOf(bodyObject(body, 'unload'), 'unload'));
+  return unloadOptionsFromParameters(parametersOf(jsonObjectBody(body, 'unload', true), 'unload'));
 }

@@ -2,21 +2,9 @@
  * Bodies of the shared-memory register requests (protocol.md §3.17.1, §3.17.2).
  */
 import { NereidError } from '@nereid/protocol';
+import { jsonObjectBody } from './body.js';
 
 type JsonObject = Record<string, unknown>;
-
-function parseObject(body: Uint8Array, what: string): JsonObject {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
-  } catch (err) {
-    throw new NereidError('REQUEST_MALFORMED', `failed to parse the ${what} request JSON buffer: ${(err as Error).message}`);
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new NereidError('REQUEST_MALFORMED', `the ${what} request body must be a JSON object`);
-  }
-  return doc as JsonObject;
-}
 
 function uint(doc: JsonObject, key: string, region: string, required: boolean): number {
   const value = doc[key];
@@ -40,7 +28,7 @@ export interface SystemRegisterRequest {
 
 /** `{"key": string, "offset"?: uint, "byte_size": uint}`. */
 export function decodeSystemRegister(body: Uint8Array, region: string): SystemRegisterRequest {
-  const doc = parseObject(body, 'system shared memory register');
+  const doc = jsonObjectBody(body, 'system shared memory register');
   if (typeof doc.key !== 'string') {
     throw new NereidError(
       'SHM_REGISTER_INVALID',
@@ -60,7 +48,7 @@ export interface CudaRegisterRequest {
 
 /** `{"raw_handle": {"b64": string}, "device_id": uint, "byte_size": uint}`, all required. */
 export function decodeCudaRegister(body: Uint8Array, region: string): CudaRegisterRequest {
-  const doc = parseObject(body, 'CUDA shared memory register');
+  const doc = jsonObjectBody(body, 'CUDA shared memory register');
   const handle = doc.raw_handle;
   const b64 = typeof handle === 'object' && handle !== null ? (handle as JsonObject).b64 : undefined;
   if (typeof b64 !== 'string') {

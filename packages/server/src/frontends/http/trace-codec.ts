@@ -4,18 +4,11 @@
  * whose other settings are strings; null clears a setting. Answers are the same shape.
  */
 import { NereidError } from '@nereid/protocol';
+import { jsonObjectBody } from './body.js';
 import type { TraceSettingsAnswer, TraceSettingsUpdate } from '../../observability/trace.js';
 
 export function decodeTraceSettingsUpdate(body: Buffer): TraceSettingsUpdate {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch (err) {
-    throw new NereidError('REQUEST_MALFORMED', `failed to parse the request JSON buffer: ${(err as Error).message}`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new NereidError('REQUEST_MALFORMED', 'the trace setting request body must be a JSON object, e.g. {"trace_rate": "100"}');
-  }
+  const parsed = jsonObjectBody(body, 'trace setting');
   const update = new Map<string, readonly string[] | null>();
   for (const [name, value] of Object.entries(parsed)) {
     if (value === null) update.set(name, null);
