@@ -1,5 +1,5 @@
 """The built-in runner of ``backend: "pytorch"`` / ``platform: "pytorch_libtorch"``: a TorchScript
-``model.pt`` loaded with ``torch.jit.load`` and driven like a ``model.py`` (docs/backends.md).
+``model.pt`` loaded with ``torch.jit.load`` (docs/backends.md).
 
 Tensor names follow Triton's PyTorch backend:
   inputs  — if every configured input name is an argument name of ``forward``, by name; else if
@@ -7,8 +7,9 @@ Tensor names follow Triton's PyTorch backend:
             the configuration order is the argument order;
   outputs — if every configured output name has the form ``<name>__<index>``, ``index`` picks the
             element of the returned tuple; else the configuration order is the tuple order.
-A batching model gets one forward call per batch: the requests' inputs concatenated along the
-first dimension, the outputs split back by each request's batch size.
+A batching model gets one forward call per batch: the server sends the requests' inputs
+concatenated along the first dimension and splits the outputs back by each request's batch size
+(``infer``; stub.py ``execute_batch``).
 On a KIND_GPU instance the module and the inputs move to the instance's CUDA device (the server
 says which in ``nereid_cuda_device``: 0 when the stub sees only its own device) and the outputs
 come back to the CPU.
@@ -44,7 +45,6 @@ class TorchScriptModel:
         self._torch = torch
         config = json.loads(args["model_config"])
         self._name = config["name"]
-        self._batching = int(config.get("max_batch_size", 0) or 0) > 0
         params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
         # Without INTRA_OP_THREAD_COUNT, the server's default (as for ONNX Runtime: the cores but one,
         # the event loop's, divided among the instances).
@@ -103,25 +103,16 @@ class TorchScriptModel:
             return indices
         return list(range(len(names)))
 
-    def execute(self, requests):
+    def infer(self, inputs):
+        """One forward call on the batch: ``inputs`` maps each configured input name to the batch's
+        array (the requests' rows back to back, stub.py ``execute_batch``); returns each configured
+        output's array."""
         torch = self._torch
-        sizes = []
-        per_name = {n: [] for n in self._input_names}
-        for request in requests:
-            batch = None
-            for name in self._input_names:
-                tensor = pb_utils.get_input_tensor_by_name(request, name)
-                if tensor is None:
-                    raise pb_utils.TritonModelException("model '%s': input '%s' is missing" % (self._name, name))
-                array = tensor.as_numpy()
-                per_name[name].append(array)
-                if batch is None:
-                    batch = array.shape[0] if self._batching and array.ndim > 0 else 1
-            sizes.append(batch or 1)
         args = [None] * (max(self._input_order) + 1 if self._input_order else 0)
         for name, position in zip(self._input_names, self._input_order):
-            parts = per_name[name]
-            array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+            array = inputs.get(name)
+            if array is None:
+                raise pb_utils.TritonModelException("model '%s': input '%s' is missing" % (self._name, name))
             args[position] = torch.from_numpy(np.ascontiguousarray(array))
             if self._device is not None:
                 args[position] = args[position].to(self._device, non_blocking=True)
@@ -143,15 +134,4 @@ class TorchScriptModel:
                     "model '%s': output '%s' refers to element %d, but forward() returned %d tensor(s)"
                     % (self._name, name, index, len(results)))
             outputs[name] = results[index].detach().cpu().numpy()
-        responses = []
-        offset = 0
-        for request, size in zip(requests, sizes):
-            tensors = []
-            for name in request.requested_output_names() or self._output_names:
-                array = outputs[name]
-                if self._batching and len(requests) > 1:
-                    array = array[offset:offset + size]
-                tensors.append(pb_utils.Tensor(name, array))
-            offset += size
-            responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
-        return responses
+        return outputs

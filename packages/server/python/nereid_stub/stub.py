@@ -170,6 +170,10 @@ class Stub:
                 request["arrays"] = arrays[start:start + count]
                 start += count
             self._work.append(message)
+        elif kind == "bexec":
+            # A built-in runner's batch: one tensor per input, the requests' rows back to back.
+            message["arrays"], self._last_hold = self.inbound.take(message.get("shm"), message["inputs"], self._view_min)
+            self._work.append(message)
         elif kind == "cancel":
             key = (message["x"], message["r"])
             preempted = message.get("preempted")
@@ -568,6 +572,27 @@ class Stub:
                     if cancelled:
                         cancelled.discard(request._key)
 
+    def execute_batch(self, message):
+        """A built-in runner's batch (``bexec``): ``infer`` maps input names to the batch's arrays
+        and returns output names to arrays; the outputs the server asked for go back in ``done``
+        as one tensor each, which the server splits among the requests."""
+        x = message["x"]
+        try:
+            inputs = {t["name"]: a for t, a in zip(message["inputs"], message.pop("arrays"))}
+            result = self.model.infer(inputs)
+            outputs, arrays = [], []
+            for name in message["outputs"]:
+                array = result.get(name)
+                if array is None:
+                    raise pb_utils.TritonModelException(
+                        "the model produced no output '%s' (it produced: %s)" % (name, ", ".join(sorted(result)) or "none"))
+                datatype, shape, data = encode(array)
+                outputs.append({"name": name, "d": datatype, "s": shape})
+                arrays.append(data)
+            self._send({"t": "done", "x": x, "outputs": outputs}, arrays)
+        except Exception as err:
+            self.channel.send({"t": "done", "x": x, "error": _error_text(err)})
+
     def _respond_all(self, requests, result):
         """Non-decoupled: one response per request, in order, unless it used its sender. Returns
         the responses as (entries, output descriptors, arrays) for the ``done`` message."""
@@ -660,6 +685,9 @@ class Stub:
             kind = message["t"]
             if kind == "exec":
                 self.execute(message)
+                continue
+            if kind == "bexec":
+                self.execute_batch(message)
                 continue
             try:
                 if kind == "init":

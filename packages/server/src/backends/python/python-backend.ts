@@ -324,6 +324,43 @@ interface HeldExecute {
   endAt?: bigint;
   /** The unload timeout's timer, armed once the instance unloads. */
   unloadTimer?: NodeJS.Timeout;
+  /** A built-in runner's group (`bexec`): its `done` carries one tensor per output for all its requests. */
+  batched?: boolean;
+}
+
+/**
+ * What a request's inputs must share with its neighbours to be concatenated along the batch
+ * dimension: names, datatypes and the shapes past it.
+ */
+function inputsKey(r: BackendRequest): string {
+  let key = '';
+  for (const t of r.inputs.values()) key += `${t.name}\0${t.datatype}\0${t.shape.slice(1).join(',')}\0`;
+  return key;
+}
+
+/** The outputs a group needs: every configured one if any request asked for none, else those asked for. */
+function wantedOutputs(config: Readonly<ModelConfig>, group: readonly BackendRequest[]): string[] {
+  if (group.some((r) => r.requestedOutputs.length === 0)) return config.output.map((o) => o.name);
+  return [...new Set(group.flatMap((r) => r.requestedOutputs))];
+}
+
+/**
+ * The end of `elements` elements of datatype `d` that start at byte `offset` of `data` (BYTES:
+ * each a 4-byte little-endian length and its bytes); undefined when `data` is too short.
+ */
+function rowsEnd(d: DataType, data: Uint8Array, offset: number, elements: number): number | undefined {
+  const size = elementSize(d);
+  if (size > 0) {
+    const end = offset + elements * size;
+    return end <= data.byteLength ? end : undefined;
+  }
+  let at = offset;
+  for (let e = 0; e < elements; e++) {
+    if (at + 4 > data.byteLength) return undefined;
+    at += 4 + (data[at]! | (data[at + 1]! << 8) | (data[at + 2]! << 16) | (data[at + 3]! << 24));
+    if (at > data.byteLength) return undefined;
+  }
+  return at;
 }
 
 /**
@@ -464,6 +501,10 @@ class PythonInstance implements BackendInstance {
     timing.markComputeStart();
     if (this.#terminated !== undefined) throw this.#terminated;
     const stub = await this.#running();
+    if (this.#runner !== 'python') {
+      await this.#executeBatched(stub, requests, timing);
+      return;
+    }
     const x = this.#nextExec++;
     const parts: Uint8Array[] = [];
     const descriptors: WireTensor[] = [];
@@ -510,6 +551,127 @@ class PythonInstance implements BackendInstance {
       timing.markOutputsStart(held.doneAt);
       timing.markComputeEnd(held.endAt);
     }
+  }
+
+  /**
+   * A built-in runner's execute (TorchScript, TensorFlow, OpenVINO; nereid_stub/runner.py): the
+   * batch goes to the stub as one tensor per input, the requests' bytes placed back to back in the
+   * ring (no copy here), and comes back as one tensor per output, split here by each request's
+   * batch size. The stub's Python work per batch is the same whatever the batch holds: a runner's
+   * `infer` gets and returns numpy arrays, never request objects. Requests whose inputs do not line
+   * up with the one before (other names, types or shapes past the batch dimension, as with ragged
+   * inputs) start a group of their own; each group is one `infer`.
+   */
+  async #executeBatched(stub: StubProcess, requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
+    const batching = this.#ctx.config.max_batch_size > 0;
+    const groups: BackendRequest[][] = [];
+    let key = '';
+    for (const r of requests) {
+      const k = batching ? inputsKey(r) : undefined;
+      if (k === undefined || k !== key || groups.length === 0) groups.push([r]);
+      else groups[groups.length - 1]!.push(r);
+      key = k ?? '';
+    }
+    const finished: Promise<void>[] = [];
+    const helds: HeldExecute[] = [];
+    for (let g = 0; g < groups.length; g++) {
+      const group = groups[g]!;
+      const x = this.#nextExec++;
+      const parts: Uint8Array[] = [];
+      const counts: number[] = [];
+      const descriptors: WireTensor[] = [];
+      const first = group[0]!;
+      for (const t of first.inputs.values()) {
+        let rows = 0;
+        for (const r of group) {
+          const own = r.inputs.get(t.name)!;
+          parts.push(own.data);
+          rows += own.shape[0] ?? 0;
+        }
+        counts.push(group.length);
+        descriptors.push({ name: t.name, d: t.datatype, s: group.length === 1 ? [...t.shape] : [rows, ...t.shape.slice(1)] });
+      }
+      const held: HeldExecute = { requests: group, final: group.map(() => false), aborts: [], done: false, batched: true };
+      this.#held.set(x, held);
+      helds.push(held);
+      finished.push(new Promise<void>((resolve, reject) => (held.settle = { resolve, reject })));
+      if (this.#settings.timeoutMs > 0) {
+        held.timer = setTimeout(
+          () => stub.kill(`was killed because execute did not return within ${this.#settings.timeoutMs / 1000} s (execute-timeout-secs)`),
+          this.#settings.timeoutMs,
+        );
+      }
+      if (this.#closing) this.#boundByUnload(stub, held);
+      const last = g === groups.length - 1;
+      stub.send(
+        { t: 'bexec', x, inputs: descriptors, outputs: wantedOutputs(this.#ctx.config, group) },
+        parts,
+        descriptors as unknown as Record<string, unknown>[],
+        last ? () => timing.markInputsReady() : undefined,
+        counts,
+      );
+    }
+    try {
+      await Promise.all(finished);
+    } finally {
+      const end = helds[helds.length - 1]!;
+      timing.markOutputsStart(end.doneAt);
+      timing.markComputeEnd(end.endAt);
+    }
+  }
+
+  /**
+   * A runner's answer to one group: each output split by the requests' batch sizes (rows of
+   * fixed-size elements by byte count, BYTES rows by walking their length prefixes), checked
+   * against the configuration, and handed to each request with the outputs it asked for.
+   */
+  #applyBatched(held: HeldExecute, wire: readonly WireTensor[], tensors: readonly Uint8Array[]): void {
+    const requests = held.requests;
+    const config = this.#ctx.config;
+    const pieces: BackendTensor[][] = requests.map(() => []);
+    let error: NereidError | undefined;
+    for (let i = 0; i < wire.length && error === undefined; i++) {
+      const t = wire[i]!;
+      const data = tensors[i]!;
+      if (requests.length === 1) {
+        const checked = checkOutput(config, t, data, requests[0]!.batchSize);
+        if (checked instanceof NereidError) error = checked;
+        else pieces[0]!.push(checked);
+        continue;
+      }
+      const rows = requests.reduce((sum, r) => sum + r.batchSize, 0);
+      if (t.s[0] !== rows) {
+        error = new NereidError(
+          'BACKEND_ERROR',
+          `model '${config.name}' returned output '${t.name}' with shape [${t.s.join(',')}] for a batch of ${rows}; its first dimension must be the batch's`,
+        );
+        break;
+      }
+      const rest = t.s.slice(1);
+      const rowElements = rest.reduce((a, b) => a * b, 1);
+      let offset = 0;
+      for (let j = 0; j < requests.length && error === undefined; j++) {
+        const b = requests[j]!.batchSize;
+        const end = rowsEnd(t.d, data, offset, b * rowElements);
+        if (end === undefined) {
+          error = new NereidError('BACKEND_ERROR', `model '${config.name}' output '${t.name}': its bytes do not hold shape [${t.s.join(',')}]`);
+          break;
+        }
+        const checked = checkOutput(config, { name: t.name, d: t.d, s: [b, ...rest] }, data.subarray(offset, end), b);
+        if (checked instanceof NereidError) error = checked;
+        else pieces[j]!.push(checked);
+        offset = end;
+      }
+    }
+    requests.forEach((request, j) => {
+      held.final[j] = true;
+      if (error !== undefined) {
+        request.respond(error, true);
+        return;
+      }
+      const wanted = request.requestedOutputs;
+      request.respond({ outputs: wanted.length === 0 ? pieces[j]! : pieces[j]!.filter((o) => wanted.includes(o.name)) }, true);
+    });
   }
 
   /**
@@ -629,8 +791,15 @@ class PythonInstance implements BackendInstance {
         request.respond(toNereidError(err, 'BACKEND_ERROR'), true);
       }
     }
-    const responses = (m['responses'] as Record<string, unknown>[] | undefined) ?? [];
     const wire = (m['outputs'] as WireTensor[] | undefined) ?? [];
+    if (held.batched === true) {
+      this.#applyBatched(held, wire, tensors);
+      held.endAt = process.hrtime.bigint();
+      held.settle?.resolve();
+      this.#release(x, held);
+      return;
+    }
+    const responses = (m['responses'] as Record<string, unknown>[] | undefined) ?? [];
     let at = 0;
     for (const entry of responses) {
       const k = entry['k'] as number;

@@ -279,9 +279,17 @@ export class StubProcess {
   /**
    * Sends a message; `parts` (tensor bytes, in descriptor order) go through the ring first.
    * `staged` runs once the bytes are in the ring and the frame is built, right before the write
-   * that wakes the stub (the end of an execution's compute_input).
+   * that wakes the stub (the end of an execution's compute_input). `partsPerDescriptor`: how many
+   * consecutive parts each descriptor covers as one tensor (they are placed back to back); one
+   * each when absent.
    */
-  send(message: Record<string, unknown>, parts: readonly Uint8Array[] = [], descriptors: Record<string, unknown>[] = [], staged?: () => void): void {
+  send(
+    message: Record<string, unknown>,
+    parts: readonly Uint8Array[] = [],
+    descriptors: Record<string, unknown>[] = [],
+    staged?: () => void,
+    partsPerDescriptor?: readonly number[],
+  ): void {
     if (this.#exited) return;
     if (parts.length > 0) {
       let placed: ReturnType<RingWriter['put']>;
@@ -295,9 +303,22 @@ export class StubProcess {
       }
       const { shm, placements } = placed;
       message['shm'] = shm;
-      for (let i = 0; i < descriptors.length; i++) {
-        descriptors[i]!['o'] = placements[i]!.o;
-        descriptors[i]!['n'] = placements[i]!.n;
+      if (partsPerDescriptor === undefined) {
+        for (let i = 0; i < descriptors.length; i++) {
+          descriptors[i]!['o'] = placements[i]!.o;
+          descriptors[i]!['n'] = placements[i]!.n;
+        }
+      } else {
+        // Parts are placed back to back: a descriptor of k parts covers them as one tensor.
+        let at = 0;
+        for (let i = 0; i < descriptors.length; i++) {
+          const k = partsPerDescriptor[i]!;
+          let n = 0;
+          for (let j = at; j < at + k; j++) n += placements[j]!.n;
+          descriptors[i]!['o'] = placements[at]!.o;
+          descriptors[i]!['n'] = n;
+          at += k;
+        }
       }
     }
     const json = frameJson(message);
