@@ -319,10 +319,7 @@ async function measure(fw: Framework, hidden: number): Promise<Figure[]> {
       }
       const b1 = await runLoad(() => server.infer(one), 1, seconds);
       const b32 = await runLoad(() => server.infer(many), 1, seconds);
-      const before = server.modelStatistics(model)[0]!;
       const batching = await runLoad(() => server.infer(one), CLIENTS, seconds);
-      const after = server.modelStatistics(model)[0]!;
-      if (process.env['FW_DEBUG']) console.log(model, 'avg batch', Number(after.inference_count - before.inference_count) / Number(after.execution_count - before.execution_count), Number(after.inference_stats.compute_infer.ns - before.inference_stats.compute_infer.ns) / Number(after.execution_count - before.execution_count) / 1e3, 'us infer per exec', Number(after.inference_stats.queue.ns - before.inference_stats.queue.ns) / Number(after.inference_count - before.inference_count) / 1e3, 'us queue');
       return { b1: b1.meanLatencyUs, b1p50: b1.p50Us, b32: b32.meanLatencyUs, batching: batching.throughput };
     });
     const n = medianOf(nereid!);

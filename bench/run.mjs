@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { KEY_FIGURES, parseFigureLine, summaryTable } from '../dist/bench/summary.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const all = ['http-overhead', 'grpc-overhead', 'perf-protocols', 'dynamic-batching', 'dynamic-batching-stream', 'queue-delay', 'instance-update', 'python-overhead', 'streaming', 'custom-backend', 'shared-memory', 'sequence', 'ensemble', 'response-cache', 'ocr-pipeline', 'tracing', 'analyze', 'vs-triton'];
+const all = ['http-overhead', 'grpc-overhead', 'perf-protocols', 'dynamic-batching', 'dynamic-batching-stream', 'queue-delay', 'instance-update', 'python-overhead', 'frameworks', 'streaming', 'custom-backend', 'shared-memory', 'sequence', 'ensemble', 'response-cache', 'ocr-pipeline', 'tracing', 'analyze', 'vs-triton'];
 /** Entries that run another entry's script with arguments of their own. */
 const variants = { 'dynamic-batching-stream': ['dynamic-batching', '--transport', 'http2', '--mode', 'stream'] };
 const argv = process.argv.slice(2);

@@ -60,6 +60,22 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
       { bench: 'vs-triton', figure: `vs_triton_pa_${point}_batch`, label: `${point}: average batch size vs Triton`, target: { on: 'ratio', op: '>=', bound: 1 } },
     ],
   ),
+  // Issue 34: what Nereid adds over each framework's runtime called directly (bench/frameworks.ts).
+  ...['tensorflow', 'openvino', 'pytorch'].flatMap((fw): KeyFigure[] => [
+    { bench: 'frameworks', figure: `${fw} MLP 256 added latency at batch 1`, label: `${fw}: added latency at batch 1 (µs)`, target: { on: 'value', op: '<', bound: 200 } },
+    {
+      bench: 'frameworks',
+      figure: `${fw} MLP 256 throughput under dynamic batching (64 clients)`,
+      label: `${fw}: dynamic batching vs the runtime's batch-32 ceiling, MLP 256`,
+      target: { on: 'ratio', op: '>=', bound: 0.6 },
+    },
+    {
+      bench: 'frameworks',
+      figure: `${fw} MLP 1024 throughput under dynamic batching (64 clients)`,
+      label: `${fw}: dynamic batching vs the runtime's batch-32 ceiling, MLP 1024`,
+      target: { on: 'ratio', op: '>=', bound: 0.6 },
+    },
+  ]),
   { bench: 'analyze', figure: 'analyze quick speed-up over Model Analyzer brute (wall time)', label: 'nereid analyze quick vs Model Analyzer brute (wall-time speed-up)', target: { on: 'value', op: '>=', bound: 5 } },
   { bench: 'analyze', figure: 'analyze quick recommendation throughput', label: 'nereid analyze quick recommendation vs best found (throughput)', target: { on: 'ratio', op: '>=', bound: 0.95 } },
 ];
