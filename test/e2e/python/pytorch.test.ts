@@ -1,7 +1,8 @@
 /**
  * The PyTorch backend (`platform: "pytorch_libtorch"`): TorchScript models saved at test time by
  * Debian's torch, inputs and outputs mapped by Triton's `INPUT__0`/`OUTPUT__0` convention and by
- * forward() argument names, batches formed by the dynamic batcher split back per request.
+ * forward() argument names, batches formed by the dynamic batcher split back per request (the
+ * requested outputs of each, ragged runs, a model that answers the wrong number of rows).
  *
  * Needs /usr/bin/python3 with numpy and torch (npm test installs them); fails naming what is missing
  * otherwise.
@@ -36,6 +37,35 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT
 dynamic_batching { max_queue_delay_microseconds: 2000 }
 `;
 
+/** Ragged rows (any length) add and subtract; the batcher may join requests of other lengths. */
+const CONFIG_RAGGED = `
+name: "torch_ragged"
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input [
+  { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true },
+  { name: "INPUT__1" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }
+]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "OUTPUT__1" data_type: TYPE_FP32 dims: [ -1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 20000 }
+`;
+
+/** Answers one row whatever the batch: wrong once requests are batched together. */
+const FIRST_ROW_TORCH = `
+class M(torch.nn.Module):
+    def forward(self, a: torch.Tensor):
+        return a[:1]
+`;
+
+const CONFIG_FIRST_ROW = `
+name: "torch_first_row"
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 20000 }
+`;
+
 const CONFIG_NAMED = `
 name: "torch_named"
 backend: "pytorch"
@@ -58,7 +88,11 @@ describe('PyTorch backend: TorchScript models', () => {
     repo = await makeRepository({
       torch_add_sub: { 'config.pbtxt': CONFIG_INDEXED },
       torch_named: { 'config.pbtxt': CONFIG_NAMED },
+      torch_ragged: { 'config.pbtxt': CONFIG_RAGGED },
+      torch_first_row: { 'config.pbtxt': CONFIG_FIRST_ROW },
     });
+    await saveTorchScript(join(repo, 'torch_ragged', '1', 'model.pt'), ADD_SUB_TORCH);
+    await saveTorchScript(join(repo, 'torch_first_row', '1', 'model.pt'), FIRST_ROW_TORCH);
     await saveTorchScript(join(repo, 'torch_add_sub', '1', 'model.pt'), ADD_SUB_TORCH);
     await saveTorchScript(join(repo, 'torch_named', '1', 'model.pt'), NAMED_TORCH);
     srv = await startServer({ modelRepositories: [repo] });
@@ -107,6 +141,83 @@ describe('PyTorch backend: TorchScript models', () => {
     }
     const stats = srv.server.modelStatistics('torch_add_sub')[0]!;
     assert.ok(stats.batch_stats.some((s) => s.batch_size > 3), `expected a batch larger than one request: ${JSON.stringify(stats.batch_stats.map((s) => s.batch_size))}`);
+  });
+
+  it('answers each request of a batch with the outputs it asked for', async () => {
+    const asks = [['OUTPUT__0'], ['OUTPUT__1'], [], ['OUTPUT__1', 'OUTPUT__0']];
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => {
+        const a = Float32Array.from({ length: 4 }, (_, k) => i + k);
+        const b = new Float32Array([1, 2, 3, 4]);
+        const outputs = asks[i % asks.length]!;
+        return srv.server
+          .infer({
+            model: 'torch_add_sub',
+            inputs: [
+              { name: 'INPUT__0', datatype: 'FP32', shape: [1, 4], data: a },
+              { name: 'INPUT__1', datatype: 'FP32', shape: [1, 4], data: b },
+            ],
+            ...(outputs.length > 0 ? { outputs: outputs.map((name) => ({ name })) } : {}),
+          })
+          .then((r) => ({ r, a, b, outputs }));
+      }),
+    );
+    for (const { r, a, b, outputs } of results) {
+      const names = r.outputs.map((o) => o.name).sort();
+      assert.deepEqual(names, outputs.length > 0 ? [...outputs].sort() : ['OUTPUT__0', 'OUTPUT__1']);
+      if (names.includes('OUTPUT__0')) assert.deepEqual(f32(r, 'OUTPUT__0'), [...a].map((x, k) => x + b[k]!));
+      if (names.includes('OUTPUT__1')) assert.deepEqual(f32(r, 'OUTPUT__1'), [...a].map((x, k) => x - b[k]!));
+    }
+  });
+
+  it('runs ragged requests of other lengths batched together, one forward call per run of equal shapes', async () => {
+    const before = srv.server.modelStatistics('torch_ragged')[0]!;
+    const lengths = [3, 3, 5, 5, 5, 2, 3, 3];
+    const results = await Promise.all(
+      lengths.map((n, i) => {
+        const a = Float32Array.from({ length: n }, (_, k) => 10 * i + k);
+        const b = Float32Array.from({ length: n }, () => i);
+        return srv.server
+          .infer({
+            model: 'torch_ragged',
+            inputs: [
+              { name: 'INPUT__0', datatype: 'FP32', shape: [1, n], data: a },
+              { name: 'INPUT__1', datatype: 'FP32', shape: [1, n], data: b },
+            ],
+          })
+          .then((r) => ({ r, a, b, n }));
+      }),
+    );
+    for (const { r, a, b, n } of results) {
+      assert.deepEqual(r.outputs.find((o) => o.name === 'OUTPUT__0')!.shape, [1, n]);
+      assert.deepEqual(f32(r, 'OUTPUT__0'), [...a].map((x, k) => x + b[k]!));
+      assert.deepEqual(f32(r, 'OUTPUT__1'), [...a].map((x, k) => x - b[k]!));
+    }
+    const after = srv.server.modelStatistics('torch_ragged')[0]!;
+    // The batcher joined requests of other lengths (fewer executions than requests); each still got its own rows.
+    assert.ok(after.execution_count - before.execution_count < lengths.length, `executions: ${after.execution_count - before.execution_count}`);
+  });
+
+  it("fails every request of a batch whose output's first dimension is not the batch's, naming the model and output", async () => {
+    const settled = await Promise.allSettled(
+      Array.from({ length: 4 }, (_, i) =>
+        srv.server.infer({
+          model: 'torch_first_row',
+          inputs: [{ name: 'INPUT__0', datatype: 'FP32', shape: [1, 2], data: new Float32Array([i, i]) }],
+        }),
+      ),
+    );
+    const failed = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
+    assert.ok(failed.length >= 2, `a batch of several requests must fail: ${JSON.stringify(settled.map((s) => s.status))}`);
+    for (const f of failed) {
+      assert.match((f.reason as Error).message, /model 'torch_first_row' returned output 'OUTPUT__0' with shape \[1,2\] for a batch of \d+; its first dimension must be the batch's/);
+    }
+    // The instance keeps serving.
+    const alone = await srv.server.infer({
+      model: 'torch_first_row',
+      inputs: [{ name: 'INPUT__0', datatype: 'FP32', shape: [1, 2], data: new Float32Array([7, 8]) }],
+    });
+    assert.deepEqual(f32(alone, 'OUTPUT__0'), [7, 8]);
   });
 
   it("maps inputs by forward()'s argument names when the configuration uses them", async () => {
