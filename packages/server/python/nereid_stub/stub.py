@@ -693,7 +693,9 @@ class Stub:
                 if kind == "init":
                     self.initialize(message)
                     has_is_ready = callable(getattr(self.model, "is_ready", None))
-                    self.channel.send({"t": "ok", "call": message["call"], "value": {"is_ready": has_is_ready}})
+                    # A built-in runner with ``infer`` takes whole batches (``bexec``, execute_batch).
+                    batched = message["runner"] != "python" and callable(getattr(self.model, "infer", None))
+                    self.channel.send({"t": "ok", "call": message["call"], "value": {"is_ready": has_is_ready, "batched": batched}})
                 elif kind == "is_ready":
                     self.channel.send({"t": "ok", "call": message["call"], "value": self.is_ready()})
                 elif kind == "auto_complete":

@@ -393,6 +393,8 @@ class PythonInstance implements BackendInstance {
   #closing = false;
   /** Whether the model's class defines `is_ready` (reported by the stub's initialize). */
   #hasIsReady = false;
+  /** Whether the stub runs a built-in runner that takes whole batches (`infer`; reported by its initialize). */
+  #batched = false;
   /** The last sample of the stub's memory (`memoryUsage`). */
   #memory: readonly MemoryUsageEntry[] = [];
   /** Set by `terminate`: every request held and every later execute fails with it. */
@@ -460,6 +462,7 @@ class PythonInstance implements BackendInstance {
           'initialize-timeout-secs',
         );
         this.#hasIsReady = (init as { is_ready?: unknown } | undefined)?.is_ready === true;
+        this.#batched = (init as { batched?: unknown } | undefined)?.batched === true;
         if (this.#closing) throw this.#unloadingError();
       } catch (err) {
         stub.kill('was stopped after a failed initialize');
@@ -501,7 +504,7 @@ class PythonInstance implements BackendInstance {
     timing.markComputeStart();
     if (this.#terminated !== undefined) throw this.#terminated;
     const stub = await this.#running();
-    if (this.#runner !== 'python') {
+    if (this.#batched) {
       await this.#executeBatched(stub, requests, timing);
       return;
     }
@@ -554,7 +557,7 @@ class PythonInstance implements BackendInstance {
   }
 
   /**
-   * A built-in runner's execute (TorchScript, TensorFlow, OpenVINO; nereid_stub/runner.py): the
+   * A built-in runner's execute (TorchScript, TensorFlow, OpenVINO: a runner class with `infer`): the
    * batch goes to the stub as one tensor per input, the requests' bytes placed back to back in the
    * ring (no copy here), and comes back as one tensor per output, split here by each request's
    * batch size. The stub's Python work per batch is the same whatever the batch holds: a runner's
