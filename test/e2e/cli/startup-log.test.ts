@@ -69,7 +69,7 @@ describe('nereid serve start-up log', () => {
 
       const backends = table(out, 'Backend');
       const byName = new Map(backends.rows.map((r) => [r[0], r]));
-      assert.deepEqual([...byName.keys()], ['onnxruntime', 'python', 'pytorch', 'scale'], out);
+      assert.deepEqual([...byName.keys()], ['onnxruntime', 'openvino', 'python', 'pytorch', 'scale'], out);
       assert.match(byName.get('onnxruntime')![1]!, /^built in: ONNX Runtime \d+\.\d+\.\d+ \(onnxruntime-node\), on CPU$/);
       assert.match(byName.get('python')![1]!, /^built in: model\.py/);
       assert.equal(byName.get('python')![2], '{"cmdline":{"python-executable":"/usr/bin/python3"}}');

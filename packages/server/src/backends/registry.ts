@@ -9,6 +9,7 @@ import { CustomBackendLoader, type BackendLookup, type CustomBackendOptions } fr
 import type { ModuleOrigin } from './custom/module-resolution.js';
 import { onnxRuntimeVersion } from './onnxruntime/native-session.js';
 import { onnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
+import { openvinoBackend } from './python/framework-backends.js';
 import { pythonBackend, pytorchBackend } from './python/python-backend.js';
 import { BACKEND_SPI_VERSION, type Backend } from './spi.js';
 import { unsupportedBackendMessage } from './unsupported.js';
@@ -33,6 +34,8 @@ function builtInSource(name: string): string {
       return 'built in: model.py, one Python stub process per instance';
     case 'pytorch':
       return 'built in: TorchScript model.pt, one Python stub process per instance';
+    case 'openvino':
+      return 'built in: OpenVINO model.xml or model.onnx on CPU, one Python stub process per instance';
     default:
       return 'built in';
   }
@@ -51,7 +54,7 @@ export class BackendRegistry {
   readonly #sources = new Map<string, string>();
   readonly #custom: CustomBackendLoader;
 
-  constructor(builtIn: readonly Backend[] = [onnxRuntimeBackend, pythonBackend, pytorchBackend], custom: CustomBackendOptions = {}) {
+  constructor(builtIn: readonly Backend[] = [onnxRuntimeBackend, pythonBackend, pytorchBackend, openvinoBackend], custom: CustomBackendOptions = {}) {
     for (const b of builtIn) this.register(b, builtInSource(b.name));
     this.#custom = new CustomBackendLoader(custom);
   }

@@ -27,7 +27,6 @@ export const UNSUPPORTED_BACKENDS: ReadonlyMap<string, UnsupportedBackend> = new
       instead: `convert the model with tf2onnx and serve it with backend 'onnxruntime'`,
     },
   ],
-  ['openvino', { what: 'OpenVINO (model.xml)', why: 'the OpenVINO runtime cannot be installed on this server', instead: `${TO_ONNX} (the model an OpenVINO IR was converted from)` }],
   ['fil', { what: 'FIL, the RAPIDS forest inference library', why: `its runtime cannot be installed here: ${GPU_ONLY}`, instead: "convert the forest to ONNX (skl2onnx, onnxmltools) and serve it with backend 'onnxruntime'" }],
   ['dali', { what: 'NVIDIA DALI data pipelines (model.dali)', why: `its runtime cannot be installed here: ${GPU_ONLY}`, instead: 'write the pre-processing as a custom JavaScript backend (docs/backends.md)' }],
   ['vllm', { what: 'vLLM', why: `its runtime cannot be installed here: ${GPU_ONLY}`, instead: 'serve a language model through an ONNX export or a custom JavaScript backend' }],

@@ -13,7 +13,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NereidError } from '@nereid/protocol';
 import { completeModelConfig, modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
@@ -92,9 +92,31 @@ function tensorflowModelPath(ctx: Pick<ModelContext, 'config' | 'versionDirector
   return requireEntry(ctx, 'model.savedmodel', 'directory', 'SavedModel directory');
 }
 
-/** The model path of an OpenVINO model: an IR `model.xml` (with its `.bin`) or a `model.onnx`. */
+/**
+ * The model path of an OpenVINO model: an IR `model.xml` with its weights `model.bin` beside it
+ * (the default), or another file OpenVINO reads (`default_model_filename: "model.onnx"`).
+ */
 function openvinoModelPath(ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>): string {
-  return requireEntry(ctx, 'model.xml', 'file', 'OpenVINO model file');
+  const file = ctx.config.default_model_filename || 'model.xml';
+  const path = join(ctx.versionDirectory, file);
+  if (!existsSync(path)) {
+    const onnx = file === 'model.xml' && existsSync(join(ctx.versionDirectory, 'model.onnx'));
+    throw new NereidError(
+      'MODEL_LOAD_FAILED',
+      `model '${ctx.name}': OpenVINO model file '${path}' does not exist` +
+        (onnx ? `; for the model.onnx beside it, set default_model_filename: "model.onnx" in config.pbtxt` : ': put the IR model.xml and its model.bin there'),
+    );
+  }
+  if (file.endsWith('.xml')) {
+    const weights = `${path.slice(0, -'.xml'.length)}.bin`;
+    if (!existsSync(weights)) {
+      throw new NereidError(
+        'MODEL_LOAD_FAILED',
+        `model '${ctx.name}': the OpenVINO IR '${path}' has no weights file '${weights}' beside it; put the ${basename(weights)} that was saved with the ${file} (openvino.save_model writes both) into the same directory`,
+      );
+    }
+  }
+  return path;
 }
 
 /**
