@@ -111,7 +111,12 @@ ${param('RESHAPE_IO_LAYERS', 'YES')}`,
   ov_padded: `backend: "openvino"
 max_batch_size: 4
 ${IO_AFFINE}
-${param('SKIP_OV_DYNAMIC_BATCHSIZE', 'YES')}${param('ENABLE_BATCH_PADDING', 'YES')}`,
+${param('SKIP_OV_DYNAMIC_BATCHSIZE', 'YES')}${param('ENABLE_BATCH_PADDING', 'YES')}${param('HINT_BF16', 'YES')}`,
+  // The configured INT32 input of an FP32 model: OpenVINO converts, as under Triton.
+  ov_convert: `backend: "openvino"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_INT32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]`,
   ov_fixed: `backend: "openvino"
 max_batch_size: 4
 ${IO_AFFINE}
@@ -123,7 +128,7 @@ const BAD: Record<string, [string, RegExp]> = {
   bad_no_bin: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}`, /model 'bad_no_bin': the OpenVINO IR '.*model\.xml' has no weights file '.*model\.bin' beside it; put the model\.bin/],
   bad_name: [
     `backend: "openvino"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]`,
-    /model 'bad_name': input 'INPUT0' is not a input of the model; its inputs are: X \(name the configuration's inputs as the model does\)/,
+    /model 'bad_name': input 'INPUT0' is not an input of the model; its inputs are: X \(name the configuration's inputs as the model does\)/,
   ],
   bad_rank: [
     `backend: "openvino"\nmax_batch_size: 8\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 4, 1 ] } ]\noutput [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]`,
@@ -140,6 +145,12 @@ const BAD: Record<string, [string, RegExp]> = {
   bad_streams: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('NUM_STREAMS', 'many')}`, /model 'bad_streams': parameter NUM_STREAMS is 'many'; the openvino backend accepts AUTO, NUMA or a number of streams/],
   bad_hint: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('PERFORMANCE_HINT', 'FAST')}`, /model 'bad_hint': parameter PERFORMANCE_HINT is 'FAST'; the openvino backend accepts LATENCY, THROUGHPUT or CUMULATIVE_THROUGHPUT/],
   bad_threads: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('INFERENCE_NUM_THREADS', '-2')}`, /model 'bad_threads': parameter INFERENCE_NUM_THREADS is '-2'; the openvino backend accepts a non-negative number/],
+  bad_bf16: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('HINT_BF16', 'NO')}`, /model 'bad_bf16': parameter HINT_BF16 is 'NO'; the openvino backend accepts YES \(or no HINT_BF16 parameter\)/],
+  // A parameter Triton passes on that OpenVINO's CPU plugin refuses: OpenVINO's own reason.
+  bad_compile_threads: [
+    `backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('COMPILATION_NUM_THREADS', '2')}`,
+    /model 'bad_compile_threads': OpenVINO cannot compile '.*model\.xml' for the CPU with .*COMPILATION_NUM_THREADS=2.*: .*Unsupported property COMPILATION_NUM_THREADS by CPU plugin/,
+  ],
   bad_flag: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('RESHAPE_IO_LAYERS', 'true')}`, /model 'bad_flag': parameter RESHAPE_IO_LAYERS is 'true'; the openvino backend accepts YES or NO/],
   bad_device: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('TARGET_DEVICE', 'GPU')}`, /model 'bad_device': parameter TARGET_DEVICE is 'GPU'; this server runs OpenVINO models on the CPU only/],
   // Only a model.onnx: the default file is model.xml, and the error says how to use the ONNX file.
@@ -188,7 +199,7 @@ before(async () => {
   await writeOnnx(join(repo, 'bad_onnx_only', '1', 'model.onnx'), affineGraph());
   await writeOnnx(join(repo, 'fixed.onnx'), affineGraph(1));
   await writeOnnx(join(repo, 'double.onnx'), doubleGraph());
-  for (const name of ['ov_ir', 'ov_padded', 'ov_fixed', 'bad_no_bin', 'bad_name', 'bad_rank', 'bad_dims', 'bad_type', 'bad_streams', 'bad_hint', 'bad_threads', 'bad_flag', 'bad_device', 'ov_auto_flat']) {
+  for (const name of ['ov_ir', 'ov_padded', 'ov_fixed', 'ov_convert', 'bad_no_bin', 'bad_bf16', 'bad_compile_threads', 'bad_name', 'bad_rank', 'bad_dims', 'bad_type', 'bad_streams', 'bad_hint', 'bad_threads', 'bad_flag', 'bad_device', 'ov_auto_flat']) {
     await convertToIr(onnx, join(repo, name, '1', 'model.xml'));
   }
   await convertToIr(onnx, join(repo, 'ov_auto', '1', 'model.xml'), { layouts: { X: 'NC', Y: 'NC', Z: 'NC' } });
@@ -316,6 +327,17 @@ describe('OpenVINO backend: serving', () => {
     assertSameElements(outputBytes(r, 'Y'), { dtype: 'float32', data: outputBytes(reference, 'Y') }, 'reshaped Y');
   });
 
+  it('a configured data type other than the model\'s is converted by OpenVINO, as Triton does', async () => {
+    const x = [1, -2, 3, 7, 0, 5, -6, 2];
+    const r = await srv.server.infer({ model: 'ov_convert', inputs: [{ name: 'X', datatype: 'INT32', shape: [2, 4], data: Int32Array.from(x) }] });
+    const reference = await srv.server.infer({ model: 'ov_ir', inputs: [{ name: 'X', datatype: 'FP32', shape: [2, 4], data: Float32Array.from(x) }] });
+    assertSameElements(outputBytes(r, 'Y'), { dtype: 'float32', data: outputBytes(reference, 'Y') }, 'converted Y');
+    assert.ok(
+      logger.lines.some((l) => l.includes("model 'ov_convert': OpenVINO converts the data types of input 'X' i32→f32")),
+      logger.lines.join('\n'),
+    );
+  });
+
   it('SKIP_OV_DYNAMIC_BATCHSIZE fixes the batch at max_batch_size: padded with ENABLE_BATCH_PADDING, refused without', async () => {
     const x = rows(1, 3);
     const padded = await srv.server.infer({ model: 'ov_padded', inputs: [{ name: 'X', datatype: 'FP32', shape: [1, 4], data: x }] });
@@ -342,6 +364,8 @@ describe('OpenVINO backend: parameters', () => {
     assert.match(compiledLine('ov_ir'), /compiled 'model\.xml' for CPU \(dynamic batch dimension\): NUM_STREAMS=1, INFERENCE_NUM_THREADS=1, PERFORMANCE_HINT=LATENCY/);
     assert.match(compiledLine('ov_onnx'), /compiled 'model\.onnx' for CPU \(no batch dimension\): NUM_STREAMS=2, .*PERFORMANCE_HINT=THROUGHPUT/);
     assert.match(compiledLine('ov_fixed'), /\(batch dimension fixed at 4\)/);
+    // HINT_BF16: bfloat16 where the CPU has it (OpenVINO keeps f32 where it has not).
+    assert.match(compiledLine('ov_padded'), /INFERENCE_PRECISION_HINT=(bf16|f32)$/);
   });
 
   it("without INFERENCE_NUM_THREADS, the server's default threads per instance", () => {

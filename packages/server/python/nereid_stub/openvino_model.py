@@ -62,11 +62,12 @@ def _openvino():
     return ov
 
 
-def _first_line(err):
+def _reason(err):
+    """OpenVINO's reason: its message without the "Exception from src/...:NN:" lines of its call stack."""
     text = str(err).strip()
-    # OpenVINO's messages start with lines of "Exception from src/...:NN:"; the reason follows.
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("Exception from ")]
-    return lines[0].strip() if lines else (text.splitlines()[0] if text else type(err).__name__)
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.startswith("Exception from ") and line.strip() != "Please, check your environment"]
+    return " ".join(lines) if lines else (text.splitlines()[0] if text else type(err).__name__)
 
 
 def _read_model(ov, core, name, path):
@@ -83,7 +84,7 @@ def _read_model(ov, core, name, path):
     except Exception as err:  # noqa: BLE001 (OpenVINO raises RuntimeError and its own types)
         raise _Refused(
             "model '%s': OpenVINO %s cannot read '%s' (an IR model.xml with its model.bin, or a model.onnx): %s"
-            % (name, ov.get_version().split("-")[0], path, _first_line(err))) from err
+            % (name, ov.get_version().split("-")[0], path, _reason(err))) from err
 
 
 def _port_names(port):
@@ -197,11 +198,12 @@ class OpenVinoModel:
 
     def _initialize(self, ov, config, args):
         name = self._name
-        if args.get("model_instance_kind") == "GPU":
+        kind = args.get("model_instance_kind") or "CPU"
+        if kind != "CPU":
             raise _Refused(
-                "model '%s': instance '%s' has kind KIND_GPU, and the openvino backend runs on the CPU only "
+                "model '%s': instance '%s' has kind KIND_%s, and the openvino backend runs on the CPU only "
                 "(as Triton's, which takes KIND_CPU): set kind: KIND_CPU in its instance_group"
-                % (name, args.get("model_instance_name", "")))
+                % (name, args.get("model_instance_name", ""), kind))
         self._max_batch_size = int(config.get("max_batch_size", 0) or 0)
         flags, properties, extension = _parse_parameters(name, config)
         self._static_batch = self._max_batch_size > 0 and flags["SKIP_OV_DYNAMIC_BATCHSIZE"]
@@ -219,14 +221,15 @@ class OpenVinoModel:
                 core.add_extension(extension)
             except Exception as err:  # noqa: BLE001
                 raise _Refused("model '%s': parameter CPU_EXTENSION_PATH: OpenVINO cannot load '%s': %s"
-                               % (name, extension, _first_line(err))) from err
+                               % (name, extension, _reason(err))) from err
         model = _read_model(ov, core, name, self._path)
         model = self._configure(ov, model, config, flags["RESHAPE_IO_LAYERS"])
         try:
             self._compiled = core.compile_model(model, "CPU", properties)
         except Exception as err:  # noqa: BLE001
-            raise _Refused("model '%s': OpenVINO cannot compile '%s' for the CPU with %s: %s"
-                           % (name, self._path, properties, _first_line(err))) from err
+            raise _Refused("model '%s': OpenVINO cannot compile '%s' for the CPU with %s: %s (change or remove the "
+                           "parameter it names)" % (name, self._path, ", ".join("%s=%s" % kv for kv in properties.items()),
+                                                    _reason(err))) from err
         self._request = self._compiled.create_infer_request()
         self._inputs = [(io["name"], np.dtype(self._ports_in[io["name"]].get_element_type().to_dtype()))
                         for io in config.get("input", [])]
@@ -267,7 +270,7 @@ class OpenVinoModel:
                 if io["name"] in _port_names(port):
                     return port
             raise _Refused(
-                "model '%s': %s '%s' is not a %s of the model; its %ss are: %s (name the configuration's %ss as "
+                "model '%s': %s '%s' is not an %s of the model; its %ss are: %s (name the configuration's %ss as "
                 "the model does)" % (name, kind, io["name"], kind, kind,
                                      ", ".join(_any_name(p) or "(unnamed)" for p in ports), kind))
 
@@ -337,7 +340,7 @@ class OpenVinoModel:
                        "set max_batch_size to 0" if mbs > 0 and not self._static_batch else
                        "configure the dims the model takes")
                 raise _Refused("model '%s': OpenVINO cannot reshape the model to %s: %s; %s"
-                               % (name, what, _first_line(err), fix)) from err
+                               % (name, what, _reason(err), fix)) from err
         # Outputs after the reshape: their shapes follow the inputs'.
         model_outputs = list(model.outputs)
         self._ports_out = {}
@@ -388,7 +391,7 @@ class OpenVinoModel:
             model = ppp.build()
         except Exception as err:  # noqa: BLE001
             raise _Refused("model '%s': OpenVINO cannot give the model's inputs and outputs the configured data "
-                           "types: %s; configure the model's own data types" % (name, _first_line(err))) from err
+                           "types: %s; configure the model's own data types" % (name, _reason(err))) from err
         if converted:
             pb_utils.Logger.log_info("model '%s': OpenVINO converts the data types of %s" % (name, ", ".join(converted)))
         # The ports of the model built: by the names the configuration uses.
@@ -396,15 +399,64 @@ class OpenVinoModel:
         self._ports_out = {io["name"]: find(list(model.outputs), io, "output") for io in outputs}
         return model
 
+    def _wrong_type(self, input_name, array, dtype):
+        wire = pb_utils.numpy_to_wire_datatype
+        return ("model '%s': input '%s' has data type %s in the request, but the model takes %s; send it as %s"
+                % (self._name, input_name, wire(array.dtype), wire(dtype), wire(dtype)))
+
+    def _run(self, arrays, total):
+        """One infer of the batch ``arrays`` (input name → array, ``total`` rows when batching);
+        returns output name → array, or raises with the reason."""
+        name = self._name
+        pad = 0
+        if self._static_batch and total != self._max_batch_size:
+            if not self._pad or total > self._max_batch_size:
+                raise pb_utils.TritonModelException(
+                    "model '%s': the batch dimension is fixed at max_batch_size %d (SKIP_OV_DYNAMIC_BATCHSIZE), and "
+                    "this batch has %d; send batches of %d, or set ENABLE_BATCH_PADDING to YES to pad smaller ones "
+                    "at a performance cost" % (name, self._max_batch_size, total, self._max_batch_size))
+            pad = self._max_batch_size - total
+        feed = {}
+        for input_name, _ in self._inputs:
+            array = arrays[input_name]
+            if pad:
+                array = np.concatenate([array, np.zeros((pad,) + array.shape[1:], dtype=array.dtype)], axis=0)
+            feed[self._ports_in[input_name].get_any_name()] = np.ascontiguousarray(array)
+        try:
+            self._request.infer(feed)
+        except Exception as err:  # noqa: BLE001
+            raise pb_utils.TritonModelException("model '%s': OpenVINO inference failed: %s" % (name, _reason(err))) from err
+        outputs = {}
+        for output_name in self._outputs:
+            array = self._request.get_tensor(self._output_ports[output_name]).data
+            outputs[output_name] = (array[:total] if pad else array).copy()
+        return outputs
+
+    def infer(self, inputs):
+        """One batch as the server sends it (stub.py ``execute_batch``): input name → the batch's
+        array (the requests' rows back to back); returns output name → array."""
+        for input_name, dtype in self._inputs:
+            array = inputs.get(input_name)
+            if array is None:
+                raise pb_utils.TritonModelException(
+                    "model '%s': input '%s' is missing from the request; send every configured input" % (self._name, input_name))
+            if array.dtype != dtype:
+                raise pb_utils.TritonModelException(self._wrong_type(input_name, array, dtype))
+        first = inputs[self._inputs[0][0]] if self._inputs else None
+        total = int(first.shape[0]) if self._max_batch_size > 0 and first is not None and first.ndim > 0 else 1
+        return self._run(inputs, total)
+
     def execute(self, requests):
+        """Requests as pb_utils objects: one infer for all of them, the outputs split back; a
+        request with a missing input or one of the wrong data type gets its own error."""
         name = self._name
         batching = self._max_batch_size > 0
         responses = [None] * len(requests)
-        arrays = {n: [] for n, _ in self._inputs}
+        parts = {n: [] for n, _ in self._inputs}
         served = []
         sizes = []
         for index, request in enumerate(requests):
-            parts = {}
+            own = {}
             error = None
             for input_name, dtype in self._inputs:
                 tensor = pb_utils.get_input_tensor_by_name(request, input_name)
@@ -414,52 +466,32 @@ class OpenVinoModel:
                     break
                 array = tensor.as_numpy()
                 if array.dtype != dtype:
-                    error = ("model '%s': input '%s' has data type %s in the request, but the model takes %s; send it as %s"
-                             % (name, input_name, pb_utils.numpy_to_wire_datatype(array.dtype),
-                                pb_utils.numpy_to_wire_datatype(dtype), pb_utils.numpy_to_wire_datatype(dtype)))
+                    error = self._wrong_type(input_name, array, dtype)
                     break
-                parts[input_name] = array
+                own[input_name] = array
             if error is not None:
                 responses[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(error))
                 continue
-            first = parts[self._inputs[0][0]] if self._inputs else None
+            first = own[self._inputs[0][0]] if self._inputs else None
             sizes.append(int(first.shape[0]) if batching and first is not None and first.ndim > 0 else 1)
             served.append(index)
-            for input_name, array in parts.items():
-                arrays[input_name].append(array)
+            for input_name, array in own.items():
+                parts[input_name].append(array)
         if not served:
             return responses
-        total = sum(sizes)
-        pad = 0
-        if batching and self._static_batch and total != self._max_batch_size:
-            if not self._pad or total > self._max_batch_size:
-                message = ("model '%s': the batch dimension is fixed at max_batch_size %d (SKIP_OV_DYNAMIC_BATCHSIZE), "
-                           "and this batch has %d; send batches of %d, or set ENABLE_BATCH_PADDING to YES to pad "
-                           "smaller ones at a performance cost" % (name, self._max_batch_size, total, self._max_batch_size))
-                for index in served:
-                    responses[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
-                return responses
-            pad = self._max_batch_size - total
-        feed = {}
-        for input_name, _ in self._inputs:
-            parts = arrays[input_name]
-            array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-            if pad:
-                array = np.concatenate([array, np.zeros((pad,) + array.shape[1:], dtype=array.dtype)], axis=0)
-            feed[self._ports_in[input_name].get_any_name()] = np.ascontiguousarray(array)
+        arrays = {n: (p[0] if len(p) == 1 else np.concatenate(p, axis=0)) for n, p in parts.items()}
         try:
-            self._request.infer(feed)
-        except Exception as err:  # noqa: BLE001
-            raise pb_utils.TritonModelException("model '%s': OpenVINO inference failed: %s" % (name, _first_line(err))) from err
-        outputs = {}
-        for output_name in self._outputs:
-            outputs[output_name] = self._request.get_tensor(self._output_ports[output_name]).data.copy()
+            outputs = self._run(arrays, sum(sizes))
+        except pb_utils.TritonModelException as err:
+            for index in served:
+                responses[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(err.message()))
+            return responses
         offset = 0
         for index, size in zip(served, sizes):
             tensors = []
             for output_name in requests[index].requested_output_names() or self._outputs:
                 array = outputs[output_name]
-                if batching and (len(served) > 1 or pad):
+                if batching and len(served) > 1:
                     array = array[offset:offset + size]
                 tensors.append(pb_utils.Tensor(output_name, array))
             offset += size

@@ -33,6 +33,7 @@ export const BACKEND_CONFIG_KEYS: Readonly<Record<string, Readonly<Record<string
   },
   python: PYTHON_KEYS,
   pytorch: PYTHON_KEYS,
+  openvino: { ...PYTHON_KEYS, 'default-max-batch-size': { ignored: "the openvino backend's auto-complete gives a model that can batch max_batch_size 4" } },
 };
 
 /** Global keys: those of any built-in backend (they apply to every backend), plus `module` is per backend only. */
