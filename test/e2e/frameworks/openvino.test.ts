@@ -20,7 +20,7 @@ import { inferRequest, inferenceClient, inputTensor, rawBytes, unary, unaryError
 import { httpRequest, inferJson, makeRepository, removeDir, startServer, type RunningGrpcServer, type RunningServer } from '../../helpers/harness.js';
 import { convertToIr, openvinoInfer, requireOpenVino, saveOpsetModel, writeOnnx, type RawTensor } from '../../helpers/openvino.js';
 import { LOCAL_ENDPOINTS, runNereid } from '../../helpers/cli.js';
-import { recordingLogger } from '../../helpers/python.js';
+import { recordingLogger, waitUntil } from '../../helpers/python.js';
 
 const W = [0.5, -1, 2, 1.5, 0.25, -0.75, -2, 1, 0.125, 3, -0.5, 1];
 const B = [0.1, -0.2, 0.3];
@@ -300,8 +300,11 @@ describe('OpenVINO backend: serving', () => {
       assert.deepEqual(r.outputs[0]!.shape, [sent[i]!.n, 3]);
       for (const name of ['Y', 'Z']) assertSameElements(outputBytes(r, name), expected[i]![name]!, `request ${i} ${name}`);
     });
+    // The statistics of a batch are recorded once its responses are out: wait for the last.
+    const rowsSent = sent.reduce((s, { n }) => s + n, 0);
+    await waitUntil(() => srv.server.modelStatistics('ov_ir')[0]!.inference_count - before.inference_count >= rowsSent, 'the statistics of every batch');
     const stats = srv.server.modelStatistics('ov_ir')[0]!;
-    assert.equal(stats.inference_count - before.inference_count, sent.reduce((s, { n }) => s + n, 0));
+    assert.equal(stats.inference_count - before.inference_count, rowsSent);
     assert.ok(stats.execution_count - before.execution_count < 12, `12 requests ran in ${stats.execution_count - before.execution_count} executions`);
     assert.ok(stats.batch_stats.some((s) => s.batch_size > 3), `expected a batch larger than one request: ${JSON.stringify(stats.batch_stats.map((s) => s.batch_size))}`);
   });

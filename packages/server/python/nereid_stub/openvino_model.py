@@ -1,6 +1,6 @@
 """The built-in runner of ``backend: "openvino"``: a model read by OpenVINO (an IR ``model.xml`` with
-its ``model.bin``, or a ``model.onnx``), compiled for the CPU and driven like a ``model.py``
-(docs/backends.md).
+its ``model.bin``, or a ``model.onnx``) and compiled for the CPU; the server hands ``infer`` whole
+batches (stub.py ``execute_batch``) and splits the outputs back per request (docs/backends.md).
 
 It follows Triton's OpenVINO backend (triton-inference-server/openvino_backend):
   tensors     — configured names are the model's port names; each configured data type becomes
@@ -8,10 +8,9 @@ It follows Triton's OpenVINO backend (triton-inference-server/openvino_backend):
                 model's own type differs); shapes are checked against the model, or set from the
                 configuration with RESHAPE_IO_LAYERS=YES;
   batching    — with max_batch_size > 0 the first dimension of every input is the batch: dynamic,
-                so one infer runs each batch the scheduler forms (the requests concatenated along
-                it and the outputs split back); with SKIP_OV_DYNAMIC_BATCHSIZE=YES it is fixed at
-                max_batch_size as in Triton, and a smaller batch is refused unless
-                ENABLE_BATCH_PADDING=YES pads it with zeros;
+                so one infer runs each batch the scheduler forms; with
+                SKIP_OV_DYNAMIC_BATCHSIZE=YES it is fixed at max_batch_size as in Triton, and a
+                smaller batch is refused unless ENABLE_BATCH_PADDING=YES pads it with zeros;
   parameters  — NUM_STREAMS, INFERENCE_NUM_THREADS, COMPILATION_NUM_THREADS, PERFORMANCE_HINT,
                 HINT_BF16, CPU_EXTENSION_PATH, TARGET_DEVICE (CPU only) with Triton's accepted
                 values; a bad value is a load error naming the parameter and what it accepts.
@@ -399,15 +398,23 @@ class OpenVinoModel:
         self._ports_out = {io["name"]: find(list(model.outputs), io, "output") for io in outputs}
         return model
 
-    def _wrong_type(self, input_name, array, dtype):
-        wire = pb_utils.numpy_to_wire_datatype
-        return ("model '%s': input '%s' has data type %s in the request, but the model takes %s; send it as %s"
-                % (self._name, input_name, wire(array.dtype), wire(dtype), wire(dtype)))
-
-    def _run(self, arrays, total):
-        """One infer of the batch ``arrays`` (input name → array, ``total`` rows when batching);
-        returns output name → array, or raises with the reason."""
+    def infer(self, inputs):
+        """One batch as the server sends it (stub.py ``execute_batch``): input name → the batch's
+        array (the requests' rows back to back); returns output name → array. The arrays are views
+        of the infer request's buffers, valid until the next infer (the stub writes them out first)."""
         name = self._name
+        wire = pb_utils.numpy_to_wire_datatype
+        for input_name, dtype in self._inputs:
+            array = inputs.get(input_name)
+            if array is None:
+                raise pb_utils.TritonModelException(
+                    "model '%s': input '%s' is missing from the request; send every configured input" % (name, input_name))
+            if array.dtype != dtype:
+                raise pb_utils.TritonModelException(
+                    "model '%s': input '%s' has data type %s in the request, but the model takes %s; send it as %s"
+                    % (name, input_name, wire(array.dtype), wire(dtype), wire(dtype)))
+        first = inputs[self._inputs[0][0]] if self._inputs else None
+        total = int(first.shape[0]) if self._max_batch_size > 0 and first is not None and first.ndim > 0 else 1
         pad = 0
         if self._static_batch and total != self._max_batch_size:
             if not self._pad or total > self._max_batch_size:
@@ -418,7 +425,7 @@ class OpenVinoModel:
             pad = self._max_batch_size - total
         feed = {}
         for input_name, _ in self._inputs:
-            array = arrays[input_name]
+            array = inputs[input_name]
             if pad:
                 array = np.concatenate([array, np.zeros((pad,) + array.shape[1:], dtype=array.dtype)], axis=0)
             feed[self._ports_in[input_name].get_any_name()] = np.ascontiguousarray(array)
@@ -429,74 +436,8 @@ class OpenVinoModel:
         outputs = {}
         for output_name in self._outputs:
             array = self._request.get_tensor(self._output_ports[output_name]).data
-            outputs[output_name] = (array[:total] if pad else array).copy()
+            outputs[output_name] = array[:total] if pad else array
         return outputs
-
-    def infer(self, inputs):
-        """One batch as the server sends it (stub.py ``execute_batch``): input name → the batch's
-        array (the requests' rows back to back); returns output name → array."""
-        for input_name, dtype in self._inputs:
-            array = inputs.get(input_name)
-            if array is None:
-                raise pb_utils.TritonModelException(
-                    "model '%s': input '%s' is missing from the request; send every configured input" % (self._name, input_name))
-            if array.dtype != dtype:
-                raise pb_utils.TritonModelException(self._wrong_type(input_name, array, dtype))
-        first = inputs[self._inputs[0][0]] if self._inputs else None
-        total = int(first.shape[0]) if self._max_batch_size > 0 and first is not None and first.ndim > 0 else 1
-        return self._run(inputs, total)
-
-    def execute(self, requests):
-        """Requests as pb_utils objects: one infer for all of them, the outputs split back; a
-        request with a missing input or one of the wrong data type gets its own error."""
-        name = self._name
-        batching = self._max_batch_size > 0
-        responses = [None] * len(requests)
-        parts = {n: [] for n, _ in self._inputs}
-        served = []
-        sizes = []
-        for index, request in enumerate(requests):
-            own = {}
-            error = None
-            for input_name, dtype in self._inputs:
-                tensor = pb_utils.get_input_tensor_by_name(request, input_name)
-                if tensor is None:
-                    error = "model '%s': input '%s' is missing from the request; send every configured input" % (
-                        name, input_name)
-                    break
-                array = tensor.as_numpy()
-                if array.dtype != dtype:
-                    error = self._wrong_type(input_name, array, dtype)
-                    break
-                own[input_name] = array
-            if error is not None:
-                responses[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(error))
-                continue
-            first = own[self._inputs[0][0]] if self._inputs else None
-            sizes.append(int(first.shape[0]) if batching and first is not None and first.ndim > 0 else 1)
-            served.append(index)
-            for input_name, array in own.items():
-                parts[input_name].append(array)
-        if not served:
-            return responses
-        arrays = {n: (p[0] if len(p) == 1 else np.concatenate(p, axis=0)) for n, p in parts.items()}
-        try:
-            outputs = self._run(arrays, sum(sizes))
-        except pb_utils.TritonModelException as err:
-            for index in served:
-                responses[index] = pb_utils.InferenceResponse(error=pb_utils.TritonError(err.message()))
-            return responses
-        offset = 0
-        for index, size in zip(served, sizes):
-            tensors = []
-            for output_name in requests[index].requested_output_names() or self._outputs:
-                array = outputs[output_name]
-                if batching and len(served) > 1:
-                    array = array[offset:offset + size]
-                tensors.append(pb_utils.Tensor(output_name, array))
-            offset += size
-            responses[index] = pb_utils.InferenceResponse(output_tensors=tensors)
-        return responses
 
 
 def _has_batch(ov, port):
