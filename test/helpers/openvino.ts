@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { encodeModel, type OnnxGraphBuilder } from '@nereid/testkit';
@@ -79,6 +79,13 @@ ov.save_model(model, sys.argv[2], compress_to_fp16=False)
 `,
     [onnxPath, xmlPath, JSON.stringify(options.layouts ?? {})],
   );
+}
+
+/** Copies the IR `fromXml` and its `.bin` to `toXml` (and its `.bin`), for models that share one conversion. */
+export async function copyIr(fromXml: string, toXml: string): Promise<void> {
+  await mkdir(dirname(toXml), { recursive: true });
+  await copyFile(fromXml, toXml);
+  await copyFile(fromXml.replace(/\.xml$/, '.bin'), toXml.replace(/\.xml$/, '.bin'));
 }
 
 /**

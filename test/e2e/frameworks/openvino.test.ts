@@ -15,10 +15,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { defaultIntraOpThreads, type InferResponse, type ModelConfig } from '@nereid/server';
 import type { DataType } from '@nereid/protocol';
-import { OnnxGraphBuilder } from '@nereid/testkit';
+import { OnnxGraphBuilder, simpleModel } from '@nereid/testkit';
 import { inferRequest, inferenceClient, inputTensor, rawBytes, unary, unaryError, assertStatus } from '../../helpers/grpc.js';
-import { httpRequest, inferJson, makeRepository, removeDir, startServer, type RunningGrpcServer, type RunningServer } from '../../helpers/harness.js';
-import { convertToIr, openvinoInfer, requireOpenVino, saveOpsetModel, writeOnnx, type RawTensor } from '../../helpers/openvino.js';
+import { httpRequest, inferJson, makeRepository, outputNamed, removeDir, simpleCase, startServer, type JsonInferResponse, type ModelFiles, type RunningGrpcServer, type RunningServer } from '../../helpers/harness.js';
+import { convertToIr, copyIr, openvinoInfer, requireOpenVino, saveOpsetModel, writeOnnx, type RawTensor } from '../../helpers/openvino.js';
 import { LOCAL_ENDPOINTS, runNereid } from '../../helpers/cli.js';
 import { recordingLogger, waitUntil } from '../../helpers/python.js';
 
@@ -151,6 +151,10 @@ const BAD: Record<string, [string, RegExp]> = {
     `backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('COMPILATION_NUM_THREADS', '2')}`,
     /model 'bad_compile_threads': OpenVINO cannot compile '.*model\.xml' for the CPU with .*COMPILATION_NUM_THREADS=2.*: .*Unsupported property COMPILATION_NUM_THREADS by CPU plugin/,
   ],
+  bad_extension: [
+    `backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('CPU_EXTENSION_PATH', '/nonexistent/libcustom_ops.so')}`,
+    /model 'bad_extension': parameter CPU_EXTENSION_PATH: OpenVINO cannot load '\/nonexistent\/libcustom_ops\.so': /,
+  ],
   bad_flag: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('RESHAPE_IO_LAYERS', 'true')}`, /model 'bad_flag': parameter RESHAPE_IO_LAYERS is 'true'; the openvino backend accepts YES or NO/],
   bad_device: [`backend: "openvino"\nmax_batch_size: 8\n${IO_AFFINE}\n${param('TARGET_DEVICE', 'GPU')}`, /model 'bad_device': parameter TARGET_DEVICE is 'GPU'; this server runs OpenVINO models on the CPU only/],
   // Only a model.onnx: the default file is model.xml, and the error says how to use the ONNX file.
@@ -186,10 +190,11 @@ let srv: RunningGrpcServer;
 
 before(async () => {
   await requireOpenVino();
-  const models: Record<string, Record<string, string>> = {};
+  const models: Record<string, ModelFiles> = {};
   for (const [name, config] of Object.entries({ ...CONFIGS, ...Object.fromEntries(Object.entries(BAD).map(([n, [c]]) => [n, c])) })) {
     models[name] = { 'config.pbtxt': `name: "${name}"\n${config}\n` };
   }
+  models.simple = { 'config.pbtxt': simpleModel().config!, '1/model.onnx': simpleModel().onnx.bytes };
   models.ov_auto = {};
   models.ov_auto_flat = {};
   repo = await makeRepository(models);
@@ -199,8 +204,9 @@ before(async () => {
   await writeOnnx(join(repo, 'bad_onnx_only', '1', 'model.onnx'), affineGraph());
   await writeOnnx(join(repo, 'fixed.onnx'), affineGraph(1));
   await writeOnnx(join(repo, 'double.onnx'), doubleGraph());
-  for (const name of ['ov_ir', 'ov_padded', 'ov_fixed', 'ov_convert', 'bad_no_bin', 'bad_bf16', 'bad_compile_threads', 'bad_name', 'bad_rank', 'bad_dims', 'bad_type', 'bad_streams', 'bad_hint', 'bad_threads', 'bad_flag', 'bad_device', 'ov_auto_flat']) {
-    await convertToIr(onnx, join(repo, name, '1', 'model.xml'));
+  await convertToIr(onnx, join(repo, 'affine.xml'));
+  for (const name of ['ov_ir', 'ov_padded', 'ov_fixed', 'ov_convert', 'bad_no_bin', 'bad_bf16', 'bad_compile_threads', 'bad_extension', 'bad_name', 'bad_rank', 'bad_dims', 'bad_type', 'bad_streams', 'bad_hint', 'bad_threads', 'bad_flag', 'bad_device', 'ov_auto_flat']) {
+    await copyIr(join(repo, 'affine.xml'), join(repo, name, '1', 'model.xml'));
   }
   await convertToIr(onnx, join(repo, 'ov_auto', '1', 'model.xml'), { layouts: { X: 'NC', Y: 'NC', Z: 'NC' } });
   await convertToIr(join(repo, 'fixed.onnx'), join(repo, 'ov_reshape', '1', 'model.xml'));
@@ -227,47 +233,55 @@ describe('OpenVINO backend: serving', () => {
     for (const name of [...Object.keys(CONFIGS), 'ov_auto', 'ov_auto_flat']) assert.equal(status(name).state, 'READY', `${name}: ${status(name).reason}`);
   });
 
-  it('an IR converted by OpenVINO answers over HTTP as OpenVINO does, element by element', async () => {
-    const x = rows(3, 1);
-    const expected = await openvinoInfer(join(repo, 'ov_ir', '1', 'model.xml'), { X: { dtype: 'float32', shape: [3, 4], data: x } }, { INFERENCE_NUM_THREADS: 1 });
-    const reply = await inferJson(srv.url, 'ov_ir', [{ name: 'X', datatype: 'FP32', shape: [3, 4], data: [...x] }]);
-    assert.equal(reply.status, 200, reply.text);
-    const body = JSON.parse(reply.text) as { outputs: { name: string; shape: number[]; data: number[] }[] };
-    for (const name of ['Y', 'Z']) {
-      const out = body.outputs.find((o) => o.name === name)!;
-      assert.deepEqual(out.shape, [3, 3]);
-      assert.deepEqual(out.data, [...f32(expected[name]!.data)], `${name} differs from OpenVINO's`);
-    }
-    // And the math itself, in FP32 (OpenVINO may compute in a lower precision on some CPUs).
-    const y = body.outputs.find((o) => o.name === 'Y')!.data;
-    for (let r = 0; r < 3; r++) {
-      for (let c = 0; c < 3; c++) {
-        let v = B[c]!;
-        for (let k = 0; k < 4; k++) v += x[r * 4 + k]! * W[k * 3 + c]!;
-        assert.ok(Math.abs(y[r * 3 + c]! - v) < 0.05, `Y[${r},${c}] ${y[r * 3 + c]} vs ${v}`);
-      }
-    }
-  });
+  /** The IR converted here and the ONNX file it came from, with the properties each compiles with. */
+  const SERVED: [string, string, Record<string, string | number>][] = [
+    ['ov_ir', 'model.xml', { INFERENCE_NUM_THREADS: 1 }],
+    ['ov_onnx', 'model.onnx', { NUM_STREAMS: 2, PERFORMANCE_HINT: 'THROUGHPUT' }],
+  ];
 
-  it('the same model as model.onnx answers over gRPC as OpenVINO does, element by element', async () => {
-    const x = rows(2, 5);
-    const expected = await openvinoInfer(join(repo, 'ov_onnx', '1', 'model.onnx'), { X: { dtype: 'float32', shape: [2, 4], data: x } }, { NUM_STREAMS: 2, PERFORMANCE_HINT: 'THROUGHPUT' });
-    const client = inferenceClient(srv.grpcTarget);
-    try {
-      const response = await unary(client, 'ModelInfer', inferRequest({ model_name: 'ov_onnx', inputs: [inputTensor('X', 'FP32', [2, 4])], raw_input_contents: [rawBytes(x)] }));
-      assert.deepEqual(
-        response.outputs.map((o) => [o.name, o.datatype, o.shape.map(Number)]),
-        [
-          ['Y', 'FP32', [2, 3]],
-          ['Z', 'FP32', [2, 3]],
-        ],
-      );
-      response.outputs.forEach((o, i) => assertSameElements(response.raw_output_contents[i]!, expected[o.name]!, `gRPC ${o.name}`));
-    } finally {
-      client.close();
-    }
-    assert.equal(srv.server.modelMetadata('ov_onnx').platform, 'openvino');
-  });
+  for (const [model, file, properties] of SERVED) {
+    it(`${model} (${file}) answers over HTTP as OpenVINO does, element by element`, async () => {
+      const x = rows(3, 1);
+      const expected = await openvinoInfer(join(repo, model, '1', file), { X: { dtype: 'float32', shape: [3, 4], data: x } }, properties);
+      const reply = await inferJson(srv.url, model, [{ name: 'X', datatype: 'FP32', shape: [3, 4], data: [...x] }]);
+      assert.equal(reply.status, 200, reply.text);
+      const body = JSON.parse(reply.text) as { outputs: { name: string; datatype: string; shape: number[]; data: number[] }[] };
+      assert.deepEqual(body.outputs.map((o) => [o.name, o.datatype, o.shape]), [
+        ['Y', 'FP32', [3, 3]],
+        ['Z', 'FP32', [3, 3]],
+      ]);
+      for (const out of body.outputs) assert.deepEqual(out.data, [...f32(expected[out.name]!.data)], `${out.name} differs from OpenVINO's`);
+      // And the math itself, in FP32 (OpenVINO may compute in bfloat16 on CPUs that have it).
+      const y = body.outputs[0]!.data;
+      for (let r = 0; r < 3; r++) {
+        for (let c = 0; c < 3; c++) {
+          let v = B[c]!;
+          for (let k = 0; k < 4; k++) v += x[r * 4 + k]! * W[k * 3 + c]!;
+          assert.ok(Math.abs(y[r * 3 + c]! - v) < 0.05, `Y[${r},${c}] ${y[r * 3 + c]} vs ${v}`);
+        }
+      }
+    });
+
+    it(`${model} (${file}) answers over gRPC as OpenVINO does, element by element`, async () => {
+      const x = rows(2, 5);
+      const expected = await openvinoInfer(join(repo, model, '1', file), { X: { dtype: 'float32', shape: [2, 4], data: x } }, properties);
+      const client = inferenceClient(srv.grpcTarget);
+      try {
+        const response = await unary(client, 'ModelInfer', inferRequest({ model_name: model, inputs: [inputTensor('X', 'FP32', [2, 4])], raw_input_contents: [rawBytes(x)] }));
+        assert.deepEqual(
+          response.outputs.map((o) => [o.name, o.datatype, o.shape.map(Number)]),
+          [
+            ['Y', 'FP32', [2, 3]],
+            ['Z', 'FP32', [2, 3]],
+          ],
+        );
+        response.outputs.forEach((o, i) => assertSameElements(response.raw_output_contents[i]!, expected[o.name]!, `gRPC ${o.name}`));
+      } finally {
+        client.close();
+      }
+      assert.equal(srv.server.modelMetadata(model).platform, 'openvino');
+    });
+  }
 
   it('serves the data types OpenVINO takes: INT64, FP16, UINT8, BOOL, INT8', async () => {
     const tensors: Record<string, RawTensor> = {
@@ -396,6 +410,10 @@ describe('OpenVINO backend: auto-complete', () => {
       ],
     );
     assert.ok(config.dynamic_batching, 'dynamic_batching was not added');
+    assert.ok(
+      logger.lines.some((l) => /W .*model 'ov_auto': auto-complete set max_batch_size to 4, as the model's layouts have a batch dimension/.test(l)),
+      logger.lines.join('\n'),
+    );
     const x = rows(2, 4);
     const r = await srv.server.infer({ model: 'ov_auto', inputs: [{ name: 'X', datatype: 'FP32', shape: [2, 4], data: x }] });
     const reference = await srv.server.infer({ model: 'ov_ir', inputs: [{ name: 'X', datatype: 'FP32', shape: [2, 4], data: x }] });
@@ -447,7 +465,7 @@ describe('OpenVINO backend: bad models and requests', () => {
   it('a KIND_GPU instance group is refused with a clear message', async () => {
     const gpuRepo = await makeRepository({ ov_gpu: { 'config.pbtxt': `name: "ov_gpu"\n${CONFIGS.ov_ir}\ninstance_group [ { kind: KIND_GPU } ]\n` } });
     try {
-      await convertToIr(join(repo, 'affine.onnx'), join(gpuRepo, 'ov_gpu', '1', 'model.xml'));
+      await copyIr(join(repo, 'affine.xml'), join(gpuRepo, 'ov_gpu', '1', 'model.xml'));
       const gpuServer: RunningServer = await startServer({ modelRepositories: [gpuRepo] });
       try {
         const s = gpuServer.server.modelStatuses().find((m) => m.name === 'ov_gpu')!;
@@ -459,6 +477,22 @@ describe('OpenVINO backend: bad models and requests', () => {
       }
     } finally {
       await removeDir(gpuRepo);
+    }
+  });
+
+  it('an interpreter without OpenVINO: the model is refused naming the command, the other models serve', async () => {
+    const other = await startServer({ modelRepositories: [repo], modelControlMode: 'explicit', backendConfig: new Map([['openvino', { 'python-executable': '/usr/bin/python3' }]]) });
+    try {
+      const reply = await httpRequest(`${other.url}/v2/repository/models/ov_ir/load`, { method: 'POST' });
+      assert.equal(reply.status, 400);
+      assert.match(reply.text, /model 'ov_ir': the openvino backend runs models with OpenVINO \(PyPI openvino\), and it is not installed for the Python interpreter \/usr\/bin\/python3\. Install it into the project's runtimes environment with: node scripts\/setup\.mjs runtimes/);
+      assert.equal((await httpRequest(`${other.url}/v2/repository/models/simple/load`, { method: 'POST' })).status, 200);
+      const c = simpleCase(2);
+      const answer = await inferJson(other.url, 'simple', c.inputs);
+      assert.equal(answer.status, 200, answer.text);
+      assert.deepEqual(outputNamed(JSON.parse(answer.text) as JsonInferResponse, 'OUTPUT0').data, c.sum);
+    } finally {
+      await other.stop();
     }
   });
 
