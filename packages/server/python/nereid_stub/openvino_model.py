@@ -234,6 +234,8 @@ class OpenVinoModel:
                         for io in config.get("input", [])]
         self._outputs = [io["name"] for io in config.get("output", [])]
         self._output_ports = {n: self._compiled.output(self._ports_out[n].get_any_name()) for n in self._outputs}
+        self._input_ports = [(n, self._compiled.input(self._ports_in[n].get_any_name())) for n, _ in self._inputs]
+        self._ov = ov
         shown = []
         for key in ("NUM_STREAMS", "INFERENCE_NUM_THREADS", "PERFORMANCE_HINT", "INFERENCE_PRECISION_HINT"):
             try:
@@ -423,19 +425,26 @@ class OpenVinoModel:
                     "this batch has %d; send batches of %d, or set ENABLE_BATCH_PADDING to YES to pad smaller ones "
                     "at a performance cost" % (name, self._max_batch_size, total, self._max_batch_size))
             pad = self._max_batch_size - total
-        feed = {}
-        for input_name, _ in self._inputs:
-            array = inputs[input_name]
-            if pad:
-                array = np.concatenate([array, np.zeros((pad,) + array.shape[1:], dtype=array.dtype)], axis=0)
-            feed[self._ports_in[input_name].get_any_name()] = np.ascontiguousarray(array)
+        request = self._request
+        ov = self._ov
+        # The request reads the inputs in place: ``held`` keeps every array (padded copies too)
+        # alive until the infer is done.
+        held = []
         try:
-            self._request.infer(feed)
+            for input_name, port in self._input_ports:
+                array = inputs[input_name]
+                if pad:
+                    array = np.concatenate([array, np.zeros((pad,) + array.shape[1:], dtype=array.dtype)], axis=0)
+                array = np.ascontiguousarray(array)
+                held.append(array)
+                request.set_tensor(port, ov.Tensor(array, shared_memory=True))
+            request.start_async()
+            request.wait()
         except Exception as err:  # noqa: BLE001
             raise pb_utils.TritonModelException("model '%s': OpenVINO inference failed: %s" % (name, _reason(err))) from err
         outputs = {}
         for output_name in self._outputs:
-            array = self._request.get_tensor(self._output_ports[output_name]).data
+            array = request.get_tensor(self._output_ports[output_name]).data
             outputs[output_name] = array[:total] if pad else array
         return outputs
 
