@@ -1,5 +1,5 @@
 /**
- * Backends Triton has and Nereid cannot run here (TensorRT, TensorFlow, FIL, DALI,
+ * Backends Triton has and Nereid cannot run here (TensorRT, FIL, DALI,
  * vLLM, TensorRT-LLM, …) are refused at load with an error that names the backend, says why,
  * lists what this server supports and what to do instead; however the backend was named
  * (`backend`, `platform`, or only the model file, models-and-scheduling.md §1.4). The other
@@ -18,8 +18,6 @@ const CASES: Record<string, [Record<string, string | Uint8Array>, string]> = {
   trt_platform: [{ 'config.pbtxt': `name: "trt_platform"\nplatform: "tensorrt_plan"\n${IO}`, '1/model.plan': 'plan' }, 'tensorrt'],
   trt_backend: [{ 'config.pbtxt': `name: "trt_backend"\nbackend: "tensorrt"\n${IO}`, '1/model.plan': 'plan' }, 'tensorrt'],
   trt_file_only: [{ '1/model.plan': 'plan' }, 'tensorrt'],
-  tf_savedmodel: [{ 'config.pbtxt': `name: "tf_savedmodel"\nplatform: "tensorflow_savedmodel"\n${IO}`, '1/model.savedmodel/saved_model.pb': 'pb' }, 'tensorflow'],
-  tf_graphdef_file_only: [{ '1/model.graphdef': 'graphdef' }, 'tensorflow'],
   fil: [{ 'config.pbtxt': `name: "fil"\nbackend: "fil"\n${IO}`, '1/xgboost.model': 'x' }, 'fil'],
   dali: [{ 'config.pbtxt': `name: "dali"\nbackend: "dali"\n${IO}`, '1/model.dali': 'x' }, 'dali'],
   vllm: [{ 'config.pbtxt': `name: "vllm"\nbackend: "vllm"\n${IO}`, '1/model.json': '{}' }, 'vllm'],
@@ -57,7 +55,6 @@ describe('backends that cannot run here', () => {
 
   it('the reasons say why: a GPU runtime, or a runtime that cannot be installed', () => {
     assert.match(statuses.get('trt_platform')!.reason, /TensorRT .*needs NVIDIA CUDA and a GPU.*export the model to ONNX and serve it with backend 'onnxruntime'/);
-    assert.match(statuses.get('tf_savedmodel')!.reason, /TensorFlow .*cannot be installed on this server.*tf2onnx/);
   });
 
   it('an explicit load of one answers with the same reason, and the server keeps serving', async () => {

@@ -69,12 +69,13 @@ describe('nereid serve start-up log', () => {
 
       const backends = table(out, 'Backend');
       const byName = new Map(backends.rows.map((r) => [r[0], r]));
-      assert.deepEqual([...byName.keys()], ['onnxruntime', 'openvino', 'python', 'pytorch', 'scale'], out);
+      assert.deepEqual([...byName.keys()], ['onnxruntime', 'openvino', 'python', 'pytorch', 'tensorflow', 'scale'], out);
       assert.match(byName.get('onnxruntime')![1]!, /^built in: ONNX Runtime \d+\.\d+\.\d+ \(onnxruntime-node\), on CPU$/);
       assert.match(byName.get('python')![1]!, /^built in: model\.py/);
       assert.equal(byName.get('python')![2], '{"cmdline":{"python-executable":"/usr/bin/python3"}}');
       assert.equal(byName.get('onnxruntime')![2], '{"cmdline":{}}');
       assert.match(byName.get('pytorch')![1]!, /^built in: TorchScript model\.pt/);
+      assert.match(byName.get('tensorflow')![1]!, /^built in: TensorFlow SavedModel and GraphDef, run by tensorflow-cpu \d+\.\d+\.\d+ of the runtimes environment/);
       assert.equal(byName.get('scale')![1], `custom: JavaScript module ${repoA}/scaled/1/model.mjs (in the model's version directory)`);
 
       const models = table(out, 'Model');

@@ -4,12 +4,13 @@
  * a custom backend module (custom/custom-backends.ts), and names of Triton backends Nereid cannot
  * run are refused with an error that says so (unsupported.ts).
  */
+import { readFileSync } from 'node:fs';
 import { NereidError } from '@nereid/protocol';
 import { CustomBackendLoader, type BackendLookup, type CustomBackendOptions } from './custom/custom-backends.js';
 import type { ModuleOrigin } from './custom/module-resolution.js';
 import { onnxRuntimeVersion } from './onnxruntime/native-session.js';
 import { onnxRuntimeBackend } from './onnxruntime/onnxruntime-backend.js';
-import { openvinoBackend } from './python/framework-backends.js';
+import { openvinoBackend, tensorflowBackend } from './python/framework-backends.js';
 import { pythonBackend, pytorchBackend } from './python/python-backend.js';
 import { BACKEND_SPI_VERSION, type Backend } from './spi.js';
 import { unsupportedBackendMessage } from './unsupported.js';
@@ -36,8 +37,21 @@ function builtInSource(name: string): string {
       return 'built in: TorchScript model.pt, one Python stub process per instance';
     case 'openvino':
       return 'built in: OpenVINO model.xml or model.onnx on CPU, one Python stub process per instance';
+    case 'tensorflow':
+      return `built in: TensorFlow SavedModel and GraphDef, run by ${pinnedRuntime('tensorflow-cpu')} of the runtimes environment (.venv-runtimes), one Python stub process per instance`;
     default:
       return 'built in';
+  }
+}
+
+/** `<package> <version>` as packages/server/python/runtimes-requirements.txt pins it (what `node scripts/setup.mjs runtimes` installs). */
+function pinnedRuntime(pkg: string): string {
+  try {
+    const text = readFileSync(new URL('../../python/runtimes-requirements.txt', import.meta.url), 'utf8');
+    const pin = new RegExp(`^${pkg}==(\\S+)`, 'm').exec(text);
+    return pin ? `${pkg} ${pin[1]!}` : pkg;
+  } catch {
+    return pkg;
   }
 }
 
@@ -54,7 +68,7 @@ export class BackendRegistry {
   readonly #sources = new Map<string, string>();
   readonly #custom: CustomBackendLoader;
 
-  constructor(builtIn: readonly Backend[] = [onnxRuntimeBackend, pythonBackend, pytorchBackend, openvinoBackend], custom: CustomBackendOptions = {}) {
+  constructor(builtIn: readonly Backend[] = [onnxRuntimeBackend, pythonBackend, pytorchBackend, openvinoBackend, tensorflowBackend], custom: CustomBackendOptions = {}) {
     for (const b of builtIn) this.register(b, builtInSource(b.name));
     this.#custom = new CustomBackendLoader(custom);
   }

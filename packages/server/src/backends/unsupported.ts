@@ -19,14 +19,6 @@ const TO_ONNX = "export the model to ONNX and serve it with backend 'onnxruntime
 /** By `backend` name (after platform → backend derivation, §1.4). */
 export const UNSUPPORTED_BACKENDS: ReadonlyMap<string, UnsupportedBackend> = new Map([
   ['tensorrt', { what: 'TensorRT (platform tensorrt_plan, model.plan)', why: `its runtime cannot be installed here: ${GPU_ONLY}`, instead: `${TO_ONNX} (a TensorRT plan is built from one)` }],
-  [
-    'tensorflow',
-    {
-      what: 'TensorFlow (platforms tensorflow_savedmodel and tensorflow_graphdef)',
-      why: 'the TensorFlow runtime cannot be installed on this server (and Triton has deprecated this backend)',
-      instead: `convert the model with tf2onnx and serve it with backend 'onnxruntime'`,
-    },
-  ],
   ['fil', { what: 'FIL, the RAPIDS forest inference library', why: `its runtime cannot be installed here: ${GPU_ONLY}`, instead: "convert the forest to ONNX (skl2onnx, onnxmltools) and serve it with backend 'onnxruntime'" }],
   ['dali', { what: 'NVIDIA DALI data pipelines (model.dali)', why: `its runtime cannot be installed here: ${GPU_ONLY}`, instead: 'write the pre-processing as a custom JavaScript backend (docs/backends.md)' }],
   ['vllm', { what: 'vLLM', why: `its runtime cannot be installed here: ${GPU_ONLY}`, instead: 'serve a language model through an ONNX export or a custom JavaScript backend' }],

@@ -34,6 +34,13 @@ export const BACKEND_CONFIG_KEYS: Readonly<Record<string, Readonly<Record<string
   python: PYTHON_KEYS,
   pytorch: PYTHON_KEYS,
   openvino: { ...PYTHON_KEYS, 'default-max-batch-size': { ignored: "the openvino backend's auto-complete gives a model that can batch max_batch_size 4" } },
+  tensorflow: {
+    ...PYTHON_KEYS,
+    'default-max-batch-size': { effect: 'the max_batch_size auto-complete gives a SavedModel that can batch' },
+    'allow-soft-placement': { ignored: 'the tensorflow backend runs models on CPUs only' },
+    'gpu-memory-fraction': { ignored: 'the tensorflow backend runs models on CPUs only' },
+    version: { ignored: 'the tensorflow backend runs TensorFlow 2 only' },
+  },
 };
 
 /** Global keys: those of any built-in backend (they apply to every backend), plus `module` is per backend only. */

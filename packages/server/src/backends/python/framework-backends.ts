@@ -133,6 +133,8 @@ async function autoComplete(ctx: AutoCompleteContext, framework: Framework, back
     logger: ctx.logger,
     cwd: ctx.versionDirectory,
     startTimeoutMs: settings.startTimeoutMs,
+    // The max_batch_size auto-complete gives a model that can batch (--backend-config default-max-batch-size, 4 as in Triton).
+    env: { NEREID_DEFAULT_MAX_BATCH_SIZE: ctx.backendConfig['default-max-batch-size'] ?? '4' },
   });
   try {
     const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });

@@ -149,6 +149,8 @@ export class StubProcess {
       ...process.env,
       PYTHONPATH: [PYTHON_DIR, process.env['PYTHONPATH']].filter((p) => p).join(':'),
       PYTHONUNBUFFERED: '1',
+      // The framework runners let their libraries' start-up chatter through only then (tensorflow_model.py).
+      ...(options.logger.isVerbose(1) ? { NEREID_LOG_VERBOSE: '1' } : {}),
       ...options.env,
     };
     this.#child = spawn(options.python, ['-m', options.module ?? 'nereid_stub.stub', this.#paths[0]!, this.#paths[1]!, this.#spillBase], {
