@@ -75,7 +75,7 @@ describe('nereid serve start-up log', () => {
       assert.equal(byName.get('python')![2], '{"cmdline":{"python-executable":"/usr/bin/python3"}}');
       assert.equal(byName.get('onnxruntime')![2], '{"cmdline":{}}');
       assert.match(byName.get('pytorch')![1]!, /^built in: TorchScript model\.pt/);
-      assert.match(byName.get('tensorflow')![1]!, /^built in: TensorFlow SavedModel and GraphDef, run by tensorflow-cpu \d+\.\d+\.\d+ of the runtimes environment/);
+      assert.match(byName.get('tensorflow')![1]!, /^built in: TensorFlow SavedModel\/GraphDef \(tensorflow-cpu \d+\.\d+\.\d+\), one Python stub per instance$/);
       assert.equal(byName.get('scale')![1], `custom: JavaScript module ${repoA}/scaled/1/model.mjs (in the model's version directory)`);
 
       const models = table(out, 'Model');

@@ -38,7 +38,7 @@ function builtInSource(name: string): string {
     case 'openvino':
       return 'built in: OpenVINO model.xml or model.onnx on CPU, one Python stub process per instance';
     case 'tensorflow':
-      return `built in: TensorFlow SavedModel and GraphDef, run by ${pinnedRuntime('tensorflow-cpu')} of the runtimes environment (.venv-runtimes), one Python stub process per instance`;
+      return `built in: TensorFlow SavedModel/GraphDef (${pinnedRuntime('tensorflow-cpu')}), one Python stub per instance`;
     default:
       return 'built in';
   }
