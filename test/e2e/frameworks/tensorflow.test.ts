@@ -74,6 +74,12 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
       tf_bad_signature: { 'config.pbtxt': `${simpleConfig('tf_bad_signature', 'tensorflow_savedmodel')}\nparameters { key: "TF_SIGNATURE_DEF" value: { string_value: "predict" } }` },
       tf_corrupt: { 'config.pbtxt': simpleConfig('tf_corrupt', 'tensorflow_graphdef'), '1/model.graphdef': new Uint8Array([0x0a, 0xff, 0xff, 0x01, 0x02, 0x03, 0x12, 0x80]) },
       tf_graphdef_no_config: {},
+      // Auto-complete from a partial configuration: names only (Triton fills types and dims, and
+      // takes the model's variable first dimension as batching); max_batch_size on a model that
+      // cannot batch; a MetaGraph tag the SavedModel lacks.
+      tf_partial: { 'config.pbtxt': 'name: "tf_partial"\nplatform: "tensorflow_savedmodel"\ninput [ { name: "INPUT1" }, { name: "INPUT0" } ]\noutput [ { name: "OUTPUT1" } ]\n' },
+      tf_types_batching: { 'config.pbtxt': 'name: "tf_types_batching"\nplatform: "tensorflow_savedmodel"\nmax_batch_size: 4\n' },
+      tf_bad_tag: { 'config.pbtxt': `${simpleConfig('tf_bad_tag', 'tensorflow_savedmodel')}\nparameters { key: "TF_GRAPH_TAG" value: { string_value: "gpu" } }` },
       simple: { 'config.pbtxt': simpleModel().config!, '1/model.onnx': simpleModel().onnx.bytes },
     });
     await makeTensorFlowModels([
@@ -88,6 +94,9 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
       { kind: 'savedmodel_v1', model: 'simple', path: path('tf_bad_name', 'model.savedmodel') },
       { kind: 'savedmodel_v1', model: 'simple', path: path('tf_bad_signature', 'model.savedmodel') },
       { kind: 'graphdef', model: 'simple', path: path('tf_graphdef_no_config', 'model.graphdef') },
+      { kind: 'savedmodel', model: 'signatures', path: path('tf_partial', 'model.savedmodel') },
+      { kind: 'savedmodel', model: 'types', path: path('tf_types_batching', 'model.savedmodel') },
+      { kind: 'savedmodel_v1', model: 'simple', path: path('tf_bad_tag', 'model.savedmodel') },
     ]);
     srv = await startServer({ modelRepositories: [repo], grpc: true });
     http = new HttpClient(srv.url);
@@ -102,10 +111,10 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
   });
 
   it('serves the good models and refuses the bad ones', () => {
-    for (const name of ['tf_graphdef', 'tf_savedmodel', 'tf_string', 'tf_signature', 'tf_autocomplete', 'tf_types', 'simple']) {
+    for (const name of ['tf_graphdef', 'tf_savedmodel', 'tf_string', 'tf_signature', 'tf_autocomplete', 'tf_types', 'tf_partial', 'simple']) {
       assert.equal(statuses.get(name)?.state, 'READY', `${name}: ${statuses.get(name)?.reason}`);
     }
-    for (const name of ['tf_bad_type', 'tf_bad_dims', 'tf_bad_name', 'tf_bad_signature', 'tf_corrupt', 'tf_graphdef_no_config']) {
+    for (const name of ['tf_bad_type', 'tf_bad_dims', 'tf_bad_name', 'tf_bad_signature', 'tf_bad_tag', 'tf_corrupt', 'tf_graphdef_no_config', 'tf_types_batching']) {
       assert.equal(statuses.get(name)?.state, 'UNAVAILABLE', name);
     }
     assert.equal(srv.server.modelMetadata('tf_graphdef').platform, 'tensorflow_graphdef');
@@ -282,6 +291,34 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
     }
     assert.deepEqual(expected['L_OUT']!.data, l.map((x) => x * 3 - 1));
     assert.deepEqual(expected['B_OUT']!.data, [false, true, true, false]);
+  });
+
+  it('completes a partial configuration as Triton does: the listed tensors filled, batching taken from the signature, only the listed outputs', async () => {
+    const config = JSON.parse((await httpRequest(`${srv.url}/v2/models/tf_partial/config`)).text) as {
+      max_batch_size: number;
+      input: { name: string; data_type: string; dims: number[] }[];
+      output: { name: string; data_type: string; dims: number[] }[];
+    };
+    assert.equal(config.max_batch_size, 4);
+    assert.deepEqual(config.input.map((i) => [i.name, i.data_type, i.dims.map(Number)]), [
+      ['INPUT1', 'TYPE_INT32', [16]],
+      ['INPUT0', 'TYPE_INT32', [16]],
+    ]);
+    assert.deepEqual(config.output.map((o) => [o.name, o.data_type, o.dims.map(Number)]), [['OUTPUT1', 'TYPE_INT32', [16]]]);
+    const c = simpleCase(2, 4);
+    const r = await inferJson(srv.url, 'tf_partial', c.inputs);
+    assert.equal(r.status, 200, r.text);
+    const body = JSON.parse(r.text) as { outputs: { name: string; data: number[] }[] };
+    assert.deepEqual(body.outputs.map((o) => o.name), ['OUTPUT1']);
+    assert.deepEqual(body.outputs[0]!.data, c.difference);
+  });
+
+  it('auto-complete refuses max_batch_size on a signature that cannot batch, and a MetaGraph tag the SavedModel lacks', () => {
+    assert.match(
+      statuses.get('tf_types_batching')!.reason,
+      /unable to autofill for 'tf_types_batching', configuration specified max-batch 4 but model signature does not support batching .*; set max_batch_size: 0/,
+    );
+    assert.match(statuses.get('tf_bad_tag')!.reason, /model 'tf_bad_tag': the SavedModel '.*' has no MetaGraph tagged 'gpu' \(its tag sets: \[serve\]\); set the parameter TF_GRAPH_TAG to one of them/);
   });
 
   it('runs the signature TF_SIGNATURE_DEF names', async () => {
