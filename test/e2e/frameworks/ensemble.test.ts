@@ -3,7 +3,7 @@
  * step, an ONNX Runtime step and a TorchScript step, chained, each run by its own runtime (the
  * runtimes environment's TensorFlow and OpenVINO, ONNX Runtime in the server, Debian's torch), over
  * HTTP and gRPC, batched requests included; the answer is checked element by element against the
- * chain computed here in FP32, and each step model also serves on its own.
+ * chain computed here in FP32, and every step's statistics count the rows it ran.
  *
  * Needs the runtimes environment (`node scripts/setup.mjs runtimes`) and /usr/bin/python3 with torch
  * (`npm test` makes both); fails naming what is missing otherwise.
@@ -85,9 +85,13 @@ function expected(x: readonly number[]): number[] {
   });
 }
 
+/**
+ * Within 1% (of the value, or of 1 near 0): OpenVINO's CPU plugin computes FP32 models in bfloat16
+ * on CPUs that have it (docs/backends.md), 8 bits of mantissa.
+ */
 function close(actual: readonly number[], want: readonly number[], what: string): void {
   assert.equal(actual.length, want.length, `${what}: ${actual.length} elements, expected ${want.length}`);
-  actual.forEach((v, i) => assert.ok(Math.abs(v - want[i]!) <= 1e-4 * Math.max(1, Math.abs(want[i]!)), `${what}[${i}]: ${v}, expected ${want[i]}`));
+  actual.forEach((v, i) => assert.ok(Math.abs(v - want[i]!) <= 1e-2 * Math.max(1, Math.abs(want[i]!)), `${what}[${i}]: ${v}, expected ${want[i]}`));
 }
 
 const f32 = (data: Uint8Array) => [...new Float32Array(new Uint8Array(data).buffer)];
@@ -172,6 +176,17 @@ class M(torch.nn.Module):
     } finally {
       client.close();
     }
+  });
+
+  it("counts the ensemble's rows in every step's statistics", async () => {
+    const steps = ['tf_step', 'ov_step', 'onnx_step', 'torch_step'];
+    const before = steps.map((m) => srv.server.modelStatistics(m)[0]!.inference_count);
+    await srv.server.infer({ model: 'four_frameworks', inputs: [{ name: 'X', datatype: 'FP32', shape: [3, 3], data: new Float32Array(9).fill(0.5) }] });
+    const after = steps.map((m) => srv.server.modelStatistics(m)[0]!.inference_count);
+    assert.deepEqual(
+      after.map((n, i) => Number(n - before[i]!)),
+      [3, 3, 3, 3],
+    );
   });
 
   it('answers concurrent requests of several batch sizes, each with its own rows', async () => {
