@@ -420,6 +420,21 @@ describe('OpenVINO backend: auto-complete', () => {
     assertSameElements(outputBytes(r, 'Z'), { dtype: 'float32', data: outputBytes(reference, 'Z') }, 'auto-completed Z');
   });
 
+  it('--backend-config=openvino,default-max-batch-size sets the max_batch_size auto-complete gives', async () => {
+    const own = await makeRepository({});
+    try {
+      await copyIr(join(repo, 'ov_auto', '1', 'model.xml'), join(own, 'ov_auto', '1', 'model.xml'));
+      const other = await startServer({ modelRepositories: [own], backendConfig: new Map([['openvino', { 'default-max-batch-size': '6' }]]) });
+      try {
+        assert.equal((other.server.modelConfig('ov_auto') as ModelConfig).max_batch_size, 6);
+      } finally {
+        await other.stop();
+      }
+    } finally {
+      await removeDir(own);
+    }
+  });
+
   it('a config-less IR without layouts: max_batch_size 0 and the full shapes, as Triton completes it', async () => {
     const config = srv.server.modelConfig('ov_auto_flat') as ModelConfig;
     assert.equal(config.max_batch_size, 0);

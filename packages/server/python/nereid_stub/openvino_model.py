@@ -471,7 +471,7 @@ def auto_complete(config, path):
     mbs = int(config.get("max_batch_size", 0) or 0)
     if batching:
         if mbs == 0:
-            mbs = DEFAULT_MAX_BATCH_SIZE
+            mbs = int(os.environ.get("NEREID_DEFAULT_MAX_BATCH_SIZE") or DEFAULT_MAX_BATCH_SIZE)
             config["max_batch_size"] = mbs
             pb_utils.Logger.log_warn(
                 "model '%s': auto-complete set max_batch_size to %d, as the model's layouts have a batch dimension; "

@@ -33,7 +33,7 @@ export const BACKEND_CONFIG_KEYS: Readonly<Record<string, Readonly<Record<string
   },
   python: PYTHON_KEYS,
   pytorch: PYTHON_KEYS,
-  openvino: { ...PYTHON_KEYS, 'default-max-batch-size': { ignored: "the openvino backend's auto-complete gives a model that can batch max_batch_size 4" } },
+  openvino: { ...PYTHON_KEYS, 'default-max-batch-size': { effect: 'the max_batch_size auto-complete gives a model whose layouts have a batch dimension' } },
   tensorflow: {
     ...PYTHON_KEYS,
     'default-max-batch-size': { effect: 'the max_batch_size auto-complete gives a SavedModel that can batch' },

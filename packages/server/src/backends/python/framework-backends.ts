@@ -16,11 +16,9 @@ import { existsSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NereidError } from '@nereid/protocol';
-import { completeModelConfig, modelConfigFromJson, modelConfigToJson } from '../../config/index.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import { BACKEND_SPI_VERSION, type AutoCompleteContext, type Backend, type BackendModel, type ModelContext } from '../spi.js';
-import { DEFAULT_PYTHON, PythonModel, stubSettings, type Runner, type StubSettings } from './python-backend.js';
-import { StubProcess } from './stub-process.js';
+import { DEFAULT_PYTHON, PythonModel, autoCompleteInStub, stubSettings, type Runner, type StubSettings } from './python-backend.js';
 
 /** The project's runtimes environment (made by `node scripts/setup.mjs runtimes`). */
 export const RUNTIMES_VENV = fileURLToPath(new URL('../../../../../.venv-runtimes/', import.meta.url));
@@ -125,35 +123,9 @@ function openvinoModelPath(ctx: Pick<ModelContext, 'config' | 'versionDirectory'
  */
 async function autoComplete(ctx: AutoCompleteContext, framework: Framework, backend: string, path: string, settings: StubSettings): Promise<ModelConfig> {
   await requireRuntime(ctx.name, settings.python, framework, backend);
-  const what = `model '${ctx.name}' (auto-complete)`;
-  const stub = await StubProcess.start({
-    python: settings.python,
-    ringBytes: 4096,
-    what,
-    logger: ctx.logger,
-    cwd: ctx.versionDirectory,
-    startTimeoutMs: settings.startTimeoutMs,
-    // The max_batch_size auto-complete gives a model that can batch (--backend-config default-max-batch-size, 4 as in Triton).
-    env: { NEREID_DEFAULT_MAX_BATCH_SIZE: ctx.backendConfig['default-max-batch-size'] ?? '4' },
-  });
-  try {
-    const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });
-    const completed = await stub.call(
-      { t: 'auto_complete', runner: framework.runner, path, config },
-      `${what} failed`,
-      'MODEL_LOAD_FAILED',
-      settings.initializeTimeoutMs,
-      'initialize-timeout-secs',
-    );
-    if (completed === null || completed === undefined) return ctx.config as ModelConfig;
-    try {
-      return completeModelConfig(modelConfigFromJson(completed));
-    } catch (err) {
-      throw new NereidError('MODEL_LOAD_FAILED', `${what} made a configuration that is not valid: ${(err as Error).message}`);
-    }
-  } finally {
-    stub.kill('was stopped after auto-complete');
-  }
+  // The max_batch_size auto-complete gives a model that can batch (--backend-config default-max-batch-size, 4 as in Triton).
+  const env = { NEREID_DEFAULT_MAX_BATCH_SIZE: ctx.backendConfig['default-max-batch-size'] ?? '4' };
+  return autoCompleteInStub(ctx, settings, { runner: framework.runner, path }, `model '${ctx.name}' (auto-complete)`, env);
 }
 
 function frameworkBackend(name: string, framework: Framework, modelPath: (ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>) => string): Backend {

@@ -1092,6 +1092,47 @@ export function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDire
   return path;
 }
 
+/**
+ * Auto-complete (§3.5) in a throw-away stub: `message` (the model file's `path`, and for a
+ * built-in runner its `runner`) goes with the configuration as read; the stub answers the
+ * configuration completed, or null to leave it as it is. `what` names the model in errors.
+ */
+export async function autoCompleteInStub(
+  ctx: AutoCompleteContext,
+  settings: StubSettings,
+  message: Readonly<Record<string, unknown>>,
+  what: string,
+  env: Readonly<Record<string, string>> = {},
+): Promise<ModelConfig> {
+  const stub = await StubProcess.start({
+    python: settings.python,
+    ringBytes: 4096,
+    what,
+    logger: ctx.logger,
+    cwd: ctx.versionDirectory,
+    startTimeoutMs: settings.startTimeoutMs,
+    env,
+  });
+  try {
+    const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });
+    const completed = await stub.call(
+      { t: 'auto_complete', ...message, config },
+      `${what} failed`,
+      'MODEL_LOAD_FAILED',
+      settings.initializeTimeoutMs,
+      'initialize-timeout-secs',
+    );
+    if (completed === null || completed === undefined) return ctx.config as ModelConfig;
+    try {
+      return completeModelConfig(modelConfigFromJson(completed));
+    } catch (err) {
+      throw new NereidError('MODEL_LOAD_FAILED', `${what} returned a configuration that is not valid: ${(err as Error).message}`);
+    }
+  } finally {
+    stub.kill('was stopped after auto-complete');
+  }
+}
+
 export const pythonBackend: Backend = {
   name: 'python',
   spiVersion: BACKEND_SPI_VERSION,
@@ -1105,34 +1146,7 @@ export const pythonBackend: Backend = {
     const modelFile = requireModelFile(ctx, 'model file', 'model.py');
     // A model.py that never mentions the method cannot define it: no interpreter to start.
     if (!(await readFile(modelFile, 'utf8')).includes('auto_complete_config')) return ctx.config as ModelConfig;
-    const settings = await stubSettings(ctx);
-    const what = `model '${ctx.name}' (auto_complete_config)`;
-    const stub = await StubProcess.start({
-      python: settings.python,
-      ringBytes: 4096,
-      what,
-      logger: ctx.logger,
-      cwd: ctx.versionDirectory,
-      startTimeoutMs: settings.startTimeoutMs,
-    });
-    try {
-      const config = modelConfigToJson(ctx.config as ModelConfig, { emitDefaults: true, int64AsString: false });
-      const completed = await stub.call(
-        { t: 'auto_complete', path: modelFile, config },
-        `${what} failed`,
-        'MODEL_LOAD_FAILED',
-        settings.initializeTimeoutMs,
-        'initialize-timeout-secs',
-      );
-      if (completed === null || completed === undefined) return ctx.config as ModelConfig;
-      try {
-        return completeModelConfig(modelConfigFromJson(completed));
-      } catch (err) {
-        throw new NereidError('MODEL_LOAD_FAILED', `${what} returned a configuration that is not valid: ${(err as Error).message}`);
-      }
-    } finally {
-      stub.kill('was stopped after auto_complete_config');
-    }
+    return autoCompleteInStub(ctx, await stubSettings(ctx), { path: modelFile }, `model '${ctx.name}' (auto_complete_config)`);
   },
 
   async createModel(ctx: ModelContext): Promise<BackendModel> {
