@@ -5,25 +5,14 @@
  * directly on the same model and input, for checking what the server answers element by element.
  * They run the runtimes environment's interpreter (`node scripts/setup.mjs runtimes` makes it).
  */
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { encodeModel, type OnnxGraphBuilder } from '@nereid/testkit';
-import { REPO_ROOT } from './cli.js';
+import { RUNTIMES_PYTHON, runProcess } from './python.js';
 
-/** The interpreter of the runtimes environment, which has OpenVINO. */
-export const RUNTIMES_PYTHON = join(REPO_ROOT, '.venv-runtimes', 'bin', 'python3');
-
-function run(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(RUNTIMES_PYTHON, args, { timeout: 180_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-      resolve({ code, stdout, stderr: err !== null && stderr === '' ? err.message : stderr });
-    });
-  });
-}
+const run = (args: readonly string[]) => runProcess(RUNTIMES_PYTHON, args);
 
 /**
  * Throws, naming the command that installs it, when the runtimes environment cannot import

@@ -9,16 +9,30 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createLogger, type Logger } from '@nereid/server';
+import { REPO_ROOT } from './cli.js';
 
 /** The interpreter the backends use by default, with Debian's numpy and torch. */
 export const PYTHON = '/usr/bin/python3';
 
-function run(file: string, args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** The runtimes environment's interpreter (TensorFlow, OpenVINO): `node scripts/setup.mjs runtimes` makes it. */
+export const RUNTIMES_PYTHON = join(REPO_ROOT, '.venv-runtimes', 'bin', 'python3');
+
+/**
+ * Runs `file` (an interpreter) with `args` and `stdin`, at most 180 s; resolves with its exit code
+ * and output (TensorFlow's start-up chatter kept to warnings).
+ */
+export function runProcess(file: string, args: readonly string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(file, args, { timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-      resolve({ code, stdout, stderr: err !== null && stderr === '' ? err.message : stderr });
-    });
+    const child = execFile(
+      file,
+      args,
+      { timeout: 180_000, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, TF_CPP_MIN_LOG_LEVEL: '2' } },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
+        resolve({ code, stdout, stderr: err !== null && stderr === '' ? err.message : stderr });
+      },
+    );
+    if (stdin !== undefined) child.stdin!.end(stdin);
   });
 }
 
@@ -41,7 +55,7 @@ export function pythonMissing(modules: readonly string[] = ['numpy']): Promise<s
   const key = modules.join(',');
   let reason = checked.get(key);
   if (reason === undefined) {
-    reason = run(PYTHON, ['-c', `import ${key}`]).then((r) =>
+    reason = runProcess(PYTHON, ['-c', `import ${key}`]).then((r) =>
       r.code === 0
         ? undefined
         : `${PYTHON} cannot import ${modules.join(', ')}: ${r.stderr.trim().split('\n').pop()}. ` +
@@ -63,7 +77,7 @@ export async function requirePython(modules: readonly string[] = ['numpy']): Pro
 
 /** Runs a Python script with `PYTHON`; rejects with its stderr when it fails. */
 export async function runPython(script: string, args: readonly string[] = []): Promise<string> {
-  const r = await run(PYTHON, ['-c', script, ...args]);
+  const r = await runProcess(PYTHON, ['-c', script, ...args]);
   if (r.code !== 0) throw new Error(`python failed (${r.code}): ${r.stderr}`);
   return r.stdout;
 }
@@ -79,7 +93,7 @@ export async function saveTorchScript(path: string, source: string): Promise<voi
   try {
     const script = join(dir, 'make_model.py');
     await writeFile(script, `import sys, torch\n${source}\ntorch.jit.save(torch.jit.script(M()), sys.argv[1])\n`);
-    const r = await run(PYTHON, [script, path]);
+    const r = await runProcess(PYTHON, [script, path]);
     if (r.code !== 0) throw new Error(`saving a TorchScript model failed (${r.code}): ${r.stderr}`);
   } finally {
     await rm(dir, { recursive: true, force: true });

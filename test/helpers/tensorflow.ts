@@ -9,28 +9,10 @@
  * `tensorflowReference` runs a model with TensorFlow directly, for element-by-element comparisons
  * with what the server answers.
  */
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { REPO_ROOT } from './cli.js';
+import { RUNTIMES_PYTHON, runProcess } from './python.js';
 
-/** The runtimes environment's interpreter: the tensorflow backend's default. */
-export const RUNTIMES_PYTHON = join(REPO_ROOT, '.venv-runtimes', 'bin', 'python3');
-
-function run(args: readonly string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(
-      RUNTIMES_PYTHON,
-      args,
-      { timeout: 180_000, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, TF_CPP_MIN_LOG_LEVEL: '2' } },
-      (err, stdout, stderr) => {
-        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-        resolve({ code, stdout, stderr: err !== null && stderr === '' ? err.message : stderr });
-      },
-    );
-    if (stdin !== undefined) child.stdin!.end(stdin);
-  });
-}
+const run = (args: readonly string[], stdin?: string) => runProcess(RUNTIMES_PYTHON, args, stdin);
 
 /**
  * Throws, naming the command that makes it, unless the runtimes environment's interpreter can
