@@ -36,7 +36,7 @@ describe('setup step (scripts/setup.mjs)', () => {
   it('finds every prerequisite of the test profile on this machine and says so in one line', () => {
     const r = setup(['test', '--check']);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^setup \(test\): 14 of 14 prerequisites present \(\d+ ms\)\n$/);
+    assert.match(r.stdout, /^setup \(test\): 15 of 15 prerequisites present \(\d+ ms\)\n$/);
     assert.equal(r.stderr, '');
   });
 
@@ -98,10 +98,17 @@ describe('setup step (scripts/setup.mjs)', () => {
     assert.deepEqual(readdirSync(cache), []);
   });
 
+  it('runtimes: finds the runtimes environment up to date with its pinned requirements and importing TensorFlow and OpenVINO', () => {
+    const r = setup(['runtimes', '--check']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^setup \(runtimes\): 1 of 1 prerequisites present \(\d+ ms\)\n$/);
+    assert.equal(r.stderr, '');
+  });
+
   it('refuses an unknown profile or NEREID_SETUP value, and does nothing with NEREID_SETUP=skip', () => {
     const unknown = setup(['everything']);
     assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /usage: node scripts\/setup\.mjs <serve\|test\|corpus\|conformance\|kubernetes\|bench> \[--check\]/);
+    assert.match(unknown.stderr, /usage: node scripts\/setup\.mjs <serve\|test\|corpus\|conformance\|kubernetes\|bench\|runtimes> \[--check\]/);
     const bad = setup(['test'], { NEREID_SETUP: 'maybe' });
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /NEREID_SETUP must be 'check' or 'skip', got 'maybe'/);
