@@ -339,8 +339,8 @@ function inputsKey(r: BackendRequest): string {
 }
 
 /** The outputs a group needs: every configured one if any request asked for none, else those asked for. */
-function wantedOutputs(config: Readonly<ModelConfig>, group: readonly BackendRequest[]): string[] {
-  if (group.some((r) => r.requestedOutputs.length === 0)) return config.output.map((o) => o.name);
+function wantedOutputs(all: readonly string[], group: readonly BackendRequest[]): readonly string[] {
+  if (group.some((r) => r.requestedOutputs.length === 0)) return all;
   return [...new Set(group.flatMap((r) => r.requestedOutputs))];
 }
 
@@ -395,6 +395,8 @@ class PythonInstance implements BackendInstance {
   #hasIsReady = false;
   /** Whether the stub runs a built-in runner that takes whole batches (`infer`; reported by its initialize). */
   #batched = false;
+  /** The configured output names: what a batch whose requests name none asks the runner for. */
+  readonly #outputNames: readonly string[];
   /** The last sample of the stub's memory (`memoryUsage`). */
   #memory: readonly MemoryUsageEntry[] = [];
   /** Set by `terminate`: every request held and every later execute fails with it. */
@@ -407,6 +409,7 @@ class PythonInstance implements BackendInstance {
     this.#modelFile = modelFile;
     this.#settings = settings;
     this.#what = `model '${ctx.name}' instance '${spec.name}'`;
+    this.#outputNames = ctx.config.output.map((o) => o.name);
   }
 
   /**
@@ -607,7 +610,7 @@ class PythonInstance implements BackendInstance {
       if (this.#closing) this.#boundByUnload(stub, held);
       const last = g === groups.length - 1;
       stub.send(
-        { t: 'bexec', x, inputs: descriptors, outputs: wantedOutputs(this.#ctx.config, group) },
+        { t: 'bexec', x, inputs: descriptors, outputs: wantedOutputs(this.#outputNames, group) },
         parts,
         descriptors as unknown as Record<string, unknown>[],
         last ? () => timing.markInputsReady() : undefined,
@@ -667,6 +670,8 @@ class PythonInstance implements BackendInstance {
       }
     }
     requests.forEach((request, j) => {
+      // A request the server already ended (preempt) gets nothing more.
+      if (held.final[j]) return;
       held.final[j] = true;
       if (error !== undefined) {
         request.respond(error, true);
@@ -1083,7 +1088,7 @@ function cudaDeviceInStub(spec: InstanceSpec): number {
  * The model file: `default_model_filename` in the version directory, or `fallback` there when the
  * configuration names none (§1.4 leaves it empty for `platform: "pytorch_libtorch"`).
  */
-export function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>, what: string, fallback: string): string {
+function requireModelFile(ctx: Pick<ModelContext, 'config' | 'versionDirectory' | 'name'>, what: string, fallback: string): string {
   const path = join(ctx.versionDirectory, ctx.config.default_model_filename || fallback);
   const info = statSync(path, { throwIfNoEntry: false });
   if (info === undefined || !info.isFile()) {
