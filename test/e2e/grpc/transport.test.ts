@@ -202,8 +202,19 @@ describe('deadlines', { timeout: 120_000 }, () => {
       assert.equal((await unary(client, 'ModelInfer', heavyRequest('measure'))).id, 'measure');
       const roundTripMs = performance.now() - started;
       const before = executions();
-      const err = await unaryError(client, 'ModelInfer', heavyRequest('deadline'), { options: { deadline: Date.now() + roundTripMs / 2 } });
-      assert.equal(err.code, status.DEADLINE_EXCEEDED, err.details);
+      // When the measuring call was the slow one (a noisy machine), this one may finish within
+      // half of it: then the deadline did not pass, and the attempt counts as one that missed.
+      const answered = await unary(client, 'ModelInfer', heavyRequest('deadline'), { options: { deadline: Date.now() + roundTripMs / 2 } }).then(
+        () => true,
+        (err: ServiceError) => {
+          assert.equal(err.code, status.DEADLINE_EXCEEDED, err.details);
+          return false;
+        },
+      );
+      if (answered) {
+        assert.ok(attempt < 3, 'in three attempts the deadline never expired while the request computed');
+        continue;
+      }
       // One instance computes in arrival order (and cannot batch two full batches): once a request
       // sent after it is answered, the expired one has finished or was dropped unrun.
       assert.equal((await unary(client, 'ModelInfer', heavyRequest('after'))).id, 'after');
