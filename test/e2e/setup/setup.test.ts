@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -76,6 +76,23 @@ describe('setup step (scripts/setup.mjs)', () => {
     assert.match(r.stderr, /- openssl \(Debian: openssl\): the Kubernetes tier's harness makes each test cluster's CA/);
     assert.ok(r.stderr.includes('apt-get install -y --no-install-recommends openssl'), r.stderr);
     assert.deepEqual(readdirSync(cache), []);
+  });
+
+  it('on a machine missing packages and servers, installs the packages first, then builds the servers', () => {
+    // An apt-get that "installs" openssl and the C compiler by linking the real ones beside itself,
+    // and a sudo that runs its command (used only when not root); the servers' build then fails at
+    // once (no Go on PATH, an unreachable module proxy), which is the step after the packages.
+    const path = pathWith({ node: process.execPath, env: '/usr/bin/env', prometheus: '/usr/bin/prometheus' });
+    writeFileSync(join(path, 'apt-get'), `#!/bin/sh\nif [ "$1" = install ]; then /bin/ln -sf /usr/bin/openssl /usr/bin/cc "$(/usr/bin/dirname "$0")"; fi\nexit 0\n`, { mode: 0o755 });
+    writeFileSync(join(path, 'sudo'), '#!/bin/sh\n[ "$1" = -n ] && shift\nexec "$@"\n', { mode: 0o755 });
+    const cache = mkdtempSync(join(tmpdir(), 'nereid-setup-cache-'));
+    dirs.push(cache);
+    const r = setup(['kubernetes'], { PATH: path, NEREID_CACHE_DIR: cache, GOPROXY: 'http://127.0.0.1:9' });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stdout, /setup \(kubernetes\): installing with apt-get: openssl gcc libc6-dev\n/);
+    assert.match(r.stdout, /setup \(kubernetes\): building kube-apiserver, kube-controller-manager, etcd, weed \(SeaweedFS\) and helm/);
+    assert.match(r.stderr, /setup: building kube-apiserver, .* failed \(see above\); the command was: node scripts\/fleet-infra\.mjs build kube-apiserver/);
+    assert.doesNotMatch(r.stderr, /still missing after the install/);
   });
 
   it('kubernetes: in check mode names the build of the missing servers and builds nothing', () => {
