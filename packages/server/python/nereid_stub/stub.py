@@ -189,11 +189,12 @@ class Stub:
         else:
             self._work.append(message)
 
-    def _read_one(self, timeout):
+    def _read_one(self, timeout, poll=False):
         """Reads and dispatches one message; False if none came within ``timeout``. The caller
-        holds ``_reading``. The stub ends when the server closes the channel."""
+        holds ``_reading``. The stub ends when the server closes the channel. ``poll``: the idle
+        main thread's wait, which may busy-poll (transport.Channel)."""
         try:
-            message = self.channel.receive(timeout)
+            message = self.channel.receive(timeout, poll)
         except (EOFError, OSError):
             os._exit(0)
         if message is None:
@@ -214,7 +215,7 @@ class Stub:
                 return self._work.popleft()
             with self._reading:
                 if not self._work:
-                    self._read_one(None)
+                    self._read_one(None, True)
 
     def _await(self, done):
         """Waits for ``done``, reading the channel whenever no other thread is."""

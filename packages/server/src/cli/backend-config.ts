@@ -20,6 +20,7 @@ const PYTHON_KEYS: Readonly<Record<string, KeySpec>> = {
   'shm-growth-byte-size': { ignored: "Nereid's rings do not grow; size them with shm-region-byte-size" },
   'shm-message-queue-size': { ignored: 'the rings are the message queue; there is no separate queue to size' },
   'stub-timeout-seconds': { effect: "the time limit of a stub's start-up" },
+  'busy-poll-us': { effect: 'how long an idle stub, and the event loop awaiting a stub, poll before they sleep' },
   'default-max-batch-size': { ignored: 'the Python backend does not auto-complete max_batch_size' },
 };
 

@@ -25,6 +25,10 @@
  *   unload-timeout-secs    how long executes in flight may still run once the model unloads
  *                          before their stub is killed and their requests fail (default 20)
  *   shm-region-byte-size   bytes of each shared-memory ring (default 64 MiB)
+ *   busy-poll-us           how long an idle stub polls for its next message before it sleeps,
+ *                          and the server's event loop for a stub's answer, while they keep
+ *                          coming that soon (default 400; 0 = never; the stub does not poll on a
+ *                          single CPU); trades idle CPU for cheaper hand-overs (loop-poll.ts)
  * Model parameter EXECUTION_ENV_PATH: a directory holding `bin/python3`, or a conda-pack style
  * `.tar.gz` of one (unpacked once), whose interpreter runs this model.
  */
@@ -104,6 +108,13 @@ const DEFAULT_INITIALIZE_TIMEOUT_SECS = 600;
 const DEFAULT_STUB_TIMEOUT_SECS = 30;
 /** Below --exit-timeout-secs' default (30 s), so that a hung execute is answered before a shutdown gives up. */
 const DEFAULT_UNLOAD_TIMEOUT_SECS = 20;
+/**
+ * How long an idle stub busy-polls its channel before it sleeps (transport.py, `Channel`), and the
+ * event loop for an execution's answer (loop-poll.ts): a hand-over to a sleeping process costs tens
+ * of microseconds per side, more in a virtual machine, and the runtime it wakes runs colder.
+ * Polling continues only while messages come within it.
+ */
+const DEFAULT_BUSY_POLL_US = 400;
 
 /** How long a model's `is_ready()` may take before the instance counts as not ready (§8.5). */
 const IS_READY_TIMEOUT_MS = 5_000;
@@ -221,6 +232,8 @@ export interface StubSettings {
   initializeTimeoutMs: number;
   /** start-up time limit of a stub, 0 = none */
   startTimeoutMs: number;
+  /** how long an idle stub busy-polls its channel before it sleeps, µs; 0 = never */
+  busyPollUs: number;
   /** how long executes in flight may run once the instance unloads, 0 = no limit */
   unloadTimeoutMs: number;
 }
@@ -241,6 +254,7 @@ export async function stubSettings(
   const initSecs = settingNumber(initParam || s['initialize-timeout-secs'], 'initialize-timeout-secs', ctx.name, DEFAULT_INITIALIZE_TIMEOUT_SECS);
   const startSecs = settingNumber(s['stub-timeout-seconds'], 'stub-timeout-seconds', ctx.name, DEFAULT_STUB_TIMEOUT_SECS);
   const unloadSecs = settingNumber(s['unload-timeout-secs'], 'unload-timeout-secs', ctx.name, DEFAULT_UNLOAD_TIMEOUT_SECS);
+  const busyPollUs = settingNumber(s['busy-poll-us'], 'busy-poll-us', ctx.name, DEFAULT_BUSY_POLL_US);
   return {
     python: await interpreterFor(ctx.config, ctx.modelDirectory, s, defaultPython),
     ringBytes: Math.max(4096, ringBytes),
@@ -248,6 +262,7 @@ export async function stubSettings(
     initializeTimeoutMs: initSecs * 1000,
     startTimeoutMs: startSecs * 1000,
     unloadTimeoutMs: unloadSecs * 1000,
+    busyPollUs,
   };
 }
 
@@ -427,6 +442,7 @@ class PythonInstance implements BackendInstance {
         logger: this.#ctx.logger,
         cwd: this.#ctx.versionDirectory,
         startTimeoutMs: this.#settings.startTimeoutMs,
+        busyPollUs: this.#settings.busyPollUs,
         // The stub caps its data segment with NEREID_MEMORY_LIMIT_BYTES (a backstop against
         // allocations faster than the server's samples; docs/resources.md). A KIND_GPU instance's
         // stub sees its own device only (as cuda:0), or with `cuda_visible_devices: server` the
@@ -434,6 +450,7 @@ class PythonInstance implements BackendInstance {
         env: {
           ...(this.#ctx.memoryLimitBytes ? { NEREID_MEMORY_LIMIT_BYTES: String(this.#ctx.memoryLimitBytes) } : {}),
           ...(this.#spec.device ? { CUDA_VISIBLE_DEVICES: this.#spec.device.cudaVisibleDevices } : {}),
+          NEREID_STUB_BUSY_POLL_US: String(this.#settings.busyPollUs),
         },
       });
       this.#startingStub = stub;
@@ -610,7 +627,7 @@ class PythonInstance implements BackendInstance {
       if (this.#closing) this.#boundByUnload(stub, held);
       const last = g === groups.length - 1;
       stub.send(
-        { t: 'bexec', x, inputs: descriptors, outputs: wantedOutputs(this.#outputNames, group) },
+        { t: 'bexec', x, n: group.length, inputs: descriptors, outputs: wantedOutputs(this.#outputNames, group) },
         parts,
         descriptors as unknown as Record<string, unknown>[],
         last ? () => timing.markInputsReady() : undefined,

@@ -24,6 +24,7 @@ import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { NereidError } from '@nereid/protocol';
 import type { Logger } from '../../observability/logger.js';
+import { LoopPoller } from './loop-poll.js';
 import { closeQuietly, createRingFile, RingReader, RingWriter, unlinkQuietly, type Placement, type ShmRef } from './shm-ring.js';
 
 /**
@@ -53,6 +54,8 @@ export interface StubOptions {
   readonly startTimeoutMs?: number;
   /** The Python module to run on the channel; default `nereid_stub.stub`. */
   readonly module?: string;
+  /** How long the event loop polls for an execution's answer (loop-poll.ts), µs; 0 or absent: never. */
+  readonly busyPollUs?: number;
 }
 
 interface PendingCall {
@@ -131,10 +134,12 @@ export class StubProcess {
   #onExit: (why: string) => void = () => undefined;
   #booted: { resolve(): void; reject(e: NereidError): void } | undefined;
   #startTimer: NodeJS.Timeout | undefined;
+  readonly #poller: LoopPoller;
   readonly exited: Promise<void>;
 
   private constructor(options: StubOptions) {
     this.#options = options;
+    this.#poller = new LoopPoller(options.busyPollUs ?? 0);
     const dir = shmDirectory();
     const base = join(dir, `nereid-${process.pid}-${randomBytes(6).toString('hex')}`);
     this.#spillBase = `${base}-spill`;
@@ -263,6 +268,7 @@ export class StubProcess {
       call?.resolve(message);
       return;
     }
+    if (message.t === 'done') this.#poller.answered(message['x']);
     const descriptors = (message.t === 'bls' ? message['inputs'] : message['outputs']) as Placement[] | undefined;
     let tensors: Uint8Array[] = [];
     if (descriptors && descriptors.length > 0) {
@@ -329,6 +335,8 @@ export class StubProcess {
     frame.writeUInt32LE(length, 0);
     frame.write(json, 4, 'utf8');
     staged?.();
+    if (message['t'] === 'exec') this.#poller.sent(message['x'], (message['requests'] as unknown[]).length);
+    else if (message['t'] === 'bexec') this.#poller.sent(message['x'], message['n'] as number);
     this.#socket.write(frame);
   }
 
@@ -396,6 +404,7 @@ export class StubProcess {
     this.#booted = undefined;
     for (const c of this.#calls.values()) c.reject(error);
     this.#calls.clear();
+    this.#poller.clear();
     this.#writer.close();
     this.#reader.close();
     for (const fd of this.#fds) closeQuietly(fd);

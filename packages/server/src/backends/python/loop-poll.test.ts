@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { performance } from 'node:perf_hooks';
+import { describe, it } from 'node:test';
+import { LoopPoller, pollingFor } from './loop-poll.js';
+
+/** The event loop's utilization over `ms` of waiting: near 1 while it polls, near 0 while it sleeps. */
+async function utilization(ms: number): Promise<number> {
+  const start = performance.eventLoopUtilization();
+  await sleep(ms);
+  return performance.eventLoopUtilization(start).utilization;
+}
+
+describe('LoopPoller (busy polling of the event loop for a stub answer)', () => {
+  it('keeps the loop polling while an execution is answered within the window, and stops when it is answered', async () => {
+    const poller = new LoopPoller(200_000);
+    poller.sent(1, 1);
+    assert.equal(pollingFor(), 1);
+    const busy = await utilization(40);
+    assert.ok(busy > 0.6, `the loop slept while polling (utilization ${busy.toFixed(2)})`);
+    poller.answered(1);
+    assert.equal(pollingFor(), 0);
+    await sleep(5); // the chain sees the answer and ends
+    const idle = await utilization(40);
+    assert.ok(idle < 0.3, `the loop kept polling after the answer (utilization ${idle.toFixed(2)})`);
+  });
+
+  it('stops at the end of the window, and then polls for the next execution only once one is answered within it again', async () => {
+    const poller = new LoopPoller(20_000);
+    poller.sent('a', 1);
+    assert.equal(pollingFor(), 1);
+    await sleep(40);
+    const after = await utilization(40);
+    assert.ok(after < 0.3, `the loop kept polling past the window (utilization ${after.toFixed(2)})`);
+    poller.answered('a'); // answered after the window
+    poller.sent('b', 1);
+    assert.equal(pollingFor(), 0, 'polled for an execution after one that outlasted the window');
+    poller.answered('b'); // answered within the window
+    poller.sent('c', 1);
+    assert.equal(pollingFor(), 1);
+    poller.answered('c');
+    assert.equal(pollingFor(), 0);
+  });
+
+  it('does not poll under load: for an execution of several requests, or while another is in flight', () => {
+    const one = new LoopPoller(500);
+    const other = new LoopPoller(500);
+    one.sent(1, 4);
+    assert.equal(pollingFor(), 0);
+    one.answered(1);
+    one.sent(2, 1);
+    assert.equal(pollingFor(), 1);
+    other.sent(1, 1);
+    assert.equal(pollingFor(), 1, 'polled for a second execution in flight');
+    other.answered(1);
+    one.answered(2);
+    assert.equal(pollingFor(), 0);
+  });
+
+  it('never polls with a window of 0, and forgets what a stub that died had in flight', () => {
+    const off = new LoopPoller(0);
+    off.sent(1, 1);
+    assert.equal(pollingFor(), 0);
+    off.answered(1);
+    const dying = new LoopPoller(500);
+    dying.sent(1, 1);
+    assert.equal(pollingFor(), 1);
+    dying.clear();
+    assert.equal(pollingFor(), 0);
+    // Nothing in flight is left counted: another stub's execution is polled for.
+    const next = new LoopPoller(500);
+    next.sent(1, 1);
+    assert.equal(pollingFor(), 1);
+    next.answered(1);
+  });
+});
