@@ -113,10 +113,17 @@ def load(version_dir, threads):
     import os
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    f = tf.saved_model.load(os.path.join(version_dir, "model.savedmodel")).signatures["serving_default"]
-    return lambda x: f(INPUT0=tf.constant(x))["OUTPUT0"].numpy()
+    # As the tensorflow runner runs a SavedModel (and Triton's backend): its MetaGraph in a session,
+    # the signature's tensors fed and fetched by name through a callable made once.
+    graph = tf.Graph()
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+    session = tf.compat.v1.Session(graph=graph, config=config)
+    with graph.as_default():
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], os.path.join(version_dir, "model.savedmodel"))
+    sig = meta.signature_def["serving_default"]
+    call = session.make_callable([graph.get_tensor_by_name(sig.outputs["OUTPUT0"].name)],
+                                 feed_list=[graph.get_tensor_by_name(sig.inputs["INPUT0"].name)])
+    return lambda x: call(x)[0]
 `,
   },
   {

@@ -352,6 +352,10 @@ def _graphdef_needs_config(name):
 
 # ---- the runner -------------------------------------------------------------------------------
 
+def _session_config(tf, intra, inter):
+    return tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+
+
 class TensorFlowModel:
     def __init__(self, path):
         self._path = path
@@ -383,15 +387,29 @@ class TensorFlowModel:
             pass  # the runtime of this process is already initialised
         self._output_names = [o["name"] for o in config.get("output") or []]
         self._input_names = [i["name"] for i in config.get("input") or []] + _sequence_controls(config)
+        self._call = None
         if self._graphdef:
             self._load_graphdef(tf, config, params, args, intra, inter)
         else:
-            self._load_saved_model(tf, config, params)
+            self._load_saved_model(tf, config, params, intra, inter)
 
-    def _load_saved_model(self, tf, config, params):
+    def _load_saved_model(self, tf, config, params, intra, inter):
         name = self._name
         tags, signature, inputs, outputs = _signature(tf, name, self._path, params)
         _check_saved_model(config, name, signature, inputs, outputs)
+        self._where = "signature '%s'" % signature
+        self._specs = {t.key: t for t in inputs}
+        # As Triton's TensorFlow backend (and TensorFlow Serving) run a SavedModel: its MetaGraph
+        # loaded into a session, the signature's tensors fed and fetched by name. A session call
+        # costs a fraction of an eager signature call's Python (measured: 288 against 436 µs for
+        # a small MLP). A SavedModel that does not load that way runs through its signature
+        # function instead.
+        try:
+            self._call = self._session_callable(tf, tags, inputs, outputs, intra, inter)
+            return
+        except Exception as err:  # noqa: BLE001 (any load failure falls back to the eager path)
+            print("VERBOSE: model '%s': the SavedModel does not load into a TensorFlow session (%s); it runs through "
+                  "its signature function" % (name, _first_line(err)), file=sys.stderr, flush=True)
         try:
             loaded = tf.saved_model.load(self._path, tags=tags)
             function = loaded.signatures[signature]
@@ -401,15 +419,31 @@ class TensorFlowModel:
                 % (name, tf.__version__, self._path, _first_line(err))) from err
         self._loaded = loaded  # keeps the function's variables alive
         self._function = function
-        self._where = "signature '%s'" % signature
-        self._specs = {t.key: t for t in inputs}
+
+    def _session_callable(self, tf, tags, inputs, outputs, intra, inter):
+        """A callable of the SavedModel's MetaGraph in a session of its own: the configured inputs
+        in order in, the configured outputs in order out."""
+        graph = tf.Graph()
+        session = tf.compat.v1.Session(graph=graph, config=_session_config(tf, intra, inter))
+        logger = tf.get_logger()
+        level = logger.level
+        logger.setLevel("ERROR")  # the v1 loader's deprecation notice
+        try:
+            with graph.as_default():
+                tf.compat.v1.saved_model.loader.load(session, tags, self._path)
+        finally:
+            logger.setLevel(level)
+        by_key = {t.key: t for t in list(inputs) + list(outputs)}
+        feeds = [graph.get_tensor_by_name(by_key[k].tensor) for k in self._input_names]
+        fetches = [graph.get_tensor_by_name(by_key[n].tensor) for n in self._output_names]
+        self._session = session
+        return session.make_callable(fetches, feed_list=feeds)
 
     def _load_graphdef(self, tf, config, params, args, intra, inter):
         name = self._name
         _, graph = _read_graphdef(tf, name, self._path)
         _check_graphdef(tf, config, name, graph)
-        session_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
-        self._session = tf.compat.v1.Session(graph=graph, config=session_config)
+        self._session = tf.compat.v1.Session(graph=graph, config=_session_config(tf, intra, inter))
         self._where = "the GraphDef"
         self._specs = {}
         for key in self._input_names:
@@ -423,6 +457,9 @@ class TensorFlowModel:
         init_file = params.get("TF_INIT_OPS_FILE", "")
         if init_file:
             self._run_init_ops(init_file, args)
+        self._call = self._session.make_callable(
+            [graph.get_tensor_by_name(_tensor_name(n)) for n in self._output_names],
+            feed_list=[graph.get_tensor_by_name(_tensor_name(k)) for k in self._input_names])
 
     def _run_init_ops(self, init_file, args):
         """TF_INIT_OPS_FILE: {"init_ops": [...]}, in the version directory, else the model directory."""
@@ -465,11 +502,8 @@ class TensorFlowModel:
             raise _fail("model '%s': TensorFlow failed to run %s: %s" % (self._name, self._where, _first_line(err))) from err
 
     def _run(self, feeds):
-        if self._graphdef:
-            graph = self._session.graph
-            fetches = [graph.get_tensor_by_name(_tensor_name(n)) for n in self._output_names]
-            feed_dict = {graph.get_tensor_by_name(_tensor_name(k)): v for k, v in feeds.items()}
-            return dict(zip(self._output_names, self._session.run(fetches, feed_dict=feed_dict)))
+        if self._call is not None:
+            return dict(zip(self._output_names, self._call(*[feeds[k] for k in self._input_names])))
         tf = self._tf
         result = self._function(**{k: tf.constant(v) for k, v in feeds.items()})
         return {n: result[n].numpy() for n in self._output_names}
