@@ -50,6 +50,15 @@ def v1_graph(model):
             y = tf.strings.to_number(b, tf.int32)
             out0 = tf.strings.as_string(tf.add(x, y), name="OUTPUT0")
             out1 = tf.strings.as_string(tf.subtract(x, y), name="OUTPUT1")
+        elif model == "lookup":
+            # A string -> INT64 table (a: 1, b: 2, c: 3, else -1), usable only once its
+            # initializer, the NoOp "init_tables", ran (TF_INIT_OPS_FILE).
+            x = tf.compat.v1.placeholder(tf.string, [None, 1], "INPUT0")
+            table = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(tf.constant(["a", "b", "c"]), tf.constant([1, 2, 3], tf.int64)), -1)
+            out0 = tf.identity(table.lookup(x), name="OUTPUT0")
+            tf.compat.v1.tables_initializer(name="init_tables")
+            return graph, {"INPUT0": x}, {"OUTPUT0": out0}
         else:
             raise SystemExit("unknown model " + model)
     return graph, {"INPUT0": a, "INPUT1": b}, {"OUTPUT0": out0, "OUTPUT1": out1}
@@ -103,12 +112,13 @@ for job in json.loads(sys.argv[1]):
 `;
 
 /**
- * The models: `simple` / `simple_string` as `graphdef` or `savedmodel_v1`; `signatures`
+ * The models: `simple` / `simple_string` as `graphdef` or `savedmodel_v1`; `lookup` (a string
+ * table that needs its init op run, TF_INIT_OPS_FILE) as `graphdef`; `signatures`
  * (serving_default = simple, `scale`) and `types` as TensorFlow 2 `savedmodel`.
  */
 export interface TensorFlowModelJob {
   kind: 'graphdef' | 'savedmodel_v1' | 'savedmodel';
-  model: 'simple' | 'simple_string' | 'signatures' | 'types';
+  model: 'simple' | 'simple_string' | 'lookup' | 'signatures' | 'types';
   /** The model.graphdef file or model.savedmodel directory to write. */
   path: string;
 }

@@ -32,6 +32,19 @@ parameters { key: "TF_NUM_INTRA_THREADS" value: { string_value: "1" } }
 ${ONE_INSTANCE}
 `;
 
+/** The lookup GraphDef (test/helpers/tensorflow.ts), with `extra` configuration lines. */
+function lookupConfig(name: string, extra = ''): string {
+  return `
+name: "${name}"
+platform: "tensorflow_graphdef"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ 1 ] } ]
+${ONE_INSTANCE}
+${extra}`;
+}
+const INIT_OPS = (file: string) => `parameters { key: "TF_INIT_OPS_FILE" value: { string_value: "${file}" } }`;
+
 /** INT32 inputs of the simple model as numpy arrays for the reference and as client inputs. */
 function simpleInputs(rows: number, seed: number): { reference: Record<string, ReferenceTensor>; a: Int32Array; b: Int32Array } {
   const a = Int32Array.from({ length: rows * 16 }, (_, i) => (i * 7919 + seed * 104729) % 20001 - 10000);
@@ -80,6 +93,11 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
       tf_partial: { 'config.pbtxt': 'name: "tf_partial"\nplatform: "tensorflow_savedmodel"\ninput [ { name: "INPUT1" }, { name: "INPUT0" } ]\noutput [ { name: "OUTPUT1" } ]\n' },
       tf_types_batching: { 'config.pbtxt': 'name: "tf_types_batching"\nplatform: "tensorflow_savedmodel"\nmax_batch_size: 4\n' },
       tf_bad_tag: { 'config.pbtxt': `${simpleConfig('tf_bad_tag', 'tensorflow_savedmodel')}\nparameters { key: "TF_GRAPH_TAG" value: { string_value: "gpu" } }` },
+      // TF_INIT_OPS_FILE: in the version directory; missing (the table is never initialized);
+      // naming a file that is not there.
+      tf_init_ops: { 'config.pbtxt': lookupConfig('tf_init_ops', INIT_OPS('init_ops.json')), '1/init_ops.json': JSON.stringify({ init_ops: ['init_tables'] }) },
+      tf_no_init_ops: { 'config.pbtxt': lookupConfig('tf_no_init_ops') },
+      tf_init_ops_absent: { 'config.pbtxt': lookupConfig('tf_init_ops_absent', INIT_OPS('nope.json')) },
       simple: { 'config.pbtxt': simpleModel().config!, '1/model.onnx': simpleModel().onnx.bytes },
     });
     await makeTensorFlowModels([
@@ -97,6 +115,9 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
       { kind: 'savedmodel', model: 'signatures', path: path('tf_partial', 'model.savedmodel') },
       { kind: 'savedmodel', model: 'types', path: path('tf_types_batching', 'model.savedmodel') },
       { kind: 'savedmodel_v1', model: 'simple', path: path('tf_bad_tag', 'model.savedmodel') },
+      { kind: 'graphdef', model: 'lookup', path: path('tf_init_ops', 'model.graphdef') },
+      { kind: 'graphdef', model: 'lookup', path: path('tf_no_init_ops', 'model.graphdef') },
+      { kind: 'graphdef', model: 'lookup', path: path('tf_init_ops_absent', 'model.graphdef') },
     ]);
     srv = await startServer({ modelRepositories: [repo], grpc: true });
     http = new HttpClient(srv.url);
@@ -111,10 +132,10 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
   });
 
   it('serves the good models and refuses the bad ones', () => {
-    for (const name of ['tf_graphdef', 'tf_savedmodel', 'tf_string', 'tf_signature', 'tf_autocomplete', 'tf_types', 'tf_partial', 'simple']) {
+    for (const name of ['tf_graphdef', 'tf_savedmodel', 'tf_string', 'tf_signature', 'tf_autocomplete', 'tf_types', 'tf_partial', 'tf_init_ops', 'tf_no_init_ops', 'simple']) {
       assert.equal(statuses.get(name)?.state, 'READY', `${name}: ${statuses.get(name)?.reason}`);
     }
-    for (const name of ['tf_bad_type', 'tf_bad_dims', 'tf_bad_name', 'tf_bad_signature', 'tf_bad_tag', 'tf_corrupt', 'tf_graphdef_no_config', 'tf_types_batching']) {
+    for (const name of ['tf_bad_type', 'tf_bad_dims', 'tf_bad_name', 'tf_bad_signature', 'tf_bad_tag', 'tf_corrupt', 'tf_graphdef_no_config', 'tf_types_batching', 'tf_init_ops_absent']) {
       assert.equal(statuses.get(name)?.state, 'UNAVAILABLE', name);
     }
     assert.equal(srv.server.modelMetadata('tf_graphdef').platform, 'tensorflow_graphdef');
@@ -352,6 +373,17 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
     );
   });
 
+  it('TF_INIT_OPS_FILE: the listed init ops run at load (a string table answers); without them TensorFlow fails naming the model; a file that is not there is a load error', async () => {
+    const keys = [{ name: 'INPUT0', datatype: 'BYTES', shape: [4, 1], data: ['a', 'c', 'q', 'b'] }];
+    const ok = await inferJson(srv.url, 'tf_init_ops', keys);
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual((JSON.parse(ok.text) as { outputs: { data: number[]; shape: number[] }[] }).outputs[0], { name: 'OUTPUT0', datatype: 'INT64', shape: [4, 1], data: [1, 3, -1, 2] });
+    const uninitialized = await inferJson(srv.url, 'tf_no_init_ops', keys);
+    assert.equal(uninitialized.status, 500, uninitialized.text);
+    assert.match(uninitialized.text, /model 'tf_no_init_ops': TensorFlow failed to run the GraphDef: Table not initialized/);
+    assert.match(statuses.get('tf_init_ops_absent')?.reason ?? '', /model 'tf_init_ops_absent': TF_INIT_OPS_FILE 'nope\.json' is in neither .*tf_init_ops_absent\/1\/nope\.json/);
+  });
+
   it('a request of the wrong datatype or shape is refused naming the tensor, a TensorFlow error names the model; the models keep serving', async () => {
     const bad = await inferJson(srv.url, 'tf_graphdef', [
       { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array.from({ length: 16 }, () => 1.5) },
@@ -394,6 +426,11 @@ describe('TensorFlow backend: an interpreter without TensorFlow', () => {
     await requireTensorFlow();
     repo = await makeRepository({
       tf_no_runtime: { 'config.pbtxt': simpleConfig('tf_no_runtime', 'tensorflow_graphdef') },
+      // TF_INIT_OPS_FILE: in the version directory; missing (the table is never initialized);
+      // naming a file that is not there.
+      tf_init_ops: { 'config.pbtxt': lookupConfig('tf_init_ops', INIT_OPS('init_ops.json')), '1/init_ops.json': JSON.stringify({ init_ops: ['init_tables'] }) },
+      tf_no_init_ops: { 'config.pbtxt': lookupConfig('tf_no_init_ops') },
+      tf_init_ops_absent: { 'config.pbtxt': lookupConfig('tf_init_ops_absent', INIT_OPS('nope.json')) },
       simple: { 'config.pbtxt': simpleModel().config!, '1/model.onnx': simpleModel().onnx.bytes },
     });
     await makeTensorFlowModels([{ kind: 'graphdef', model: 'simple', path: join(repo, 'tf_no_runtime', '1', 'model.graphdef') }]);
