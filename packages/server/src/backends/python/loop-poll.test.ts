@@ -13,7 +13,7 @@ async function utilization(ms: number): Promise<number> {
 
 describe('LoopPoller (busy polling of the event loop for a stub answer)', () => {
   it('keeps the loop polling while an execution is answered within the window, and stops when it is answered', async () => {
-    const poller = new LoopPoller(200_000);
+    const poller = new LoopPoller(200_000, 2);
     poller.sent(1, 1);
     assert.equal(pollingFor(), 1);
     const busy = await utilization(40);
@@ -26,7 +26,7 @@ describe('LoopPoller (busy polling of the event loop for a stub answer)', () => 
   });
 
   it('stops at the end of the window, and then polls for the next execution only once one is answered within it again', async () => {
-    const poller = new LoopPoller(20_000);
+    const poller = new LoopPoller(20_000, 2);
     poller.sent('a', 1);
     assert.equal(pollingFor(), 1);
     await sleep(40);
@@ -43,8 +43,8 @@ describe('LoopPoller (busy polling of the event loop for a stub answer)', () => 
   });
 
   it('does not poll under load: for an execution of several requests, or while another is in flight', () => {
-    const one = new LoopPoller(500);
-    const other = new LoopPoller(500);
+    const one = new LoopPoller(500, 2);
+    const other = new LoopPoller(500, 2);
     one.sent(1, 4);
     assert.equal(pollingFor(), 0);
     one.answered(1);
@@ -57,18 +57,22 @@ describe('LoopPoller (busy polling of the event loop for a stub answer)', () => 
     assert.equal(pollingFor(), 0);
   });
 
-  it('never polls with a window of 0, and forgets what a stub that died had in flight', () => {
+  it('never polls with a window of 0 or on one CPU, and forgets what a stub that died had in flight', () => {
     const off = new LoopPoller(0);
     off.sent(1, 1);
     assert.equal(pollingFor(), 0);
     off.answered(1);
-    const dying = new LoopPoller(500);
+    const single = new LoopPoller(500, 1);
+    single.sent(1, 1);
+    assert.equal(pollingFor(), 0);
+    single.answered(1);
+    const dying = new LoopPoller(500, 2);
     dying.sent(1, 1);
     assert.equal(pollingFor(), 1);
     dying.clear();
     assert.equal(pollingFor(), 0);
     // Nothing in flight is left counted: another stub's execution is polled for.
-    const next = new LoopPoller(500);
+    const next = new LoopPoller(500, 2);
     next.sent(1, 1);
     assert.equal(pollingFor(), 1);
     next.answered(1);

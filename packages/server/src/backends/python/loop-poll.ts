@@ -19,6 +19,8 @@
  * clients on two cores when every execution was polled for).
  */
 
+import { availableParallelism } from 'node:os';
+
 /** Executions polled for and not yet answered, over all stubs. */
 let waiting = 0;
 /** Executions in flight, polled for or not, over all stubs. */
@@ -45,9 +47,12 @@ export class LoopPoller {
   readonly #inFlight = new Map<unknown, { at: number; polled: boolean }>();
   #pollNext = true;
 
-  /** `windowUs`: how long to poll for an answer, µs; 0 never polls. */
-  constructor(windowUs: number) {
-    this.#windowMs = windowUs / 1000;
+  /**
+   * `windowUs`: how long to poll for an answer, µs; 0 never polls. Nor does a server with one CPU
+   * (`cpus`), where the polling loop would take the CPU from the stub it waits for.
+   */
+  constructor(windowUs: number, cpus = availableParallelism()) {
+    this.#windowMs = cpus < 2 ? 0 : windowUs / 1000;
   }
 
   /** An execution of `requests` requests went out. */

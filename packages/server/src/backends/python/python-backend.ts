@@ -27,7 +27,7 @@
  *   shm-region-byte-size   bytes of each shared-memory ring (default 64 MiB)
  *   busy-poll-us           how long an idle stub polls for its next message before it sleeps,
  *                          and the server's event loop for a stub's answer, while they keep
- *                          coming that soon (default 400; 0 = never; the stub does not poll on a
+ *                          coming that soon (default 400; 0 = never; nothing polls on a
  *                          single CPU); trades idle CPU for cheaper hand-overs (loop-poll.ts)
  * Model parameter EXECUTION_ENV_PATH: a directory holding `bin/python3`, or a conda-pack style
  * `.tar.gz` of one (unpacked once), whose interpreter runs this model.
