@@ -221,6 +221,12 @@ class OpenVinoModel:
             except Exception as err:  # noqa: BLE001
                 raise _Refused("model '%s': parameter CPU_EXTENSION_PATH: OpenVINO cannot load '%s': %s"
                                % (name, extension, _reason(err))) from err
+        if "COMPILATION_NUM_THREADS" in properties and "COMPILATION_NUM_THREADS" not in core.get_property("CPU", "SUPPORTED_PROPERTIES"):
+            # Triton's backend passes it on; OpenVINO's CPU plugin stopped taking it (2026.4 refuses it).
+            # A configuration written for Triton still loads, and the log says what was left out.
+            del properties["COMPILATION_NUM_THREADS"]
+            print("WARNING: model '%s': parameter COMPILATION_NUM_THREADS is ignored: the CPU plugin of OpenVINO %s "
+                  "has no such property (remove the parameter)" % (name, ov.__version__.split("-")[0]), file=sys.stderr, flush=True)
         model = _read_model(ov, core, name, self._path)
         model = self._configure(ov, model, config, flags["RESHAPE_IO_LAYERS"])
         try:
