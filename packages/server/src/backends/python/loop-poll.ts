@@ -13,10 +13,13 @@
  * idle one) costs no polling. The window bounds what polling costs the execution itself: a loop
  * that spins while the runtime computes slows it where the CPUs share a core (measured on two
  * virtual CPUs: an MLP whose executions take about 0.6 ms ran 30% slower with the loop polling
- * throughout, while one of 0.2 ms answered 40% sooner). And only at low load: an execution of one request sent while no other
- * execution of any stub is in flight. Under load the loop is busy anyway, and a polling loop would
- * take CPU time from the stubs (measured: 15-30% fewer inferences per second at 8 concurrent
- * clients on two cores when every execution was polled for).
+ * throughout, while one of 0.2 ms answered 40% sooner).
+ *
+ * And only at low load: an execution of one request, sent while no other execution of any stub is
+ * in flight. Under load the loop is busy anyway, and a polling loop would take CPU time from the
+ * stubs (measured: 15-30% fewer inferences per second at 8 concurrent clients on two cores when
+ * every execution was polled for). A stub's execution that stays in flight (a decoupled model
+ * streaming for long) therefore keeps every other from being polled for.
  */
 
 import { availableParallelism } from 'node:os';
