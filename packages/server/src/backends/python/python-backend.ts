@@ -450,7 +450,6 @@ class PythonInstance implements BackendInstance {
         env: {
           ...(this.#ctx.memoryLimitBytes ? { NEREID_MEMORY_LIMIT_BYTES: String(this.#ctx.memoryLimitBytes) } : {}),
           ...(this.#spec.device ? { CUDA_VISIBLE_DEVICES: this.#spec.device.cudaVisibleDevices } : {}),
-          NEREID_STUB_BUSY_POLL_US: String(this.#settings.busyPollUs),
         },
       });
       this.#startingStub = stub;

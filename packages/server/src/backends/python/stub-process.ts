@@ -54,7 +54,7 @@ export interface StubOptions {
   readonly startTimeoutMs?: number;
   /** The Python module to run on the channel; default `nereid_stub.stub`. */
   readonly module?: string;
-  /** How long the event loop polls for an execution's answer (loop-poll.ts), µs; 0 or absent: never. */
+  /** How long the stub polls for its next message and the event loop for an execution's answer, µs; 0 or absent: never. */
   readonly busyPollUs?: number;
 }
 
@@ -156,6 +156,8 @@ export class StubProcess {
       PYTHONUNBUFFERED: '1',
       // The framework runners let their libraries' start-up chatter through only then (tensorflow_model.py).
       ...(options.logger.isVerbose(1) ? { NEREID_LOG_VERBOSE: '1' } : {}),
+      // The stub's side of busy polling (transport.py, `Channel`); the event loop's is `#poller`.
+      NEREID_STUB_BUSY_POLL_US: String(options.busyPollUs ?? 0),
       ...options.env,
     };
     this.#child = spawn(options.python, ['-m', options.module ?? 'nereid_stub.stub', this.#paths[0]!, this.#paths[1]!, this.#spillBase], {
