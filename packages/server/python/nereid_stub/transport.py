@@ -82,6 +82,10 @@ class Channel:
     model, a slow client) makes the next one sleep at once, until a message again comes within the
     window of the wait's start."""
 
+    #: Seconds this process's channels have spent polling, in all (what a model can read to see
+    #: the cost of busy polling; the busy-polling tests do).
+    polled_seconds = 0.0
+
     def __init__(self, fd=3):
         self._fd = fd
         self._buffer = bytearray()
@@ -130,6 +134,7 @@ class Channel:
                     if now() >= deadline:
                         break
                     pause()
+            Channel.polled_seconds += time.perf_counter() - start
         if chunk is None:
             chunk = os.read(self._fd, 1 << 16)
         self._poll_next = time.perf_counter() <= deadline
