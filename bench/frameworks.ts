@@ -114,9 +114,10 @@ def load(version_dir, threads):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
     # As the tensorflow runner runs a SavedModel (and Triton's backend): its MetaGraph in a session,
-    # the signature's tensors fed and fetched by name through a callable made once.
+    # the signature's tensors fed and fetched by name through a callable made once, the graph's
+    # operations on the calling thread (the runner's default without TF_NUM_INTER_THREADS).
     graph = tf.Graph()
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=-1)
     session = tf.compat.v1.Session(graph=graph, config=config)
     with graph.as_default():
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], os.path.join(version_dir, "model.savedmodel"))

@@ -9,12 +9,14 @@
  * Needs the runtimes environment (`node scripts/setup.mjs runtimes`); fails naming it otherwise.
  */
 import assert from 'node:assert/strict';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { GrpcClient, HttpClient, type InferResult } from '@nereid/client';
-import type { ModelVersionStatus } from '@nereid/server';
+import { defaultIntraOpThreads, type ModelVersionStatus } from '@nereid/server';
 import { simpleModel } from '@nereid/testkit';
 import { httpRequest, inferJson, makeRepository, removeDir, simpleCase, startServer, type RunningGrpcServer } from '../../helpers/harness.js';
+import { recordingLogger } from '../../helpers/python.js';
 import { makeTensorFlowModels, requireTensorFlow, simpleConfig, tensorflowReference, type ReferenceTensor } from '../../helpers/tensorflow.js';
 
 const ONE_INSTANCE = 'instance_group [ { count: 1 kind: KIND_CPU } ]';
@@ -69,6 +71,7 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
   let http: HttpClient;
   let grpc: GrpcClient;
   let statuses: Map<string, ModelVersionStatus>;
+  let logger: ReturnType<typeof recordingLogger>;
   const path = (model: string, file: string) => join(repo, model, '1', file);
 
   before(async () => {
@@ -95,7 +98,8 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
       tf_bad_tag: { 'config.pbtxt': `${simpleConfig('tf_bad_tag', 'tensorflow_savedmodel')}\nparameters { key: "TF_GRAPH_TAG" value: { string_value: "gpu" } }` },
       // TF_INIT_OPS_FILE: in the version directory; missing (the table is never initialized);
       // naming a file that is not there.
-      tf_init_ops: { 'config.pbtxt': lookupConfig('tf_init_ops', INIT_OPS('init_ops.json')), '1/init_ops.json': JSON.stringify({ init_ops: ['init_tables'] }) },
+      // Its operations run on an inter-op pool; the other models' on the instance's calling thread.
+      tf_init_ops: { 'config.pbtxt': lookupConfig('tf_init_ops', `${INIT_OPS('init_ops.json')}\nparameters { key: "TF_NUM_INTER_THREADS" value: { string_value: "2" } }`), '1/init_ops.json': JSON.stringify({ init_ops: ['init_tables'] }) },
       tf_no_init_ops: { 'config.pbtxt': lookupConfig('tf_no_init_ops') },
       tf_init_ops_absent: { 'config.pbtxt': lookupConfig('tf_init_ops_absent', INIT_OPS('nope.json')) },
       simple: { 'config.pbtxt': simpleModel().config!, '1/model.onnx': simpleModel().onnx.bytes },
@@ -119,7 +123,8 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
       { kind: 'graphdef', model: 'lookup', path: path('tf_no_init_ops', 'model.graphdef') },
       { kind: 'graphdef', model: 'lookup', path: path('tf_init_ops_absent', 'model.graphdef') },
     ]);
-    srv = await startServer({ modelRepositories: [repo], grpc: true });
+    logger = recordingLogger();
+    srv = await startServer({ modelRepositories: [repo], grpc: true, logger });
     http = new HttpClient(srv.url);
     grpc = new GrpcClient(srv.grpcTarget);
     statuses = new Map(srv.server.modelStatuses().map((s) => [s.name, s]));
@@ -384,6 +389,20 @@ describe('TensorFlow backend: SavedModel and GraphDef', () => {
     assert.match(statuses.get('tf_init_ops_absent')?.reason ?? '', /model 'tf_init_ops_absent': TF_INIT_OPS_FILE 'nope\.json' is in neither .*tf_init_ops_absent\/1\/nope\.json/);
   });
 
+  it("runs a graph's operations on the instance's calling thread unless TF_NUM_INTER_THREADS asks for a pool; intra-op threads as configured, else the server's default", () => {
+    const session = (model: string) => {
+      const line = logger.lines.find((l) => l.includes(`model '${model}': TensorFlow `) && l.includes(' session: '));
+      assert.ok(line, `no session line for ${model} in:\n${logger.lines.join('\n')}`);
+      return line;
+    };
+    const threads = defaultIntraOpThreads(availableParallelism(), 1);
+    assert.match(session('tf_signature'), /session: 1 intra-op thread; operations run on the calling thread$/);
+    assert.match(session('tf_savedmodel'), new RegExp(`session: ${threads} intra-op threads?; operations run on the calling thread$`));
+    assert.match(session('tf_graphdef'), /operations run on the calling thread$/);
+    // The table lookup answered through the pool in the TF_INIT_OPS_FILE test above.
+    assert.match(session('tf_init_ops'), /; an inter-op pool of 2 threads$/);
+  });
+
   it('a request of the wrong datatype or shape is refused naming the tensor, a TensorFlow error names the model; the models keep serving', async () => {
     const bad = await inferJson(srv.url, 'tf_graphdef', [
       { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array.from({ length: 16 }, () => 1.5) },
@@ -428,7 +447,8 @@ describe('TensorFlow backend: an interpreter without TensorFlow', () => {
       tf_no_runtime: { 'config.pbtxt': simpleConfig('tf_no_runtime', 'tensorflow_graphdef') },
       // TF_INIT_OPS_FILE: in the version directory; missing (the table is never initialized);
       // naming a file that is not there.
-      tf_init_ops: { 'config.pbtxt': lookupConfig('tf_init_ops', INIT_OPS('init_ops.json')), '1/init_ops.json': JSON.stringify({ init_ops: ['init_tables'] }) },
+      // Its operations run on an inter-op pool; the other models' on the instance's calling thread.
+      tf_init_ops: { 'config.pbtxt': lookupConfig('tf_init_ops', `${INIT_OPS('init_ops.json')}\nparameters { key: "TF_NUM_INTER_THREADS" value: { string_value: "2" } }`), '1/init_ops.json': JSON.stringify({ init_ops: ['init_tables'] }) },
       tf_no_init_ops: { 'config.pbtxt': lookupConfig('tf_no_init_ops') },
       tf_init_ops_absent: { 'config.pbtxt': lookupConfig('tf_init_ops_absent', INIT_OPS('nope.json')) },
       simple: { 'config.pbtxt': simpleModel().config!, '1/model.onnx': simpleModel().onnx.bytes },
