@@ -17,6 +17,7 @@ import type { ModelConfig } from '../config/model-config.js';
 import type { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { FailureReason, RequestTimes, ScheduledRequest, Scheduler, SchedulerObserver } from '../scheduling/scheduler.js';
 import type { InferOptions, InferRequest, InferResponse, StreamInferOptions } from './types.js';
+import { watchAbort } from './abort-watch.js';
 
 /** What the ensemble needs of the server: internal inference and the composing models' configs. */
 export interface EnsembleHost {
@@ -457,8 +458,7 @@ export class EnsembleScheduler implements Scheduler {
     for (const [name, tensor] of request.inputs) root.table.set(name, { tensor, batch });
     // Aborts the steps in flight on cancellation or a step's failure.
     const abort = new AbortController();
-    const onAbort = () => abort.abort(request.signal.reason);
-    request.signal.addEventListener('abort', onAbort, { once: true });
+    const unwatch = watchAbort(request.signal, () => abort.abort(request.signal.reason));
     /** Steps in flight over every iteration. */
     let running = 0;
     let failure: NereidError | undefined;
@@ -489,7 +489,7 @@ export class EnsembleScheduler implements Scheduler {
       request.respond({ outputs }, false);
     };
     const finish = () => {
-      request.signal.removeEventListener('abort', onAbort);
+      unwatch();
       if (failure === undefined && request.signal.aborted) {
         failure = new NereidError('REQUEST_CANCELLED', `ensemble '${plan.name}': the request was cancelled`);
       }

@@ -3,11 +3,13 @@
  * while queued) and tells the owner through the callback given at push time.
  */
 import { NEVER_ABORTED } from '../backends/spi.js';
+import { watchAbort } from '../core/abort-watch.js';
 import type { ScheduledRequest } from './scheduler.js';
 
 interface Entry {
   request: ScheduledRequest;
-  onAbort: (() => void) | undefined;
+  /** Stops watching the request's signal. */
+  unwatch: (() => void) | undefined;
   removed: boolean;
 }
 
@@ -23,17 +25,16 @@ export class RequestQueue {
 
   /** Appends; `onCancel` runs (once) if the request's signal aborts while it is still queued. */
   push(request: ScheduledRequest, onCancel: () => void): void {
-    const entry: Entry = { request, onAbort: undefined, removed: false };
+    const entry: Entry = { request, unwatch: undefined, removed: false };
     this.#entries.push(entry);
     this.#size++;
     if (request.signal === NEVER_ABORTED) return;
-    entry.onAbort = () => {
+    entry.unwatch = watchAbort(request.signal, () => {
       if (entry.removed) return;
       entry.removed = true;
       this.#size--;
       onCancel();
-    };
-    request.signal.addEventListener('abort', entry.onAbort, { once: true });
+    });
   }
 
   /** Removes and returns the oldest request still queued. */
@@ -47,7 +48,7 @@ export class RequestQueue {
       if (entry.removed) continue;
       entry.removed = true;
       this.#size--;
-      if (entry.onAbort !== undefined) entry.request.signal.removeEventListener('abort', entry.onAbort);
+      entry.unwatch?.();
       this.#compact();
       return entry.request;
     }

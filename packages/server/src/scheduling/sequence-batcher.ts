@@ -20,6 +20,7 @@ import type { ModelConfig, ModelSequenceBatching, SequenceControl } from '../con
 import type { Logger } from '../observability/logger.js';
 import type { InstanceRunner } from './instance-runner.js';
 import { NEVER_ABORTED } from '../backends/spi.js';
+import { watchAbort } from '../core/abort-watch.js';
 import {
   NO_OBSERVER,
   type FailureReason,
@@ -675,9 +676,7 @@ export class SequenceBatcher implements Scheduler {
     this.#queued++;
     if (request.signal !== NEVER_ABORTED) {
       // Listens until the request completes: cancelling an executing request also ends its sequence.
-      const onAbort = () => this.#cancel(seq);
-      request.signal.addEventListener('abort', onAbort, { once: true });
-      request.onComplete(() => request.signal.removeEventListener('abort', onAbort));
+      request.onComplete(watchAbort(request.signal, () => this.#cancel(seq)));
     }
   }
 

@@ -21,6 +21,7 @@ import type { AutoCompleteContext, Backend, BackendInstance, BackendModel, Backe
 import { BACKEND_SPI_VERSION } from '../spi.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import { describeModule } from './module-loader.js';
+import { watchAbort } from '../../core/abort-watch.js';
 import type { FromWorker, TensorRange, ToWorker, WireError, WireRequest, WorkerInit } from './worker-protocol.js';
 
 const HOST_URL = new URL('./worker-host.js', import.meta.url);
@@ -245,12 +246,8 @@ class WorkerInstance implements BackendInstance {
       };
     });
     const exec = this.#nextExec++;
-    const listeners = requests.map((r, index) => {
-      const listener = () => this.#send({ type: 'abort', exec, index }, []);
-      r.signal.addEventListener('abort', listener, { once: true });
-      return listener;
-    });
-    const cleanup = () => requests.forEach((r, i) => r.signal.removeEventListener('abort', listeners[i]!));
+    const unwatch = requests.map((r, index) => watchAbort(r.signal, () => this.#send({ type: 'abort', exec, index }, [])));
+    const cleanup = () => unwatch.forEach((stop) => stop());
     return new Promise<void>((resolve, reject) => {
       const idle = this.#executions.size === 0;
       this.#executions.set(exec, { requests, timing, resolve, reject, cleanup });

@@ -69,6 +69,7 @@ import {
 } from '../spi.js';
 import { defaultIntraOpThreads } from '../threads.js';
 import { processMemoryBytes } from '../../core/memory.js';
+import { watchAbort } from '../../core/abort-watch.js';
 import { StubProcess, type StubMessage } from './stub-process.js';
 
 /** The interpreter of the stubs (and of the CUDA shared-memory helper) when none is configured. */
@@ -548,9 +549,7 @@ class PythonInstance implements BackendInstance {
       // A request without a caller's signal (an embedder's call without one) cannot be cancelled:
       // no listener to add and remove.
       if (r.signal === NEVER_ABORTED) return;
-      const onAbort = () => stub.send({ t: 'cancel', x, r: i });
-      r.signal.addEventListener('abort', onAbort, { once: true });
-      held.aborts.push(() => r.signal.removeEventListener('abort', onAbort));
+      held.aborts.push(watchAbort(r.signal, () => stub.send({ t: 'cancel', x, r: i })));
     });
     if (this.#settings.timeoutMs > 0) {
       held.timer = setTimeout(
