@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { abortWatchers, watchAbort } from './abort-watch.js';
+import { AbortControllerPool, abortWatchers, watchAbort } from './abort-watch.js';
 
 describe('watchAbort', () => {
   it('calls each callback once, in the order they were added, when the signal aborts; one that stopped watching is not called', () => {
@@ -122,5 +122,52 @@ describe('watchAbort', () => {
     // this fails, Node no longer chains removed listeners and watchAbort may be retired.
     const listeners = run('listener');
     assert.ok(listeners.keptKB > 1000, `addEventListener: ${listeners.keptKB.toFixed(0)} KB kept per scavenge`);
+  });
+});
+
+describe('AbortControllerPool', () => {
+  it('hands back a controller given back whose signal did not abort and that nothing watches, and a new one otherwise', () => {
+    const pool = new AbortControllerPool(2);
+    const a = pool.take();
+    pool.give(a);
+    assert.equal(pool.take(), a);
+
+    const aborted = pool.take();
+    aborted.abort();
+    pool.give(aborted);
+    assert.notEqual(pool.take(), aborted);
+
+    const watched = pool.take();
+    const stop = watchAbort(watched.signal, () => {});
+    pool.give(watched);
+    assert.notEqual(pool.take(), watched, 'a signal still watched for its last request is not reused');
+    stop();
+    pool.give(watched);
+    assert.equal(pool.take(), watched);
+  });
+
+  it('keeps at most its limit of spare controllers', () => {
+    const pool = new AbortControllerPool(2);
+    const [a, b, c] = [pool.take(), pool.take(), pool.take()];
+    pool.give(a);
+    pool.give(b);
+    pool.give(c);
+    const back = new Set([pool.take(), pool.take(), pool.take()]);
+    assert.ok(back.has(a) && back.has(b) && !back.has(c));
+  });
+
+  it('a reused signal still cancels the request that holds it now', () => {
+    const pool = new AbortControllerPool();
+    const first = pool.take();
+    watchAbort(first.signal, () => assert.fail('the first request is over'))();
+    pool.give(first);
+    const again = pool.take();
+    assert.equal(again, first);
+    let cancelled = false;
+    watchAbort(again.signal, () => (cancelled = true));
+    again.abort();
+    assert.equal(cancelled, true);
+    pool.give(again);
+    assert.notEqual(pool.take(), again);
   });
 });

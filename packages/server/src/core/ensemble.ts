@@ -17,7 +17,7 @@ import type { ModelConfig } from '../config/model-config.js';
 import type { InstanceRunner } from '../scheduling/instance-runner.js';
 import type { FailureReason, RequestTimes, ScheduledRequest, Scheduler, SchedulerObserver } from '../scheduling/scheduler.js';
 import type { InferOptions, InferRequest, InferResponse, StreamInferOptions } from './types.js';
-import { watchAbort } from './abort-watch.js';
+import { AbortControllerPool, watchAbort } from './abort-watch.js';
 
 /** What the ensemble needs of the server: internal inference and the composing models' configs. */
 export interface EnsembleHost {
@@ -287,6 +287,8 @@ export class EnsembleScheduler implements Scheduler {
   readonly #inflight = new Set<ScheduledRequest>();
   /** The steps each set of requested outputs needs, per plan. */
   readonly #needed = new WeakMap<EnsemblePlan, Map<string, readonly PlannedStep[]>>();
+  /** The signals that abort an ensemble request's steps, reused (abort-watch.ts). */
+  readonly #aborts = new AbortControllerPool();
   /**
    * Plans made for other combinations of composing versions, most recent first: weighted routing
    * sends a step to one version or another from request to request, and each combination is
@@ -457,7 +459,7 @@ export class EnsembleScheduler implements Scheduler {
     const batch = plan.batching ? request.batchSize : 0;
     for (const [name, tensor] of request.inputs) root.table.set(name, { tensor, batch });
     // Aborts the steps in flight on cancellation or a step's failure.
-    const abort = new AbortController();
+    const abort = this.#aborts.take();
     const unwatch = watchAbort(request.signal, () => abort.abort(request.signal.reason));
     /** Steps in flight over every iteration. */
     let running = 0;
@@ -490,6 +492,8 @@ export class EnsembleScheduler implements Scheduler {
     };
     const finish = () => {
       unwatch();
+      // Every step is over (finish runs when none is left running).
+      this.#aborts.give(abort);
       if (failure === undefined && request.signal.aborted) {
         failure = new NereidError('REQUEST_CANCELLED', `ensemble '${plan.name}': the request was cancelled`);
       }

@@ -29,6 +29,7 @@ import {
   type UnaryCallback,
 } from './h2-server.js';
 import { grpcError } from './status.js';
+import { AbortControllerPool } from '../../core/abort-watch.js';
 
 /** Which gRPC server carries the services: ours on node:http2 (default), or grpc-js's. */
 export type GrpcServerKind = 'http2' | 'grpc-js';
@@ -176,6 +177,8 @@ export class GrpcFrontend {
   readonly #streams = new Set<InferStream>();
   /** ModelInfer calls being answered. */
   #unaryInflight = 0;
+  /** The signals of ModelInfer calls, reused (core/abort-watch.ts). */
+  readonly #aborts = new AbortControllerPool();
   #idleWaiters: (() => void)[] = [];
 
   constructor(server: Server, options: GrpcFrontendOptions = {}) {
@@ -330,7 +333,7 @@ export class GrpcFrontend {
         }
         this.#refuseIfStopping();
         this.#unaryInflight++;
-        const abort = new AbortController();
+        const abort = this.#aborts.take();
         // grpc-js emits 'cancelled' when any call ends, answered ones included: only a cancel
         // that comes while the request is being served may abort it.
         const onCancelled = () => abort.abort();
@@ -366,6 +369,7 @@ export class GrpcFrontend {
             : err;
         } finally {
           call.off('cancelled', onCancelled);
+          this.#aborts.give(abort);
           this.#unaryInflight--;
           this.#checkIdle();
         }
