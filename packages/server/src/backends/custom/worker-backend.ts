@@ -22,6 +22,7 @@ import { BACKEND_SPI_VERSION } from '../spi.js';
 import type { ModelConfig } from '../../config/model-config.js';
 import { describeModule } from './module-loader.js';
 import { watchAbort } from '../../core/abort-watch.js';
+import { IdMap } from '../../core/id-map.js';
 import type { FromWorker, TensorRange, ToWorker, WireError, WireRequest, WorkerInit } from './worker-protocol.js';
 
 const HOST_URL = new URL('./worker-host.js', import.meta.url);
@@ -105,7 +106,8 @@ class WorkerInstance implements BackendInstance {
   readonly #where: string;
   #worker: Worker | undefined;
   #ready: Promise<void> | undefined;
-  #executions = new Map<number, Execution>();
+  /** Not a Map: one turning over per execution chains executions for the garbage collector (core/id-map.ts). */
+  #executions = new IdMap<Execution>();
   #outbox: ToWorker[] = [];
   #outboxTransfer: ArrayBuffer[] = [];
   #nextExec = 1;

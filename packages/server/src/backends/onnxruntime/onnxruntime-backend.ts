@@ -42,6 +42,7 @@ import { loadSyncSession, outputBytes, syncSessionsAvailable, toOrtTensor, type 
 import { readOnnxModelInfo } from './onnx-model-info.js';
 import { fromOrtType, toOrtType } from './ort-types.js';
 import { POOLED_OUTPUT_MIN_BYTES, type CloseMessage, type OutputTarget, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply } from './worker-protocol.js';
+import { IdMap } from '../../core/id-map.js';
 
 const WORKER_URL = new URL('./session-worker.js', import.meta.url);
 
@@ -199,7 +200,8 @@ class OnnxInstance implements BackendInstance {
   #worker: Worker | undefined;
   #ready: Promise<void> | undefined;
   #isReady = false;
-  #pending = new Map<number, Pending>();
+  /** Not a Map: one turning over per run chains runs for the garbage collector (core/id-map.ts). */
+  #pending = new IdMap<Pending>();
   /** Settles when the last run sent to the worker has (never rejects). */
   #workerTail: Promise<unknown> = Promise.resolve();
   /**

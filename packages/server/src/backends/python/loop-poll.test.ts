@@ -27,18 +27,18 @@ describe('LoopPoller (busy polling of the event loop for a stub answer)', () => 
 
   it('stops at the end of the window, and then polls for the next execution only once one is answered within it again', async () => {
     const poller = new LoopPoller(20_000, 2);
-    poller.sent('a', 1);
+    poller.sent(10, 1);
     assert.equal(pollingFor(), 1);
     await sleep(40);
     const after = await utilization(40);
     assert.ok(after < 0.3, `the loop kept polling past the window (utilization ${after.toFixed(2)})`);
-    poller.answered('a'); // answered after the window
-    poller.sent('b', 1);
+    poller.answered(10); // answered after the window
+    poller.sent(11, 1);
     assert.equal(pollingFor(), 0, 'polled for an execution after one that outlasted the window');
-    poller.answered('b'); // answered within the window
-    poller.sent('c', 1);
+    poller.answered(11); // answered within the window
+    poller.sent(12, 1);
     assert.equal(pollingFor(), 1);
-    poller.answered('c');
+    poller.answered(12);
     assert.equal(pollingFor(), 0);
   });
 

@@ -23,6 +23,7 @@
  */
 
 import { availableParallelism } from 'node:os';
+import { IdMap } from '../../core/id-map.js';
 
 /** Executions polled for and not yet answered, over all stubs. */
 let waiting = 0;
@@ -47,7 +48,7 @@ function unwait(): void {
 export class LoopPoller {
   readonly #windowMs: number;
   /** Executions in flight: id → when sent, and whether polled for. */
-  readonly #inFlight = new Map<unknown, { at: number; polled: boolean }>();
+  readonly #inFlight = new IdMap<{ at: number; polled: boolean }>();
   #pollNext = true;
 
   /**
@@ -59,7 +60,7 @@ export class LoopPoller {
   }
 
   /** An execution of `requests` requests went out. */
-  sent(id: unknown, requests: number): void {
+  sent(id: number, requests: number): void {
     if (this.#windowMs <= 0) return;
     const at = performance.now();
     const polled = this.#pollNext && requests === 1 && executing === 0;
@@ -74,7 +75,7 @@ export class LoopPoller {
     }
   }
 
-  answered(id: unknown): void {
+  answered(id: number): void {
     const entry = this.#inFlight.get(id);
     if (entry === undefined) return;
     this.#inFlight.delete(id);

@@ -70,6 +70,7 @@ import {
 import { defaultIntraOpThreads } from '../threads.js';
 import { processMemoryBytes } from '../../core/memory.js';
 import { watchAbort } from '../../core/abort-watch.js';
+import { IdMap } from '../../core/id-map.js';
 import { StubProcess, type StubMessage } from './stub-process.js';
 
 /** The interpreter of the stubs (and of the CUDA shared-memory helper) when none is configured. */
@@ -392,7 +393,8 @@ class PythonInstance implements BackendInstance {
   readonly #modelFile: string;
   readonly #settings: StubSettings;
   readonly #what: string;
-  readonly #held = new Map<number, HeldExecute>();
+  /** Not a Map: one turning over per execution chains executions for the garbage collector (core/id-map.ts). */
+  readonly #held = new IdMap<HeldExecute>();
   /** The stub serving the instance: started, and its `initialize` succeeded. */
   #stub: StubProcess | undefined;
   #starting: Promise<StubProcess> | undefined;
@@ -703,7 +705,7 @@ class PythonInstance implements BackendInstance {
    * `send` for it raises; nothing the stub still sends for it is applied.
    */
   preempt(request: BackendRequest, error: NereidError): void {
-    for (const [x, held] of this.#held) {
+    for (const [x, held] of this.#held.entries()) {
       const index = held.requests.indexOf(request);
       if (index < 0) continue;
       if (held.final[index]) return;
@@ -947,7 +949,7 @@ class PythonInstance implements BackendInstance {
     const error =
       this.#terminated ??
       new NereidError('PYTHON_STUB_FAILED', `${this.#what}: the Python stub ${why}${this.#closing ? '' : '; the requests it held failed and the instance restarts'}`);
-    for (const [x, held] of [...this.#held]) {
+    for (const [x, held] of this.#held.entries()) {
       if (!held.done) held.settle?.reject(error);
       else held.requests.forEach((r, i) => held.final[i] || r.respond(error, true));
       this.#release(x, held);

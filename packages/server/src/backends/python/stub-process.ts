@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { NereidError } from '@nereid/protocol';
 import type { Logger } from '../../observability/logger.js';
 import { LoopPoller } from './loop-poll.js';
+import { IdMap } from '../../core/id-map.js';
 import { closeQuietly, createRingFile, RingReader, RingWriter, unlinkQuietly, type Placement, type ShmRef } from './shm-ring.js';
 
 /**
@@ -122,7 +123,7 @@ export class StubProcess {
   readonly #fds: number[];
   readonly #paths: string[];
   readonly #spillBase: string;
-  readonly #calls = new Map<number, PendingCall>();
+  readonly #calls = new IdMap<PendingCall>();
   #nextCall = 1;
   #buffered: Buffer = Buffer.alloc(0);
   #exited = false;
@@ -270,7 +271,7 @@ export class StubProcess {
       call?.resolve(message);
       return;
     }
-    if (message.t === 'done') this.#poller.answered(message['x']);
+    if (message.t === 'done') this.#poller.answered(message['x'] as number);
     const descriptors = (message.t === 'bls' ? message['inputs'] : message['outputs']) as Placement[] | undefined;
     let tensors: Uint8Array[] = [];
     if (descriptors && descriptors.length > 0) {
@@ -337,8 +338,8 @@ export class StubProcess {
     frame.writeUInt32LE(length, 0);
     frame.write(json, 4, 'utf8');
     staged?.();
-    if (message['t'] === 'exec') this.#poller.sent(message['x'], (message['requests'] as unknown[]).length);
-    else if (message['t'] === 'bexec') this.#poller.sent(message['x'], message['n'] as number);
+    if (message['t'] === 'exec') this.#poller.sent(message['x'] as number, (message['requests'] as unknown[]).length);
+    else if (message['t'] === 'bexec') this.#poller.sent(message['x'] as number, message['n'] as number);
     this.#socket.write(frame);
   }
 

@@ -18,6 +18,7 @@ import { boundPort, listenHttp } from './listen.js';
 import { decodeCudaRegister, decodeSystemRegister } from './shared-memory-codec.js';
 import { decodeTraceSettingsUpdate, encodeTraceSettings } from './trace-codec.js';
 import type { Trace } from '../../observability/trace.js';
+import { LiveSet } from '../../core/id-map.js';
 
 export interface HttpFrontendOptions {
   /** `--http-address`, default 0.0.0.0. */
@@ -75,15 +76,17 @@ const PENDING_RESPONSES = Symbol('nereid.pendingResponses');
  * hangs up: without this, such a response would count as in flight forever (and its request
  * body would never go back to the pool).
  */
-function pendingOf(socket: Socket): Set<() => void> {
-  const holder = socket as Socket & { [PENDING_RESPONSES]?: Set<() => void> };
+function pendingOf(socket: Socket): LiveSet<() => void> {
+  const holder = socket as Socket & { [PENDING_RESPONSES]?: LiveSet<() => void> };
   let pending = holder[PENDING_RESPONSES];
   if (pending === undefined) {
-    const set = new Set<() => void>();
+    // Not a Set: a long-lived one turning over per request chains its requests for the garbage
+    // collector (core/id-map.ts).
+    const set = new LiveSet<() => void>();
     pending = set;
     holder[PENDING_RESPONSES] = set;
     socket.once('close', () => {
-      for (const done of [...set]) done();
+      for (const done of set.values()) done();
     });
   }
   return pending;
@@ -105,12 +108,12 @@ function afterResponse(req: IncomingMessage, res: ServerResponse, release: () =>
     done = true;
     res.off('finish', once);
     res.off('close', once);
-    pending.delete(once);
+    pending.delete(id);
     release();
   };
   res.once('finish', once);
   res.once('close', once);
-  pending.add(once);
+  const id = pending.add(once);
 }
 const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
 
@@ -187,7 +190,7 @@ export class HttpFrontend {
   readonly #options: Required<Pick<HttpFrontendOptions, 'address' | 'port' | 'maxInputSize'>>;
   readonly #handlers: Record<string, Partial<Record<Method, Handler>>>;
   /** Responses not yet finished (for a shutdown that lets them complete). */
-  readonly #inflight = new Set<ServerResponse>();
+  readonly #inflight = new LiveSet<ServerResponse>();
   /**
    * Buffers inference request bodies are read into (`readBodyInto`). A body, and the input
    * tensors that view it, belong to its request until the request has settled and its response
@@ -384,7 +387,7 @@ export class HttpFrontend {
   drain(): void {
     if (this.#draining) return;
     this.#draining = true;
-    for (const res of this.#inflight) if (!res.headersSent) res.setHeader('Connection', 'close');
+    for (const res of this.#inflight.values()) if (!res.headersSent) res.setHeader('Connection', 'close');
   }
 
   /** Resolves once no request is being handled (at once if none is). */
@@ -401,10 +404,10 @@ export class HttpFrontend {
   }
 
   #track(req: IncomingMessage, res: ServerResponse): void {
-    this.#inflight.add(res);
+    const id = this.#inflight.add(res);
     if (this.#draining) res.setHeader('Connection', 'close');
     afterResponse(req, res, () => {
-      this.#inflight.delete(res);
+      this.#inflight.delete(id);
       if (this.#inflight.size === 0 && this.#idleWaiters.length > 0) {
         const waiters = this.#idleWaiters;
         this.#idleWaiters = [];
