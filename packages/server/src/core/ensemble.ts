@@ -284,7 +284,8 @@ export class EnsembleScheduler implements Scheduler {
   #plan: EnsemblePlan;
   readonly #host: EnsembleHost;
   readonly #observer: SchedulerObserver;
-  readonly #inflight = new Set<ScheduledRequest>();
+  /** Requests in flight (a count: a Set turning over per request chains them for the garbage collector, core/id-map.ts). */
+  #inflight = 0;
   /** The steps each set of requested outputs needs, per plan. */
   readonly #needed = new WeakMap<EnsemblePlan, Map<string, readonly PlannedStep[]>>();
   /** The signals that abort an ensemble request's steps, reused (abort-watch.ts). */
@@ -333,7 +334,7 @@ export class EnsembleScheduler implements Scheduler {
   }
 
   get inflightCount(): number {
-    return this.#inflight.size;
+    return this.#inflight;
   }
 
   get queuedCount(): number {
@@ -348,7 +349,7 @@ export class EnsembleScheduler implements Scheduler {
   }
 
   drain(): Promise<void> {
-    if (this.#inflight.size === 0) return Promise.resolve();
+    if (this.#inflight === 0) return Promise.resolve();
     return new Promise((resolve) => this.#drained.push(resolve));
   }
 
@@ -358,13 +359,13 @@ export class EnsembleScheduler implements Scheduler {
     request.times.queue = start;
     request.times.computeStart = start;
     request.times.computeInputEnd = start;
-    this.#inflight.add(request);
+    this.#inflight++;
     request.onComplete(() => {
       const error = request.error;
       const reason: FailureReason | undefined = error === undefined ? undefined : error.kind === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
       this.#observer.onRequestComplete(request, reason);
-      this.#inflight.delete(request);
-      if (this.#inflight.size === 0) for (const r of this.#drained.splice(0)) r();
+      this.#inflight--;
+      if (this.#inflight === 0) for (const r of this.#drained.splice(0)) r();
     });
     this.#run(request);
   }
