@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { IdMap, LiveSet } from './id-map.js';
+import { scavengeRetention } from './scavenge-retention.test-support.js';
 
 describe('IdMap', () => {
   it('gets, sets, replaces and deletes entries by id, counting them', () => {
@@ -55,37 +55,14 @@ describe('LiveSet', () => {
     // kilobyte; one full collection while they are in flight moves the collection to the old
     // generation. What the scavenges after it keep shows whether the collection's old storage
     // holds the entries added after it.
-    const script = (how: 'idmap' | 'map') => `
-      import { GCProfiler } from 'node:v8';
-      import { IdMap } from ${JSON.stringify(new URL('./id-map.js', import.meta.url).href)};
-      const table = ${how === 'idmap' ? 'new IdMap()' : 'new Map()'};
-      let n = 0;
-      const request = () => {
-        const id = n++;
-        table.set(id, { payload: new Array(64).fill(id) });
-        if (id >= 16) table.delete(id - 16);
-      };
-      for (let i = 0; i < 1000; i++) request();
-      globalThis.gc();
-      const profiler = new GCProfiler();
-      profiler.start();
-      for (let i = 0; i < 1_000_000; i++) request();
-      const used = (s, name) => s.heapSpaceStatistics.find((x) => x.spaceName === name)?.spaceUsedSize ?? 0;
-      let scavenges = 0, kept = 0;
-      for (const s of profiler.stop().statistics) {
-        if (s.gcType !== 'Scavenge') continue;
-        scavenges++;
-        kept += used(s.afterGC, 'new_space') + Math.max(0, used(s.afterGC, 'old_space') - used(s.beforeGC, 'old_space'));
-      }
-      console.log(JSON.stringify({ scavenges, keptKB: kept / scavenges / 1024 }));
-    `;
-    const run = (how: 'idmap' | 'map') => {
-      const r = spawnSync(process.execPath, ['--expose-gc', '--max-semi-space-size=16', '--input-type=module', '-e', script(how)], { encoding: 'utf8' });
-      assert.equal(r.status, 0, r.stderr);
-      return JSON.parse(r.stdout) as { scavenges: number; keptKB: number };
-    };
+    const run = (how: 'idmap' | 'map') =>
+      scavengeRetention({
+        imports: `import { IdMap } from ${JSON.stringify(new URL('./id-map.js', import.meta.url).href)};`,
+        setup: `const table = ${how === 'idmap' ? 'new IdMap()' : 'new Map()'};`,
+        request: 'const id = n++; table.set(id, { payload: new Array(64).fill(id) }); if (id >= 16) table.delete(id - 16);',
+        requests: 1_000_000,
+      });
     const idmap = run('idmap');
-    assert.ok(idmap.scavenges >= 5, JSON.stringify(idmap));
     assert.ok(idmap.keptKB < 200, `IdMap: ${idmap.keptKB.toFixed(0)} KB kept per scavenge`);
     // The reason for IdMap: the same turnover in a Map keeps megabytes. If this fails, V8 no
     // longer links a Map's old tables to its new ones and IdMap may be retired.
