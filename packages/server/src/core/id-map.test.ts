@@ -13,7 +13,6 @@ describe('IdMap', () => {
     m.set(2, 'B');
     assert.equal(m.size, 3);
     assert.equal(m.get(2), 'B');
-    assert.equal(m.has(4), false);
     assert.equal(m.get(4), undefined);
     assert.deepEqual(m.entries(), [[1, 'a'], [2, 'B'], [3, 'c']]);
     assert.equal(m.delete(2), true);

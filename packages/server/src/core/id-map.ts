@@ -27,10 +27,6 @@ export class IdMap<V> {
     return this.#entries[id];
   }
 
-  has(id: number): boolean {
-    return this.#entries[id] !== undefined;
-  }
-
   /** Sets the entry of `id` (`value` must not be undefined). */
   set(id: number, value: V): void {
     if (this.#entries[id] === undefined) this.#size++;
@@ -40,7 +36,7 @@ export class IdMap<V> {
   delete(id: number): boolean {
     if (this.#entries[id] === undefined) return false;
     delete this.#entries[id];
-    if (--this.#size === 0) this.#entries = Object.create(null) as Record<number, V>;
+    this.#size--;
     return true;
   }
 
