@@ -220,7 +220,9 @@ for line in sys.stdin:
     for _ in range(20):
         run(x)
     times = []
-    end = time.perf_counter() + seconds
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    end = start + seconds
     while True:
         t0 = time.perf_counter()
         run(x)
@@ -228,8 +230,9 @@ for line in sys.stdin:
         times.append((t1 - t0) * 1e6)
         if t1 >= end:
             break
+    cores = (time.process_time() - cpu0) / (time.perf_counter() - start)
     times.sort()
-    print(json.dumps({"mean": sum(times) / len(times), "p50": times[len(times) // 2], "n": len(times)}), flush=True)
+    print(json.dumps({"mean": sum(times) / len(times), "p50": times[len(times) // 2], "n": len(times), "cores": cores}), flush=True)
 `;
 
 class DirectRunner {
@@ -237,7 +240,11 @@ class DirectRunner {
   readonly #lines: AsyncIterator<string>;
 
   constructor(fw: Framework, versionDir: string) {
-    this.#child = spawn(fw.python, ['-c', `${fw.direct}\n${DIRECT_LOOP}`, versionDir, String(THREADS)], { env: { ...process.env, TF_CPP_MIN_LOG_LEVEL: '3' } });
+    // OpenBLAS (the matrix products of a torch built without MKL) keeps a thread per core that
+    // torch.set_num_threads does not limit; the server caps it at the instance's threads
+    // (pytorch_model.py), and so does this.
+    const env = { ...process.env, TF_CPP_MIN_LOG_LEVEL: '3', OPENBLAS_NUM_THREADS: String(THREADS) };
+    this.#child = spawn(fw.python, ['-c', `${fw.direct}\n${DIRECT_LOOP}`, versionDir, String(THREADS)], { env });
     this.#child.stderr.resume();
     this.#lines = createInterface({ input: this.#child.stdout })[Symbol.asyncIterator]();
   }
@@ -318,17 +325,17 @@ async function measure(fw: Framework, hidden: number): Promise<Figure[]> {
 
     const one = request(input(1));
     const many = request(input(BATCH));
-    type Window = { b1: number; b1p50: number; b32: number; batching: number };
+    type Window = { b1: number; b1p50: number; b32: number; batching: number; cores: number };
     const [nereid, runtime] = await alternate<'nereid' | 'direct', Window>(['nereid', 'direct'], 3, async (target) => {
       if (target === 'direct') {
-        const b1 = await direct.ask<{ mean: number; p50: number }>(`1 ${seconds}`);
-        const b32 = await direct.ask<{ mean: number }>(`${BATCH} ${seconds}`);
-        return { b1: b1.mean, b1p50: b1.p50, b32: b32.mean, batching: 0 };
+        const b1 = await direct.ask<{ mean: number; p50: number; cores: number }>(`1 ${seconds}`);
+        const b32 = await direct.ask<{ mean: number; cores: number }>(`${BATCH} ${seconds}`);
+        return { b1: b1.mean, b1p50: b1.p50, b32: b32.mean, batching: 0, cores: Math.max(b1.cores, b32.cores) };
       }
       const b1 = await runLoad(() => server.infer(one), 1, seconds);
       const b32 = await runLoad(() => server.infer(many), 1, seconds);
       const batching = await runLoad(() => server.infer(one), CLIENTS, seconds);
-      return { b1: b1.meanLatencyUs, b1p50: b1.p50Us, b32: b32.meanLatencyUs, batching: batching.throughput };
+      return { b1: b1.meanLatencyUs, b1p50: b1.p50Us, b32: b32.meanLatencyUs, batching: batching.throughput, cores: 0 };
     });
     const n = medianOf(nereid!);
     const d = medianOf(runtime!);
@@ -340,6 +347,7 @@ async function measure(fw: Framework, hidden: number): Promise<Figure[]> {
       { name: `${what} added latency at batch ${BATCH}`, value: n.b32 - d.b32, unit: 'us' },
       compared(`${what} latency at batch ${BATCH}`, 'us', n.b32, d.b32, 'runtime called directly'),
       compared(`${what} throughput under dynamic batching (${CLIENTS} clients)`, 'infer/s', n.batching, (BATCH * 1e6) / d.b32, `batch-${BATCH} ceiling`),
+      { name: `${what} CPU cores the direct runtime used (${THREADS} thread(s) asked)`, value: d.cores, unit: 'cores' },
     ];
   } finally {
     direct.close();

@@ -8,11 +8,12 @@
  * otherwise.
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { InferResponse } from '@nereid/server';
 import { makeRepository, removeDir, startServer, type RunningServer } from '../../helpers/harness.js';
-import { requirePython, saveTorchScript } from '../../helpers/python.js';
+import { recordingLogger, requirePython, saveTorchScript } from '../../helpers/python.js';
 
 const ADD_SUB_TORCH = `
 class M(torch.nn.Module):
@@ -230,5 +231,116 @@ describe('PyTorch backend: TorchScript models', () => {
     });
     assert.deepEqual(r.outputs[0]!.shape, [2, 1]);
     assert.deepEqual(f32(r, 'y'), [6, 150]);
+  });
+});
+
+/**
+ * Each forward multiplies a 384×384 matrix by itself a few times (a product OpenBLAS splits over
+ * its threads), then adds 1 to the input: milliseconds per batch, whatever the batch holds.
+ */
+const HEAVY_TORCH = `
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.rand(384, 384) / 384)
+
+    def forward(self, x: torch.Tensor):
+        m = self.w
+        for _ in range(6):
+            m = m @ self.w
+        return x + 1 + m.sum() * 0
+`;
+
+const heavyConfig = (name: string, parameters = '') => `
+name: "${name}"
+platform: "pytorch_libtorch"
+max_batch_size: 2
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+dynamic_batching { }
+${parameters}
+`;
+
+/** The stub process serving a model: a child of this process whose working directory is the model's version directory. */
+function stubOf(versionDir: string): number {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === process.pid && readlinkSync(`/proc/${entry}/cwd`) === versionDir) return Number(entry);
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  throw new Error(`no stub process of this server runs in ${versionDir}`);
+}
+
+/** CPU seconds (user + system) a process has used. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+describe('PyTorch backend: threads and batches handed ahead', () => {
+  before(() => requirePython(['numpy', 'torch']));
+  let repo: string;
+  let srv: RunningServer;
+  let logger: ReturnType<typeof recordingLogger>;
+
+  before(async () => {
+    repo = await makeRepository({
+      torch_heavy: { 'config.pbtxt': heavyConfig('torch_heavy', 'parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }') },
+    });
+    await saveTorchScript(join(repo, 'torch_heavy', '1', 'model.pt'), HEAVY_TORCH);
+    logger = recordingLogger();
+    srv = await startServer({ modelRepositories: [repo], logger });
+    assert.deepEqual(srv.server.startReport.failures, []);
+  });
+
+  after(async () => {
+    await srv?.stop();
+    await removeDir(repo);
+  });
+
+  const one = (v: number) => ({ model: 'torch_heavy', inputs: [{ name: 'INPUT__0', datatype: 'FP32' as const, shape: [1, 3], data: new Float32Array([v, v, v]) }] });
+
+  it('computes on the intra-op threads configured: OpenBLAS, which torch.set_num_threads does not reach, is capped the same', async () => {
+    const versionDir = join(repo, 'torch_heavy', '1');
+    const pid = stubOf(versionDir);
+    const line = logger.lines.find((l) => l.includes("model 'torch_heavy': torch "));
+    assert.ok(line, `no thread line in:\n${logger.lines.join('\n')}`);
+    const openblas = readFileSync(`/proc/${pid}/maps`, 'utf8').includes('openblas');
+    // Debian's torch multiplies matrices with OpenBLAS; a torch with MKL loads none.
+    assert.match(line, openblas ? /: 1 intra-op thread; OpenBLAS capped at the same \(.*openblas.*\)$/ : /: 1 intra-op thread$/);
+    for (let i = 0; i < 3; i++) await srv.server.infer(one(i));
+    // One request after another for a second: the stub computes on one core. Uncapped, OpenBLAS
+    // splits each product over a thread per core (and its idle threads spin between them).
+    const cpu0 = cpuSeconds(pid);
+    const t0 = performance.now();
+    let n = 0;
+    while (performance.now() - t0 < 1500) {
+      const r = await srv.server.infer(one(n));
+      assert.deepEqual([...new Float32Array(r.outputs[0]!.data.buffer, r.outputs[0]!.data.byteOffset, 3)], [n + 1, n + 1, n + 1]);
+      n++;
+    }
+    const cores = (cpuSeconds(pid) - cpu0) / ((performance.now() - t0) / 1000);
+    assert.ok(n > 3, `only ${n} requests in 1.5 s`);
+    assert.ok(cores < 1.3, `the stub used ${cores.toFixed(2)} cores with INTRA_OP_THREAD_COUNT 1`);
+  });
+
+  it('takes the next full batch while one computes (the dynamic batcher hands it ahead), and answers every request', async () => {
+    const before = logger.lines.length;
+    const answers = await Promise.all(Array.from({ length: 7 }, (_, i) => srv.server.infer(one(10 * i))));
+    answers.forEach((r, i) => {
+      const out = r.outputs[0]!;
+      assert.deepEqual([...new Float32Array(out.data.buffer, out.data.byteOffset, 3)], [10 * i + 1, 10 * i + 1, 10 * i + 1]);
+    });
+    const batches = logger.lines.slice(before).filter((l) => l.includes("dynamic batcher for model 'torch_heavy': batch of"));
+    assert.ok(
+      batches.some((l) => / to torch_heavy_0 ahead, while it runs another, /.test(l)),
+      `no batch was handed ahead:\n${batches.join('\n')}`,
+    );
   });
 });

@@ -14,6 +14,8 @@ On a KIND_GPU instance the module and the inputs move to the instance's CUDA dev
 says which in ``nereid_cuda_device``: 0 when the stub sees only its own device) and the outputs
 come back to the CPU.
 """
+import ctypes
+import os
 import sys
 
 import json
@@ -23,6 +25,42 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 _INDEXED = re.compile(r"^(.*)__(\d+)$")
+
+
+# What sets an OpenBLAS build's thread count, by build: the plain library, the 64-bit-integer one
+# (numpy's wheels), and SciPy's renamed copy.
+_OPENBLAS_SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_", "scipy_openblas_set_num_threads64_")
+
+
+def cap_openblas_threads(threads):
+    """Caps every OpenBLAS loaded in this process at ``threads`` threads; returns the libraries
+    capped. A torch built without MKL (Debian's) multiplies matrices with OpenBLAS, whose pthreads
+    build keeps a pool of its own, one thread per core, that ``torch.set_num_threads`` does not
+    reach: the instance would compute on every core (its idle threads spinning), taking the CPU
+    the server's event loop and the other instances were left. ``OPENBLAS_NUM_THREADS`` in the
+    server's environment is the user's own choice and is kept."""
+    if os.environ.get("OPENBLAS_NUM_THREADS"):
+        return []
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({fields[5] for fields in (line.split(None, 5) for line in maps)
+                            if len(fields) == 6 and "openblas" in os.path.basename(fields[5]).lower()})
+    except OSError:
+        return []
+    capped = []
+    for path in paths:
+        path = path.strip()
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for symbol in _OPENBLAS_SETTERS:
+            setter = getattr(library, symbol, None)
+            if setter is not None:
+                setter(ctypes.c_int(threads))
+                capped.append(path)
+                break
+    return capped
 
 
 def _indices(names):
@@ -50,6 +88,7 @@ class TorchScriptModel:
         # the event loop's, divided among the instances).
         intra = int(params.get("INTRA_OP_THREAD_COUNT") or 0) or int(args.get("nereid_default_intra_op_threads") or 1)
         torch.set_num_threads(intra)
+        blas = cap_openblas_threads(intra)
         inter = int(params.get("INTER_OP_THREAD_COUNT") or 0)
         if inter > 0:
             try:
@@ -86,6 +125,9 @@ class TorchScriptModel:
                     % (self._name, name, dtype))
         self._input_order = self._map_inputs()
         self._output_order = _indices(self._output_names) or list(range(len(self._output_names)))
+        pb_utils.Logger.log_info("model '%s': torch %s: %d intra-op thread%s%s" % (
+            self._name, torch.__version__, intra, "" if intra == 1 else "s",
+            "; OpenBLAS capped at the same (%s)" % ", ".join(os.path.basename(p) for p in blas) if blas else ""))
 
     def _map_inputs(self):
         """Position of each configured input among forward()'s arguments."""

@@ -1306,6 +1306,16 @@ describe('DynamicBatcher: a log line per batch at --log-verbose=1 (model, size, 
     assert.match(lines.at(-1)!, /batch of 1 \(1 requests\) to m_0, oldest waited 0 us, reason: no queue delay$/);
   });
 
+  it('a batch handed to a pipelined instance while it runs another says so', () => {
+    const { lines, logger } = recording(1);
+    const t = setup({ maxBatchSize: 4, depth: 2, logger });
+    t.addN(1);
+    t.addN(4);
+    assert.deepEqual(t.sizes(), [1, 4]);
+    assert.match(lines[0]!, /batch of 1 \(1 requests\) to m_0, oldest waited 0 us, reason: no queue delay$/);
+    assert.match(lines[1]!, /batch of 4 \(4 requests\) to m_0 ahead, while it runs another, oldest waited 0 us, reason: preferred batch size$/);
+  });
+
   it('nothing below verbose level 1', () => {
     const { lines, logger } = recording(0);
     const t = setup({ logger });

@@ -617,7 +617,7 @@ export class DynamicBatcher implements Scheduler {
         this.#setTimer(decision.wakeAt);
         return;
       }
-      this.#dispatch(pick.runner, decision.entries, decision.size, decision.reason, now);
+      this.#dispatch(pick.runner, decision.entries, decision.size, decision.reason, now, pick.ahead);
     }
   }
 
@@ -681,7 +681,7 @@ export class DynamicBatcher implements Scheduler {
     }, delay > 0n ? delay : 0n);
   }
 
-  #dispatch(runner: InstanceRunner, entries: Entry[], size: number, reason: string, now: bigint): void {
+  #dispatch(runner: InstanceRunner, entries: Entry[], size: number, reason: string, now: bigint, ahead: boolean): void {
     const batch: ScheduledRequest[] = new Array(entries.length);
     let oldest = entries[0]!.start;
     for (let i = 0; i < entries.length; i++) {
@@ -697,8 +697,8 @@ export class DynamicBatcher implements Scheduler {
     if (this.#logger?.isVerbose(1)) {
       this.#logger.verbose(
         1,
-        `dynamic batcher for model '${this.#model}': batch of ${size} (${batch.length} requests) to ${runner.spec.name}, ` +
-          `oldest waited ${Number(now - oldest) / 1000} us, reason: ${reason}`,
+        `dynamic batcher for model '${this.#model}': batch of ${size} (${batch.length} requests) to ${runner.spec.name}` +
+          `${ahead ? ' ahead, while it runs another' : ''}, oldest waited ${Number(now - oldest) / 1000} us, reason: ${reason}`,
       );
     }
     this.#executing += batch.length;

@@ -382,11 +382,20 @@ function rowsEnd(d: DataType, data: Uint8Array, offset: number, elements: number
 
 /**
  * One model instance: one stub process, restarted when it dies after a successful start (see the
- * file's comment for the delays). One execute at a time (`pipelineDepth` 1); a decoupled model's
- * requests stay held after execute returns, until their final responses.
+ * file's comment for the delays). A decoupled model's requests stay held after execute returns,
+ * until their final responses.
  */
 class PythonInstance implements BackendInstance {
-  readonly pipelineDepth = 1;
+  /**
+   * A `model.py` model gets one execute at a time, as under Triton's Python backend. A built-in
+   * runner's instance also takes the next full batch while it computes one (the dynamic batcher
+   * hands a busy instance only full batches): the stub, which runs its messages in order, starts
+   * on it at once instead of idling while the event loop answers the first batch's requests and
+   * forms the next (with 64 clients on a PyTorch MLP, 82 800 inferences/s against 47 700).
+   */
+  get pipelineDepth(): number {
+    return this.#runner === 'python' ? 1 : 2;
+  }
   readonly #ctx: ModelContext;
   readonly #spec: InstanceSpec;
   readonly #runner: Runner;
