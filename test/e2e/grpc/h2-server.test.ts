@@ -548,5 +548,17 @@ for (const kind of ['http2', 'grpc-js'] as const) {
       assert.equal(end.code, status.OK, end.details);
       assert.deepEqual(responses.map((r: pb.ModelStreamInferResponse) => r.infer_response?.id), ['1', '2']);
     });
+
+    // Last: it closes this server's connections.
+    it('closed by force, ends an open stream with CANCELLED', async () => {
+      const stream = openStream(client);
+      const result = collectStream(stream);
+      const ok = simpleRequest(1, 1, { id: 'a' });
+      stream.write(ok.request);
+      await new Promise<void>((resolve) => stream.once('data', () => resolve()));
+      srv.grpc.forceClose();
+      const { status: end } = await result;
+      assert.equal(end.code, status.CANCELLED, `${end.code}: ${end.details}`);
+    });
   });
 }

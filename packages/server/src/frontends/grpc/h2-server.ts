@@ -677,10 +677,15 @@ export class H2GrpcServer {
     }
   }
 
-  /** Stops listening and closes every connection now. */
+  /**
+   * Stops listening and closes every connection now. Open calls end with RST_STREAM CANCEL, which
+   * clients report as CANCELLED, as after grpc-js's `forceShutdown` (a stream reset with NO_ERROR
+   * and no status would read as INTERNAL, "Call ended without gRPC status").
+   */
   forceShutdown(): void {
     this.#http2.close();
-    for (const session of this.#sessions) session.destroy();
+    // destroy(code): a code passed second is overridden by the first argument's default.
+    for (const session of this.#sessions) session.destroy(constants.NGHTTP2_CANCEL as unknown as Error);
   }
 
   #onSession(session: ServerHttp2Session): void {
