@@ -43,13 +43,12 @@ def cap_openblas_threads(threads):
         return []
     try:
         with open("/proc/self/maps") as maps:
-            paths = sorted({fields[5] for fields in (line.split(None, 5) for line in maps)
+            paths = sorted({fields[5].strip() for fields in (line.split(None, 5) for line in maps)
                             if len(fields) == 6 and "openblas" in os.path.basename(fields[5]).lower()})
     except OSError:
         return []
     capped = []
     for path in paths:
-        path = path.strip()
         try:
             library = ctypes.CDLL(path)
         except OSError:
