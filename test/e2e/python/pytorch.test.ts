@@ -251,14 +251,14 @@ class M(torch.nn.Module):
         return x + 1 + m.sum() * 0
 `;
 
-const heavyConfig = (name: string, parameters = '') => `
-name: "${name}"
+const CONFIG_HEAVY = `
+name: "torch_heavy"
 platform: "pytorch_libtorch"
 max_batch_size: 2
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
 dynamic_batching { }
-${parameters}
+parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }
 `;
 
 /** The stub process serving a model: a child of this process whose working directory is the model's version directory. */
@@ -291,7 +291,7 @@ describe('PyTorch backend: threads and batches handed ahead', () => {
 
   before(async () => {
     repo = await makeRepository({
-      torch_heavy: { 'config.pbtxt': heavyConfig('torch_heavy', 'parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }') },
+      torch_heavy: { 'config.pbtxt': CONFIG_HEAVY },
     });
     await saveTorchScript(join(repo, 'torch_heavy', '1', 'model.pt'), HEAVY_TORCH);
     logger = recordingLogger();
@@ -322,7 +322,7 @@ describe('PyTorch backend: threads and batches handed ahead', () => {
     let n = 0;
     while (performance.now() - t0 < 1500) {
       const r = await srv.server.infer(one(n));
-      assert.deepEqual([...new Float32Array(r.outputs[0]!.data.buffer, r.outputs[0]!.data.byteOffset, 3)], [n + 1, n + 1, n + 1]);
+      assert.deepEqual(f32(r, 'OUTPUT__0'), [n + 1, n + 1, n + 1]);
       n++;
     }
     const cores = (cpuSeconds(pid) - cpu0) / ((performance.now() - t0) / 1000);
@@ -333,10 +333,7 @@ describe('PyTorch backend: threads and batches handed ahead', () => {
   it('takes the next full batch while one computes (the dynamic batcher hands it ahead), and answers every request', async () => {
     const before = logger.lines.length;
     const answers = await Promise.all(Array.from({ length: 7 }, (_, i) => srv.server.infer(one(10 * i))));
-    answers.forEach((r, i) => {
-      const out = r.outputs[0]!;
-      assert.deepEqual([...new Float32Array(out.data.buffer, out.data.byteOffset, 3)], [10 * i + 1, 10 * i + 1, 10 * i + 1]);
-    });
+    answers.forEach((r, i) => assert.deepEqual(f32(r, 'OUTPUT__0'), [10 * i + 1, 10 * i + 1, 10 * i + 1]));
     const batches = logger.lines.slice(before).filter((l) => l.includes("dynamic batcher for model 'torch_heavy': batch of"));
     assert.ok(
       batches.some((l) => / to torch_heavy_0 ahead, while it runs another, /.test(l)),
