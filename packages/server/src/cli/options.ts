@@ -861,14 +861,17 @@ const OPTIONS = {
   'grpc-server': {
     group: 'GRPC',
     kind: 'string',
-    format: '<http2|grpc-js>',
+    format: '<http2|node-http2|grpc-js>',
     default: 'http2',
     nereidOnly: true,
     description:
-      "The gRPC server implementation: 'http2' is Nereid's own on Node's HTTP/2 (less CPU per call); 'grpc-js' is " +
-      "@grpc/grpc-js's server, kept as a fallback. Both speak the same protocol.",
+      "The gRPC server implementation: 'http2' is Nereid's own gRPC server on its own HTTP/2 transport (a call's " +
+      "response, data and trailers in one write); 'node-http2' is the same gRPC server on Node's HTTP/2; 'grpc-js' " +
+      "is @grpc/grpc-js's server. All three speak the same protocol; the last two are kept as fallbacks.",
     apply: (o, v, n) => {
-      if (v !== 'http2' && v !== 'grpc-js') throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'http2' or 'grpc-js', got '${v}'`);
+      if (v !== 'http2' && v !== 'node-http2' && v !== 'grpc-js') {
+        throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'http2', 'node-http2' or 'grpc-js', got '${v}'`);
+      }
       o.grpcServer = v;
     },
   },

@@ -1,6 +1,7 @@
 /**
  * The gRPC frontend (protocol.md §4): `inference.GRPCInferenceService` and `grpc.health.v1.Health`
- * on our gRPC server over node:http2 (h2-server.ts), or on @grpc/grpc-js's (`--grpc-server=grpc-js`).
+ * on our gRPC server (h2-server.ts) over our own HTTP/2 transport or node:http2 (`--grpc-server=node-http2`), or on
+ * @grpc/grpc-js's (`--grpc-server=grpc-js`).
  * A translation layer to the `Server` facade, like the HTTP frontend; it never touches schedulers
  * or backends.
  */
@@ -31,8 +32,11 @@ import {
 import { grpcError } from './status.js';
 import { AbortControllerPool } from '../../core/abort-watch.js';
 
-/** Which gRPC server carries the services: ours on node:http2 (default), or grpc-js's. */
-export type GrpcServerKind = 'http2' | 'grpc-js';
+/**
+ * Which gRPC server carries the services: ours on our own HTTP/2 transport (default), ours on
+ * node:http2, or grpc-js's.
+ */
+export type GrpcServerKind = 'http2' | 'node-http2' | 'grpc-js';
 
 export interface GrpcFrontendOptions {
   /** `--grpc-address`, default 0.0.0.0. */
@@ -197,7 +201,10 @@ export class GrpcFrontend {
       minRecvPingIntervalWithoutDataMs: options.minRecvPingIntervalWithoutDataMs,
       maxPingStrikes: options.maxPingStrikes,
     };
-    this.#grpc = options.server === 'grpc-js' ? new GrpcJsServer(serverOptions) : new H2GrpcServer(serverOptions);
+    this.#grpc =
+      options.server === 'grpc-js'
+        ? new GrpcJsServer(serverOptions)
+        : new H2GrpcServer({ ...serverOptions, transport: options.server === 'node-http2' ? 'node' : 'nereid' });
     this.#grpc.addService(GRPC_INFERENCE_SERVICE as Record<string, GrpcMethodDefinition>, this.#inferenceService());
     this.#grpc.addService(GRPC_HEALTH_SERVICE as Record<string, GrpcMethodDefinition>, { Check: this.#check });
   }

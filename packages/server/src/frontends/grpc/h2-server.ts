@@ -15,16 +15,54 @@
  * reaches the caller of `listen` nor stops the server.
  */
 import { EventEmitter } from 'node:events';
-import {
-  constants,
-  createServer,
-  type Http2Server,
-  type IncomingHttpHeaders,
-  type ServerHttp2Session,
-  type ServerHttp2Stream,
-} from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { constants, createServer as createNodeServer, type IncomingHttpHeaders } from 'node:http2';
 import { gunzip, gunzipSync, inflate, inflateSync } from 'node:zlib';
 import { frameGrpcMessage, NereidError } from '@nereid/protocol';
+import { createServer as createNereidServer } from './h2/connection.js';
+
+/**
+ * What a call uses of its HTTP/2 stream: met by Nereid's own transport (h2/connection.ts,
+ * `H2Stream`) and by node:http2's `GrpcStream`.
+ */
+export interface GrpcStream extends EventEmitter {
+  readonly id?: number | undefined;
+  readonly session?: GrpcSession | undefined;
+  readonly closed: boolean;
+  readonly destroyed: boolean;
+  readonly readableEnded: boolean;
+  respond(headers: Record<string, string | number | string[] | undefined>, options?: { endStream?: boolean; waitForTrailers?: boolean }): void;
+  write(chunk: Buffer): boolean;
+  end(): void;
+  sendTrailers(headers: Record<string, string | string[]>): void;
+  close(code?: number): void;
+  destroy(): void;
+  pause(): void;
+  resume(): void;
+}
+
+/** What the server uses of a connection (`H2Session`, or node:http2's `GrpcSession`). */
+export interface GrpcSession extends EventEmitter {
+  readonly closed: boolean;
+  readonly destroyed: boolean;
+  goaway(code: number, lastStreamId: number, data: Buffer): void;
+  /** `code`: reset open streams and go away with it (node:http2 takes it as its first argument too). */
+  destroy(code?: number): void;
+  close(): void;
+  ping(callback: (err: Error | null) => void): boolean;
+}
+
+interface GrpcListener extends EventEmitter {
+  listen(port: number, host: string, callback: () => void): unknown;
+  address(): AddressInfo | string | null;
+  close(callback?: () => void): unknown;
+}
+
+/**
+ * Which HTTP/2 implementation carries the calls: Nereid's own (h2/connection.ts), which writes
+ * each turn's frames in one write, or node:http2's.
+ */
+export type H2Transport = 'nereid' | 'node';
 
 /** gRPC status codes used here. */
 export const GrpcCode = {
@@ -96,6 +134,8 @@ export type UnaryHandler<Req, Res> = (call: H2UnaryCall<Req>, callback: UnaryCal
 export type DuplexHandler<Req, Res> = (call: H2DuplexCall<Req, Res>) => void;
 
 export interface H2ServerOptions {
+  /** The HTTP/2 implementation (default 'nereid'). */
+  transport?: H2Transport | undefined;
   /** Largest request message, bytes, as received and after decompression. */
   maxReceiveMessageLength: number;
   /** Largest response message, bytes. */
@@ -134,7 +174,7 @@ interface PingState {
 }
 
 const PING_STATE = Symbol('nereid.grpcPingState');
-type PolicedSession = ServerHttp2Session & { [PING_STATE]?: PingState };
+type PolicedSession = GrpcSession & { [PING_STATE]?: PingState };
 /** A client may ping an idle connection (no calls) this often when the server does not permit pings without calls (gRPC core's rule). */
 const IDLE_PING_INTERVAL_MS = 2 * 3_600_000;
 
@@ -143,7 +183,7 @@ const IDLE_PING_INTERVAL_MS = 2 * 3_600_000;
  * as its debug data, which gRPC clients read as a request to ping less (they double their
  * keepalive time), then the connection closes once the frame is out.
  */
-function tooManyPings(session: ServerHttp2Session, lastStreamId: number): void {
+function tooManyPings(session: GrpcSession, lastStreamId: number): void {
   try {
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, lastStreamId, Buffer.from('too_many_pings'));
   } catch {
@@ -154,7 +194,7 @@ function tooManyPings(session: ServerHttp2Session, lastStreamId: number): void {
 }
 
 /** The server sends headers or data on the stream's connection: pings are fine again. */
-function sentOn(stream: ServerHttp2Stream): void {
+function sentOn(stream: GrpcStream): void {
   const state = (stream.session as PolicedSession | undefined)?.[PING_STATE];
   if (state === undefined) return;
   state.lastPingAt = -Infinity;
@@ -173,6 +213,13 @@ const RELEASE_DELAY_MS = 200;
  * millisecond's work; a larger one could hold every other call for tens of milliseconds.
  */
 const ASYNC_INFLATE_BYTES = 1024;
+/**
+ * The receive windows Nereid's transport announces: a stream's (SETTINGS_INITIAL_WINDOW_SIZE) and
+ * the connection's. A request of megabytes then arrives without waiting for window updates; a
+ * paused bidirectional call holds at most a stream window of its client's messages.
+ */
+const STREAM_WINDOW_BYTES = 1024 * 1024;
+const CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024;
 /** setTimeout's largest delay; a longer deadline never fires. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -190,18 +237,18 @@ function ignore(): void {}
 
 /**
  * Drops every listener of a closed stream, and with them the call, its request and its response.
- * Node keeps a closed ServerHttp2Stream through young-generation collections until the next full
+ * Node keeps a closed GrpcStream through young-generation collections until the next full
  * one (its native half goes with it), so whatever its listeners reach is copied at each scavenge
  * and then promoted: at concurrency 16 that was every call of the last second, megabytes copied
  * per scavenge (14-57 ms pauses) and a mark-compact every second or so.
  */
-function detachListeners(this: ServerHttp2Stream): void {
+function detachListeners(this: GrpcStream): void {
   this.removeAllListeners();
   this.on('error', ignore);
 }
 
 /** Tells a client still sending on a call that is over to stop (RST_STREAM NO_ERROR). */
-function releaseRequestSide(stream: ServerHttp2Stream): void {
+function releaseRequestSide(stream: GrpcStream): void {
   if (!stream.readableEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
 }
 
@@ -216,7 +263,7 @@ class CallError {
  */
 abstract class H2Call extends EventEmitter {
   readonly metadata: GrpcMetadata;
-  protected readonly stream: ServerHttp2Stream;
+  protected readonly stream: GrpcStream;
   protected readonly method: GrpcMethodDefinition;
   readonly #options: H2ServerOptions;
   readonly #encoding: string;
@@ -234,7 +281,7 @@ abstract class H2Call extends EventEmitter {
   protected done = false;
   cancelled = false;
 
-  constructor(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, method: GrpcMethodDefinition, options: H2ServerOptions) {
+  constructor(stream: GrpcStream, headers: IncomingHttpHeaders, method: GrpcMethodDefinition, options: H2ServerOptions) {
     super();
     this.stream = stream;
     this.method = method;
@@ -556,7 +603,7 @@ export class H2DuplexCall<Req, Res> extends H2Call {
   #ended = false;
   #endEmitted = false;
 
-  constructor(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, method: GrpcMethodDefinition, options: H2ServerOptions) {
+  constructor(stream: GrpcStream, headers: IncomingHttpHeaders, method: GrpcMethodDefinition, options: H2ServerOptions) {
     super(stream, headers, method, options);
     // The first listener: a handler's `emit('error', status)` ends the call with that status.
     this.on('error', (status: GrpcStatusObject) => this.sendStatus(status));
@@ -619,16 +666,23 @@ type Handler = { method: GrpcMethodDefinition; unary?: UnaryHandler<unknown, unk
 export class H2GrpcServer {
   readonly #options: H2ServerOptions;
   readonly #handlers = new Map<string, Handler>();
-  readonly #sessions = new Set<ServerHttp2Session>();
-  readonly #http2: Http2Server;
+  readonly #sessions = new Set<GrpcSession>();
+  readonly #http2: GrpcListener;
 
   constructor(options: H2ServerOptions) {
     this.#options = options;
-    this.#http2 = createServer({
-      settings: options.maxConcurrentStreams > 0 ? { maxConcurrentStreams: options.maxConcurrentStreams } : {},
-    });
-    this.#http2.on('session', (session) => this.#onSession(session));
-    this.#http2.on('stream', (stream, headers) => this.#onStream(stream, headers));
+    this.#http2 =
+      (options.transport ?? 'nereid') === 'nereid'
+        ? createNereidServer({
+            maxConcurrentStreams: options.maxConcurrentStreams,
+            initialWindowSize: STREAM_WINDOW_BYTES,
+            connectionWindowSize: CONNECTION_WINDOW_BYTES,
+          })
+        : (createNodeServer({
+            settings: options.maxConcurrentStreams > 0 ? { maxConcurrentStreams: options.maxConcurrentStreams } : {},
+          }) as unknown as GrpcListener);
+    this.#http2.on('session', (session: GrpcSession) => this.#onSession(session));
+    this.#http2.on('stream', (stream: GrpcStream, headers: IncomingHttpHeaders) => this.#onStream(stream, headers));
     // A broken connection is the client's problem, never the server's.
     this.#http2.on('sessionError', () => undefined);
   }
@@ -685,10 +739,10 @@ export class H2GrpcServer {
   forceShutdown(): void {
     this.#http2.close();
     // destroy(code): a code passed second is overridden by the first argument's default.
-    for (const session of this.#sessions) session.destroy(constants.NGHTTP2_CANCEL as unknown as Error);
+    for (const session of this.#sessions) session.destroy(constants.NGHTTP2_CANCEL);
   }
 
-  #onSession(session: ServerHttp2Session): void {
+  #onSession(session: GrpcSession): void {
     this.#sessions.add(session);
     session.on('error', () => undefined);
     const timers: NodeJS.Timeout[] = [];
@@ -753,7 +807,7 @@ export class H2GrpcServer {
     }
   }
 
-  #onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  #onStream(stream: GrpcStream, headers: IncomingHttpHeaders): void {
     stream.on('error', ignore);
     // Registered first, so it runs first; the other 'close' listeners still run (an emit calls
     // the listeners it started with).
