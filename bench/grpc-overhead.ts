@@ -7,7 +7,11 @@
  *       bytes in, Nereid's own pre-encoded response bytes out), same loads;
  *   (d) a bare gRPC server framed by hand on node:http2 answering the same bytes;
  *   (e) `nereid serve --grpc-server=grpc-js`: Nereid on grpc-js's server, the fallback, against
- *       which `grpc_nereid_http2_vs_grpcjs_*` compare the default (its own server on node:http2).
+ *       which `grpc_nereid_http2_vs_grpcjs_*` compare the default (its own gRPC server on its own
+ *       HTTP/2 transport);
+ *   (f) `nereid serve --grpc-server=node-http2`: the same gRPC server on node:http2, against which
+ *       `grpc_nereid_transport_vs_node_http2_*` compare the default: what Nereid's HTTP/2
+ *       transport gains over Node's.
  * All servers are measured in alternating windows, several rounds, medians kept.
  *
  * The load comes from `--clients N` child processes (bench/grpc-load-client.ts, default 2), each a
@@ -88,6 +92,7 @@ const serveNereid = (extra: string[], profile: boolean) =>
   );
 const nereid = await serveNereid([], true);
 const nereidGrpcJs = await serveNereid(['--grpc-server=grpc-js'], false);
+const nereidNodeHttp2 = await serveNereid(['--grpc-server=node-http2'], false);
 
 // Capture Nereid's real response bytes (unary and streamed) for the bare server to send back.
 const { unary: unaryResponse, streamed: streamResponse } = await rawGrpcAnswers(`127.0.0.1:${nereid.port}`, request);
@@ -114,7 +119,7 @@ const bareHttp2 = await spawnServer([join(root, 'dist/bench/bare-http2-grpc-serv
 
 // 2N load processes: the first N carry the load, all 2N the client check.
 const pool = LoadClientPool.fork(join(root, 'dist/bench/grpc-load-client.js'), [requestFile], 2 * clients);
-const servers = [nereid, bare, bareHttp2, nereidGrpcJs] as const;
+const servers = [nereid, bare, bareHttp2, nereidGrpcJs, nereidNodeHttp2] as const;
 type ChildServer = (typeof servers)[number];
 
 type Load = Omit<GrpcLoadOptions, 'port' | 'expectedLength' | 'transport'>;
@@ -155,13 +160,14 @@ async function measure(server: ChildServer, load: (Load | undefined)[], windowSe
 
 /** Nereid and the bare server under `load`, alternating windows; medians. */
 async function both(load: (Load | undefined)[]) {
-  const [n, b, h, g] = await alternate(servers, rounds, (server) => measure(server, load));
+  const [n, b, h, g, nh] = await alternate(servers, rounds, (server) => measure(server, load));
   return {
     nereid: medianOf(n!),
     bare: medianOf(b!),
     http2: medianOf(h!),
     grpcJs: medianOf(g!),
-    foreign: [...n!, ...b!, ...h!, ...g!].map((r) => r.foreignCpuShare),
+    nodeHttp2: medianOf(nh!),
+    foreign: [...n!, ...b!, ...h!, ...g!, ...nh!].map((r) => r.foreignCpuShare),
   };
 }
 
@@ -187,6 +193,7 @@ const measured = await (async () => {
     await bare.stop();
     await bareHttp2.stop();
     await nereidGrpcJs.stop();
+    await nereidNodeHttp2.stop();
     await rm(repo, { recursive: true, force: true });
   }
 })();
@@ -221,7 +228,15 @@ const figures: Figure[] = [
   compared('grpc_bare_http2_latency_c1', 'us', c1.http2.meanLatencyUs, c1.bare.meanLatencyUs, 'bare_grpc_js'),
   compared('grpc_bare_http2_stream_throughput_16', 'req/s', s16.http2.throughput, s16.bare.throughput, 'bare_grpc_js'),
   compared('grpc_bare_http2_stream_server_cpu_per_request_16', 'us', s16.http2.serverCpuUsPerRequest, s16.bare.serverCpuUsPerRequest, 'bare_grpc_js'),
-  // The default server (node:http2) against grpc-js's, both Nereid, same run.
+  // The default (Nereid's gRPC server on its own HTTP/2) against the same server on node:http2.
+  compared('grpc_nereid_transport_vs_node_http2_latency_c1', 'us', c1.nereid.meanLatencyUs, c1.nodeHttp2.meanLatencyUs, 'nereid_node_http2'),
+  compared('grpc_nereid_transport_vs_node_http2_p99_latency_c1', 'us', c1.nereid.p99Us, c1.nodeHttp2.p99Us, 'nereid_node_http2'),
+  compared('grpc_nereid_transport_vs_node_http2_throughput_c16', 'req/s', c16.nereid.throughput, c16.nodeHttp2.throughput, 'nereid_node_http2'),
+  compared('grpc_nereid_transport_vs_node_http2_p99_latency_c16', 'us', c16.nereid.p99Us, c16.nodeHttp2.p99Us, 'nereid_node_http2'),
+  compared('grpc_nereid_transport_vs_node_http2_server_cpu_per_request_c16', 'us', c16.nereid.serverCpuUsPerRequest, c16.nodeHttp2.serverCpuUsPerRequest, 'nereid_node_http2'),
+  compared('grpc_nereid_transport_vs_node_http2_stream_throughput_16', 'req/s', s16.nereid.throughput, s16.nodeHttp2.throughput, 'nereid_node_http2'),
+  compared('grpc_nereid_transport_vs_node_http2_stream_server_cpu_per_request_16', 'us', s16.nereid.serverCpuUsPerRequest, s16.nodeHttp2.serverCpuUsPerRequest, 'nereid_node_http2'),
+  // The default server against grpc-js's, both Nereid, same run.
   compared('grpc_nereid_http2_vs_grpcjs_throughput_c1', 'req/s', c1.nereid.throughput, c1.grpcJs.throughput, 'nereid_grpc_js'),
   compared('grpc_nereid_http2_vs_grpcjs_throughput_c16', 'req/s', c16.nereid.throughput, c16.grpcJs.throughput, 'nereid_grpc_js'),
   compared('grpc_nereid_http2_vs_grpcjs_p99_latency_c16', 'us', c16.nereid.p99Us, c16.grpcJs.p99Us, 'nereid_grpc_js'),

@@ -29,6 +29,8 @@ export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'http-overhead', figure: 'facade_overhead_c1', label: 'facade overhead per request, c1 (µs)', target: { on: 'value', op: '<', bound: 20 } },
   { bench: 'grpc-overhead', figure: 'grpc_infer_throughput_c16', label: 'gRPC ModelInfer throughput vs bare grpc-js, c16', target: { on: 'ratio', op: '>=', bound: 0.6 } },
   { bench: 'grpc-overhead', figure: 'grpc_stream_throughput_16', label: 'gRPC stream throughput vs bare grpc-js, 16 in flight', target: { on: 'ratio', op: '>=', bound: 0.6 } },
+  { bench: 'grpc-overhead', figure: 'grpc_nereid_transport_vs_node_http2_latency_c1', label: "gRPC latency, Nereid's HTTP/2 vs node:http2, c1" },
+  { bench: 'grpc-overhead', figure: 'grpc_nereid_transport_vs_node_http2_throughput_c16', label: "gRPC throughput, Nereid's HTTP/2 vs node:http2, c16" },
   { bench: 'perf-protocols', figure: 'perf_http_latency_c1', label: 'nereid perf: HTTP latency vs in process, c1' },
   { bench: 'perf-protocols', figure: 'perf_grpc_latency_c1', label: 'nereid perf: gRPC latency vs in process, c1' },
   { bench: 'dynamic-batching', figure: 'batching_throughput', label: 'dynamic batching vs no batching (throughput)', target: { on: 'ratio', op: '>=', bound: 3 } },
