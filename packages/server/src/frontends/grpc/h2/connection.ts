@@ -409,7 +409,7 @@ export class H2Session extends EventEmitter {
     this.#connectionWindow = Math.min(MAX_WINDOW, Math.max(DEFAULT_WINDOW, settings.connectionWindowSize ?? DEFAULT_WINDOW));
     this.#recvWindow = this.#connectionWindow;
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('drain', () => {
       this.#socketBlocked = false;
       this.#flushBlocked();
@@ -554,6 +554,11 @@ export class H2Session extends EventEmitter {
     }
   }
 
+  /** Writes the frames queued this turn now instead of at its end (the fuzz properties). */
+  flushNow(): void {
+    this.#flush();
+  }
+
   #flush(): void {
     this.#flushScheduled = false;
     const out = this.#out;
@@ -586,7 +591,8 @@ export class H2Session extends EventEmitter {
 
   // ---- input -------------------------------------------------------------------------------
 
-  #onData(chunk: Buffer): void {
+  /** Bytes from the client, in any split (the socket's 'data'; the fuzz properties call it directly). */
+  receive(chunk: Buffer): void {
     if (this.destroyed) return;
     let buf = this.#buffer === undefined ? chunk : Buffer.concat([this.#buffer, chunk]);
     this.#buffer = undefined;
