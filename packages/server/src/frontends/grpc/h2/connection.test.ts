@@ -73,13 +73,22 @@ class RawClient {
     await this.until((f) => f.type === 4 && (f.flags & 1) === 1);
   }
 
-  /** The first frame (from `from` on) that `match` accepts, once it came. */
-  async until(match: (f: Frame) => boolean, from = 0): Promise<Frame> {
+  /** The first frame that `match` accepts, once it came (within `timeoutMs`). */
+  async until(match: (f: Frame) => boolean, timeoutMs = 5000): Promise<Frame> {
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const found = this.frames.slice(from).find(match);
+      const found = this.frames.find(match);
       if (found !== undefined) return found;
-      if (this.closed) throw new Error(`connection closed; frames: ${JSON.stringify(this.frames.map((f) => [f.type, f.flags, f.id]))}`);
-      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+      const frames = () => JSON.stringify(this.frames.slice(-20).map((f) => [f.type, f.flags, f.id]));
+      if (this.closed) throw new Error(`connection closed; last frames: ${frames()}`);
+      if (Date.now() >= deadline) throw new Error(`no such frame within ${timeoutMs} ms; last frames: ${frames()}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, deadline - Date.now());
+        this.#waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
     }
   }
 
@@ -323,6 +332,93 @@ describe("Nereid's HTTP/2 transport at the frame level", () => {
       }
     });
   }
+
+  it('ends a connection whose client resets streams past the burst (rapid reset) with ENHANCE_YOUR_CALM, and keeps one under it', async () => {
+    onStream = () => undefined;
+    const resets = (c: RawClient, count: number) => {
+      const frames: Buffer[] = [];
+      const block = c.encoder.encode([
+        [':method', 'POST'],
+        [':scheme', 'http'],
+        [':path', '/svc/Method'],
+      ]);
+      for (let i = 0; i < count; i++) frames.push(frame(1, 0x4, 2 * i + 1, block), frame(3, 0, 2 * i + 1, u32(H2Error.CANCEL)));
+      c.socket.write(Buffer.concat(frames));
+    };
+    const calm = new RawClient(port);
+    try {
+      await calm.start();
+      resets(calm, 900);
+      calm.socket.write(frame(6, 0, 0, Buffer.from('still-up')));
+      assert.equal((await calm.until((f) => f.type === 6 && f.flags === 1)).payload.toString(), 'still-up');
+      assert.ok(!calm.frames.some((f) => f.type === 7), 'no GOAWAY under the burst');
+    } finally {
+      calm.close();
+    }
+    const flood = new RawClient(port);
+    try {
+      await flood.start();
+      resets(flood, 1100);
+      const goaway = await flood.until((f) => f.type === 7);
+      assert.equal(goaway.payload.readUInt32BE(4), H2Error.ENHANCE_YOUR_CALM);
+      assert.equal(goaway.payload.subarray(8).toString(), 'too many stream resets');
+      await flood.closedNow();
+    } finally {
+      flood.close();
+    }
+  });
+
+  it('stops reading from a client that sends and does not read, and catches up once it reads', async () => {
+    // A client of its own: it counts the PING ACKs' bytes instead of keeping frames.
+    const opened = once(server, 'session');
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await once(socket, 'connect');
+    socket.write(Buffer.concat([PREFACE, settings()]));
+    const [session] = (await opened) as [H2Session];
+    const pings = 400_000; // 6.8 MB of PINGs, as many ACKs
+    const ack = frame(6, 1, 0, Buffer.from('abcdefgh'));
+    let received = 0;
+    let acks = 0;
+    let tail = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      // Count ACK frames by their 17 bytes, across chunk boundaries.
+      const data = tail.length > 0 ? Buffer.concat([tail, chunk]) : chunk;
+      let at = 0;
+      while (data.length - at >= 9) {
+        const length = data.readUIntBE(at, 3);
+        if (data.length - at < 9 + length) break;
+        if (data.subarray(at, at + 17).equals(ack)) acks++;
+        at += 9 + length;
+      }
+      tail = Buffer.from(data.subarray(at));
+      received += chunk.length;
+    });
+    socket.pause();
+    try {
+      const ping = frame(6, 0, 0, Buffer.from('abcdefgh'));
+      socket.write(Buffer.concat(Array.from({ length: pings }, () => ping)));
+      let most = 0;
+      let paused = false;
+      for (let i = 0; i < 100 && !paused; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        most = Math.max(most, session.socket.writableLength);
+        paused = session.socket.isPaused();
+      }
+      for (let i = 0; i < 20; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        most = Math.max(most, session.socket.writableLength);
+      }
+      assert.ok(paused, 'the server kept reading');
+      assert.ok(most < 6 * 1024 * 1024, `the server buffered ${most} bytes for a client that does not read`);
+      socket.resume();
+      while (acks < pings) await once(socket, 'data');
+      assert.equal(acks, pings);
+      assert.ok(received >= pings * 17);
+    } finally {
+      socket.destroy();
+    }
+  });
 
   it('closes a connection that does not start with the HTTP/2 preface', async () => {
     const socket = connect(port, '127.0.0.1');

@@ -61,6 +61,20 @@ const MAX_HEADER_BLOCK = 256 * 1024;
 const HIGH_WATER_MARK = 64 * 1024;
 /** Bytes in the socket's buffer past which DATA waits for its 'drain'. */
 const SOCKET_HIGH_WATER_MARK = 1024 * 1024;
+/**
+ * Bytes waiting in the socket past which the connection stops reading: a client that sends and
+ * does not read (a flood of PINGs, SETTINGS or resets, each of which we answer) cannot make the
+ * server buffer more.
+ */
+const READ_PAUSE_BYTES = 4 * 1024 * 1024;
+/**
+ * The client's stream resets allowed (a token bucket: so many at once, refilled at a rate per
+ * second), node:http2's (nghttp2's) defaults: past them the connection ends with GOAWAY
+ * ENHANCE_YOUR_CALM, which stops a client that opens and resets streams without end ("rapid
+ * reset", CVE-2023-44487) from making the server start work it never finishes.
+ */
+const RESET_BURST = 1000;
+const RESET_RATE_PER_SECOND = 33;
 /** A turn's frames up to this size are joined into one buffer; larger ones go out as one writev. */
 const COPY_BELOW_BYTES = 64 * 1024;
 /** How long a closing connection waits for its peer to close before the socket is destroyed. */
@@ -400,6 +414,11 @@ export class H2Session extends EventEmitter {
   readonly #pings: { key: string; at: number; callback: (err: Error | null, durationMs: number, payload: Buffer) => void }[] = [];
   #pingCounter = 0;
   #closeTimer: NodeJS.Timeout | undefined;
+  /** Reading stopped until the socket drains (READ_PAUSE_BYTES). */
+  #readPaused = false;
+  /** The reset token bucket: tokens left, and when it was last refilled (performance.now()). */
+  #resetTokens = RESET_BURST;
+  #resetRefilledAt = performance.now();
 
   constructor(socket: Socket, settings: H2ServerSettings) {
     super();
@@ -412,6 +431,10 @@ export class H2Session extends EventEmitter {
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('drain', () => {
       this.#socketBlocked = false;
+      if (this.#readPaused) {
+        this.#readPaused = false;
+        socket.resume();
+      }
       this.#flushBlocked();
     });
     socket.on('error', () => this.#gone());
@@ -580,6 +603,10 @@ export class H2Session extends EventEmitter {
       ok = this.socket.writableLength <= this.socket.writableHighWaterMark;
     }
     if (!ok && this.socket.writableLength > SOCKET_HIGH_WATER_MARK) this.#socketBlocked = true;
+    if (!ok && this.socket.writableLength > READ_PAUSE_BYTES && !this.#readPaused) {
+      this.#readPaused = true;
+      this.socket.pause();
+    }
   }
 
   #flushBlocked(): void {
@@ -789,6 +816,11 @@ export class H2Session extends EventEmitter {
     if (id === 0) throw new ConnectionError(H2Error.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (payload.byteLength !== 4) throw new ConnectionError(H2Error.FRAME_SIZE_ERROR, 'RST_STREAM of the wrong size');
     if (id > this.#lastStreamId) throw new ConnectionError(H2Error.PROTOCOL_ERROR, `RST_STREAM on idle stream ${id}`);
+    const now = performance.now();
+    this.#resetTokens = Math.min(RESET_BURST, this.#resetTokens + ((now - this.#resetRefilledAt) / 1000) * RESET_RATE_PER_SECOND);
+    this.#resetRefilledAt = now;
+    if (this.#resetTokens < 1) throw new ConnectionError(H2Error.ENHANCE_YOUR_CALM, 'too many stream resets');
+    this.#resetTokens -= 1;
     const stream = this.#streams.get(id);
     if (stream === undefined) return;
     stream.emit('aborted');
