@@ -452,6 +452,34 @@ describe("Nereid's HTTP/2 transport at the frame level", () => {
     }
   });
 
+  it("gives the connection's window back only as streams deliver: a paused stream's data holds it", async () => {
+    const small = createServer({ initialWindowSize: 1 << 20, connectionWindowSize: 128 * 1024 });
+    let stream: H2Stream | undefined;
+    small.on('stream', (s: H2Stream) => {
+      stream = s;
+      s.pause();
+      s.on('data', () => undefined);
+    });
+    await new Promise<void>((resolve) => small.listen(0, '127.0.0.1', resolve));
+    const c = new RawClient((small.address() as { port: number }).port);
+    try {
+      await c.start();
+      const updates = () => c.frames.filter((f) => f.type === 8 && f.id === 0).length;
+      await c.until((f) => f.type === 8 && f.id === 0); // the connection window announced at the start
+      c.request(1, '/p', false);
+      for (let i = 0; i < 6; i++) c.socket.write(frame(0, 0, 1, Buffer.alloc(16_384)));
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(updates(), 1, 'the connection window came back while the stream held the data');
+      stream!.resume();
+      const update = await c.until((f) => f.type === 8 && f.id === 0 && f !== c.frames.find((g) => g.type === 8 && g.id === 0));
+      // Given back once half the window was delivered.
+      assert.equal(update.payload.readUInt32BE(0), 64 * 1024);
+    } finally {
+      c.close();
+      small.close();
+    }
+  });
+
   it('closes gracefully (GOAWAY NO_ERROR, open streams finish) and at once (open streams reset with the code)', async () => {
     const c = new RawClient(port);
     let stream: H2Stream | undefined;

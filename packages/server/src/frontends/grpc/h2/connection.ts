@@ -266,13 +266,19 @@ export class H2Stream extends EventEmitter {
   }
 
   #deliver(chunk: Buffer): void {
-    if (this.closed) return;
+    if (this.closed) {
+      this.session.consumed(chunk.byteLength);
+      return;
+    }
     this.emit('data', chunk);
     this.#credit(chunk.byteLength);
   }
 
+  /** Bytes delivered (or dropped padding): the connection's window, and the stream's while it reads. */
   #credit(bytes: number): void {
-    if (bytes <= 0 || this.#remoteEnded || this.closed) return;
+    if (bytes <= 0) return;
+    this.session.consumed(bytes);
+    if (this.#remoteEnded || this.closed) return;
     this.#consumed += bytes;
     if (this.#consumed >= this.session.streamWindow / 2) {
       this.session.sendWindowUpdate(this.id, this.#consumed);
@@ -348,6 +354,8 @@ export class H2Stream extends EventEmitter {
     this.rstCode = code;
     this.#pending = [];
     this.#pendingBytes = 0;
+    // What it held, never to be read, goes back to the connection's window.
+    if (this.#held !== undefined) this.session.consumed(this.#held.reduce((n, b) => n + b.byteLength, 0));
     this.#held = undefined;
     this.session.forget(this);
     process.nextTick(() => this.emit('close'));
@@ -560,6 +568,16 @@ export class H2Session extends EventEmitter {
     else this.#blocked.delete(stream);
   }
 
+  /** Received bytes delivered or dropped: the connection's window widens again past half of it. */
+  consumed(bytes: number): void {
+    this.#recvConsumed += bytes;
+    if (this.#recvConsumed >= this.#connectionWindow / 2 && !this.destroyed) {
+      this.sendWindowUpdate(0, this.#recvConsumed);
+      this.#recvWindow += this.#recvConsumed;
+      this.#recvConsumed = 0;
+    }
+  }
+
   forget(stream: H2Stream): void {
     this.#streams.delete(stream.id);
     this.#blocked.delete(stream);
@@ -721,24 +739,22 @@ export class H2Session extends EventEmitter {
     const flowBytes = payload.byteLength;
     if (flowBytes > this.#recvWindow) throw new ConnectionError(H2Error.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
     this.#recvWindow -= flowBytes;
-    // Streams bound what they hold (their own windows): the connection's window is credited at once.
-    this.#recvConsumed += flowBytes;
-    if (this.#recvConsumed >= this.#connectionWindow / 2) {
-      this.sendWindowUpdate(0, this.#recvConsumed);
-      this.#recvWindow += this.#recvConsumed;
-      this.#recvConsumed = 0;
-    }
+    // The connection's window is given back as streams deliver what they received: paused
+    // streams hold at most the connection window of a client's data, whatever their number.
     const data = this.#unpad(flags, payload);
     const stream = this.#streams.get(id);
     if (stream === undefined) {
       // A stream we reset or answered: its client's frames in flight are dropped.
+      this.consumed(flowBytes);
       return;
     }
     if (stream.remoteEnded) {
+      this.consumed(flowBytes);
       this.#streamError(id, H2Error.STREAM_CLOSED);
       return;
     }
     if (flowBytes > stream.recvWindow) {
+      this.consumed(flowBytes);
       this.#streamError(id, H2Error.FLOW_CONTROL_ERROR);
       return;
     }
