@@ -1,5 +1,6 @@
 /**
- * A gRPC server on `node:http2` (h2c: cleartext HTTP/2 with prior knowledge), serving service
+ * A gRPC server over HTTP/2 (h2c: cleartext HTTP/2 with prior knowledge), on Nereid's own
+ * transport (h2/connection.ts, the default) or on `node:http2` (`--grpc-server=node-http2`), serving service
  * definitions of `@nereid/protocol` with handlers of the shapes grpc-frontend.ts and
  * infer-stream.ts use (unary `(call, callback)`, bidirectional `(call)`). It replaces grpc-js's
  * server, whose per-call machinery (interceptors, metadata conversion, channelz) cost about half
@@ -23,7 +24,7 @@ import { createServer as createNereidServer } from './h2/connection.js';
 
 /**
  * What a call uses of its HTTP/2 stream: met by Nereid's own transport (h2/connection.ts,
- * `H2Stream`) and by node:http2's `GrpcStream`.
+ * `H2Stream`) and by node:http2's `ServerHttp2Stream`.
  */
 export interface GrpcStream extends EventEmitter {
   readonly id?: number | undefined;
@@ -41,7 +42,7 @@ export interface GrpcStream extends EventEmitter {
   resume(): void;
 }
 
-/** What the server uses of a connection (`H2Session`, or node:http2's `GrpcSession`). */
+/** What the server uses of a connection (`H2Session`, or node:http2's `ServerHttp2Session`). */
 export interface GrpcSession extends EventEmitter {
   readonly closed: boolean;
   readonly destroyed: boolean;
@@ -237,7 +238,7 @@ function ignore(): void {}
 
 /**
  * Drops every listener of a closed stream, and with them the call, its request and its response.
- * Node keeps a closed GrpcStream through young-generation collections until the next full
+ * node:http2 keeps a closed ServerHttp2Stream through young-generation collections until the next full
  * one (its native half goes with it), so whatever its listeners reach is copied at each scavenge
  * and then promoted: at concurrency 16 that was every call of the last second, megabytes copied
  * per scavenge (14-57 ms pauses) and a mark-compact every second or so.
