@@ -245,9 +245,11 @@ describe("Nereid's HTTP/2 transport at the frame level", () => {
   it('reads a header block continued in CONTINUATION frames, and a request whose headers carry priority and padding', async () => {
     const c = new RawClient(port);
     const paths: string[] = [];
+    const late: boolean[] = [];
     onStream = (stream, headers) => {
       paths.push(String(headers[':path']));
       stream.respond({ ':status': 200 }, { endStream: true });
+      late.push(stream.write(Buffer.from('after the end')));
     };
     try {
       await c.start();
@@ -268,6 +270,8 @@ describe("Nereid's HTTP/2 transport at the frame level", () => {
       c.socket.write(frame(1, 0x1 | 0x4 | 0x8 | 0x20, 3, Buffer.concat([Buffer.from([2]), priority, small, Buffer.alloc(2)])));
       await c.until((f) => f.type === 1 && f.id === 3);
       assert.deepEqual(paths, ['/long', '/padded']);
+      assert.deepEqual(late, [false, false], 'a write after the stream ended is refused');
+      assert.ok(!c.frames.some((f) => f.type === 0), 'no DATA after END_STREAM');
     } finally {
       c.close();
     }
@@ -444,6 +448,13 @@ describe("Nereid's HTTP/2 transport at the frame level", () => {
       await new Promise((r) => setTimeout(r, 100));
       assert.equal(got, 0);
       assert.equal(c.frames.filter((f) => f.type === 8 && f.id === 1).length, 0, 'no stream WINDOW_UPDATE while paused');
+      // A listener that pauses it again stops the delivery there.
+      let chunks = 0;
+      stream!.on('data', () => {
+        if (++chunks === 10) stream!.pause();
+      });
+      stream!.resume();
+      assert.equal(got, 10 * 16_384);
       stream!.resume();
       assert.equal(got, 40 * 16_384);
       await c.until((f) => f.type === 8 && f.id === 1);

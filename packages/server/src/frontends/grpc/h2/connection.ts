@@ -182,7 +182,7 @@ export class H2Stream extends EventEmitter {
 
   /** Queues response bytes; false once the queue is past its high-water mark (then 'drain'). */
   write(chunk: Buffer): boolean {
-    if (this.closed || this.#ending) return false;
+    if (this.closed || this.#ending || this.#localEnded) return false;
     if (chunk.byteLength > 0) {
       this.#pending.push(chunk);
       this.#pendingBytes += chunk.byteLength;
@@ -237,10 +237,13 @@ export class H2Stream extends EventEmitter {
   resume(): void {
     if (!this.#paused) return;
     this.#paused = false;
-    const held = this.#held;
-    this.#held = undefined;
-    if (held !== undefined) for (const chunk of held) this.#deliver(chunk);
-    if (!this.#paused && this.#remoteEnded && !this.readableEnded) this.#emitEnd();
+    // A listener may pause it again: the rest stays held.
+    while (!this.#paused && this.#held !== undefined) {
+      const chunk = this.#held.shift()!;
+      if (this.#held.length === 0) this.#held = undefined;
+      this.#deliver(chunk);
+    }
+    if (!this.#paused && this.#held === undefined && this.#remoteEnded && !this.readableEnded) this.#emitEnd();
   }
 
   /** DATA from the client (after the connection checked its windows). */
