@@ -175,21 +175,26 @@ export function huffmanEncode(text: string): Buffer {
   return Buffer.from(out);
 }
 
-/** The dynamic table: entries newest last, their size as RFC 7541 §4.1 counts it (32 + name + value). */
+/** An entry's size as RFC 7541 §4.1 counts it: its octets (Latin-1: one per character) and 32. */
+function entrySize(name: string, value: string): number {
+  return 32 + name.length + value.length;
+}
+
+/** The dynamic table: entries newest last. */
 class DynamicTable {
   readonly entries: [string, string][] = [];
   size = 0;
   constructor(public maxSize: number) {}
 
   add(name: string, value: string): void {
-    const entrySize = 32 + Buffer.byteLength(name, 'latin1') + Buffer.byteLength(value, 'latin1');
-    if (entrySize > this.maxSize) {
+    const size = entrySize(name, value);
+    if (size > this.maxSize) {
       // Larger than the table: it empties (§4.4).
       this.entries.length = 0;
       this.size = 0;
       return;
     }
-    this.size += entrySize;
+    this.size += size;
     this.entries.push([name, value]);
     this.evict();
   }
@@ -203,7 +208,7 @@ class DynamicTable {
     let drop = 0;
     while (this.size > this.maxSize) {
       const [name, value] = this.entries[drop++]!;
-      this.size -= 32 + name.length + value.length;
+      this.size -= entrySize(name, value);
     }
     if (drop > 0) this.entries.splice(0, drop);
   }
