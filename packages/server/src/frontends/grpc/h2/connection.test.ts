@@ -277,7 +277,7 @@ describe("Nereid's HTTP/2 transport at the frame level", () => {
     }
   });
 
-  it('resets a malformed request or one past the stream limit, and keeps the connection', async () => {
+  it('resets a malformed request, one whose header list is too large, or one past the stream limit, and keeps the connection', async () => {
     const c = new RawClient(port);
     const open: H2Stream[] = [];
     onStream = (stream) => open.push(stream);
@@ -295,15 +295,30 @@ describe("Nereid's HTTP/2 transport at the frame level", () => {
         ['connection', 'keep-alive'],
       ], 0x5);
       assert.equal((await c.until((f) => f.type === 3 && f.id === 3)).payload.readUInt32BE(0), H2Error.PROTOCOL_ERROR);
-      c.request(5, '/a', false);
-      c.request(7, '/b', false);
-      c.request(9, '/c', false); // the third: past SETTINGS_MAX_CONCURRENT_STREAMS 2
-      assert.equal((await c.until((f) => f.type === 3 && f.id === 9)).payload.readUInt32BE(0), H2Error.REFUSED_STREAM);
+      // A header list past 64 KiB (the default limit) in one block split over CONTINUATIONs.
+      const big = c.encoder.encode([
+        [':method', 'POST'],
+        [':scheme', 'http'],
+        [':path', '/big'],
+        ['x-big', 'z'.repeat(70_000)],
+      ]);
+      const parts: Buffer[] = [];
+      for (let at = 0; at < big.length; at += 16_384) {
+        const first = at === 0;
+        const last = at + 16_384 >= big.length;
+        parts.push(frame(first ? 1 : 9, (first ? 0x1 : 0) | (last ? 0x4 : 0), 5, big.subarray(at, at + 16_384)));
+      }
+      c.socket.write(Buffer.concat(parts));
+      assert.equal((await c.until((f) => f.type === 3 && f.id === 5)).payload.readUInt32BE(0), H2Error.ENHANCE_YOUR_CALM);
+      c.request(7, '/a', false);
+      c.request(9, '/b', false);
+      c.request(11, '/c', false); // the third: past SETTINGS_MAX_CONCURRENT_STREAMS 2
+      assert.equal((await c.until((f) => f.type === 3 && f.id === 11)).payload.readUInt32BE(0), H2Error.REFUSED_STREAM);
       assert.equal(open.length, 2);
       // The client resets one: it closes, 'aborted' first.
       const aborted = once(open[0]!, 'aborted');
       const closed = once(open[0]!, 'close');
-      c.socket.write(frame(3, 0, 5, u32(H2Error.CANCEL)));
+      c.socket.write(frame(3, 0, 7, u32(H2Error.CANCEL)));
       await aborted;
       await closed;
       assert.equal(open[0]!.rstCode, H2Error.CANCEL);
