@@ -13,7 +13,7 @@ import { checkControlOptions, DEFAULT_DECOUPLED_RESPONSE_TIMEOUT_MS } from '../c
 import { DEFAULT_MEMORY_SAMPLE_INTERVAL_MS, parseByteSize } from '../core/memory.js';
 import { DEFAULT_GRPC_MAX_CONCURRENT_STREAMS, type GrpcServerKind } from '../frontends/grpc/grpc-frontend.js';
 import { MAX_MESSAGE_SIZE } from '../frontends/grpc/infer-codec.js';
-import { DEFAULT_HTTP_LIMITS } from '../frontends/http/http-frontend.js';
+import { DEFAULT_HTTP_LIMITS, type HttpServerKind } from '../frontends/http/http-frontend.js';
 import type { LogFormat } from '../observability/logger.js';
 import { histogramFamilies } from '../observability/metrics.js';
 import { applyOpenTelemetrySetting, checkOpenTelemetrySettings, defaultOpenTelemetrySettings, type OpenTelemetrySettings } from '../observability/opentelemetry.js';
@@ -66,6 +66,8 @@ export interface ServeOptions {
   httpKeepAliveTimeoutMs: number;
   /** `--http-max-connections` (0: no limit). */
   httpMaxConnections: number;
+  /** `--http-server`: which HTTP/1.1 server carries the HTTP/REST endpoint. */
+  httpServer: HttpServerKind;
   rateLimit: 'off' | 'execution_count';
   rateLimitResources: ResourceLimit[];
   allowGrpc: boolean;
@@ -720,6 +722,21 @@ const OPTIONS = {
     description: 'Open HTTP connections at most; a connection beyond them is closed as soon as it is accepted. 0 means no limit.',
     apply: (o, v, n) => (o.httpMaxConnections = parseInt(n, v, 0)),
   },
+  'http-server': {
+    group: 'HTTP',
+    kind: 'string',
+    format: '<nereid|node>',
+    default: 'nereid',
+    nereidOnly: true,
+    description:
+      "The HTTP/1.1 server implementation: 'nereid' is Nereid's own (requests parsed in one pass, a response's head " +
+      "and body in one write); 'node' is Node's node:http, kept as a fallback. Both serve the same endpoint with the " +
+      'same limits.',
+    apply: (o, v, n) => {
+      if (v !== 'nereid' && v !== 'node') throw new NereidError('REQUEST_PARAMETER', `--${n} must be 'nereid' or 'node', got '${v}'`);
+      o.httpServer = v;
+    },
+  },
 
   // ---------------------------------------------------------------- GRPC
   'allow-grpc': { group: 'GRPC', kind: 'bool', default: 'true', description: 'Serve the gRPC endpoint.', apply: (o, v, n) => (o.allowGrpc = parseBool(n, v)) },
@@ -1266,6 +1283,7 @@ export function defaultServeOptions(): ServeOptions {
     httpRequestTimeoutMs: DEFAULT_HTTP_LIMITS.requestTimeoutMs,
     httpKeepAliveTimeoutMs: DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs,
     httpMaxConnections: DEFAULT_HTTP_LIMITS.maxConnections,
+    httpServer: 'nereid',
     rateLimit: 'off',
     rateLimitResources: [],
     allowGrpc: true,

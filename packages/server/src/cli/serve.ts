@@ -260,6 +260,7 @@ export async function runServe(args: readonly string[]): Promise<number | undefi
       requestTimeoutMs: options.httpRequestTimeoutMs,
       keepAliveTimeoutMs: options.httpKeepAliveTimeoutMs,
       maxConnections: options.httpMaxConnections,
+      server: options.httpServer,
     });
     if (!(await start('HTTPService', options.httpAddress, () => http.listen()))) return 1;
     let closing: Promise<void> | undefined;

@@ -2,10 +2,10 @@
  * Reading request bodies: size limit (`--http-max-input-size`, protocol.md §3.1) and request
  * decompression (§3.10).
  */
-import type { IncomingMessage } from 'node:http';
 import { unzip } from 'node:zlib';
 import { NereidError } from '@nereid/protocol';
 import type { BufferPool } from '../../core/buffer-pool.js';
+import type { HttpRequest } from './transport.js';
 
 function tooLarge(limit: number, what: string): NereidError {
   return new NereidError(
@@ -15,7 +15,7 @@ function tooLarge(limit: number, what: string): NereidError {
 }
 
 /** Reads the whole body; rejects once it exceeds `limit` bytes. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+export function readBody(req: HttpRequest, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(limit, `request body of ${declared} bytes`));
   return new Promise<Buffer>((resolve, reject) => {
@@ -72,7 +72,7 @@ export interface PooledBody {
  * start) is placed at a multiple of BODY_ALIGNMENT in the buffer, so that tensors can be viewed
  * as typed arrays where they lie.
  */
-export function readBodyInto(req: IncomingMessage, limit: number, pool: BufferPool, alignedOffset = 0): Promise<PooledBody> {
+export function readBodyInto(req: HttpRequest, limit: number, pool: BufferPool, alignedOffset = 0): Promise<PooledBody> {
   const declared = Number(req.headers['content-length']);
   if (!Number.isSafeInteger(declared) || declared < pool.minBytes || req.headers['transfer-encoding'] !== undefined) {
     return readBody(req, limit).then((bytes) => ({ bytes, release: () => {} }));

@@ -1,8 +1,9 @@
 /**
- * The HTTP/REST frontend (protocol.md §3): KServe v2 and Triton's extensions over `node:http`.
+ * The HTTP/REST frontend (protocol.md §3): KServe v2 and Triton's extensions over HTTP/1.1, on
+ * Nereid's own HTTP/1.1 server (h1/server.ts, the default) or `node:http` (`--http-server=node`).
  * It translates requests to `Server` facade calls and never touches schedulers or backends.
  */
-import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer, type Server as NodeHttpServer } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { INFERENCE_HEADER_CONTENT_LENGTH, NereidError, clientErrorMessage, splitInferenceBody, stringifyJson, toNereidError } from '@nereid/protocol';
@@ -19,6 +20,8 @@ import { decodeCudaRegister, decodeSystemRegister } from './shared-memory-codec.
 import { decodeTraceSettingsUpdate, encodeTraceSettings } from './trace-codec.js';
 import type { Trace } from '../../observability/trace.js';
 import { LiveSet } from '../../core/id-map.js';
+import { H1Server } from './h1/server.js';
+import type { HttpRequest, HttpResponse } from './transport.js';
 
 export interface HttpFrontendOptions {
   /** `--http-address`, default 0.0.0.0. */
@@ -35,7 +38,11 @@ export interface HttpFrontendOptions {
   keepAliveTimeoutMs?: number;
   /** `--http-max-connections`: open connections at most (0: no limit). */
   maxConnections?: number;
+  /** `--http-server`: Nereid's own HTTP/1.1 server (`nereid`, the default) or `node:http` (`node`). */
+  server?: HttpServerKind;
 }
+
+export type HttpServerKind = 'nereid' | 'node';
 
 export const DEFAULT_HTTP_MAX_INPUT_SIZE = 67_108_864;
 
@@ -55,7 +62,7 @@ export const DEFAULT_HTTP_LIMITS = {
 const TIMEOUT_CHECK_MS = 1000;
 
 type Method = 'GET' | 'POST';
-type Handler = (req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined) => Promise<void> | void;
+type Handler = (req: HttpRequest, res: HttpResponse, model: string, version: string | undefined) => Promise<void> | void;
 
 interface Route {
   methods: Partial<Record<Method, Handler>>;
@@ -96,7 +103,7 @@ function pendingOf(socket: Socket): LiveSet<() => void> {
  * Calls `release` once: when `res` is finished or closed, or when its connection closes (now, if
  * any of these has already happened).
  */
-function afterResponse(req: IncomingMessage, res: ServerResponse, release: () => void): void {
+function afterResponse(req: HttpRequest, res: HttpResponse, release: () => void): void {
   if (res.writableFinished || res.destroyed || req.socket.destroyed) {
     release();
     return;
@@ -118,17 +125,17 @@ function afterResponse(req: IncomingMessage, res: ServerResponse, release: () =>
 const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8';
 
 /** The client asked for Server-Sent Events (`Accept: text/event-stream`). */
-function acceptsEvents(req: IncomingMessage): boolean {
+function acceptsEvents(req: HttpRequest): boolean {
   const accept = req.headers.accept;
   return accept !== undefined && /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept);
 }
 
-function sendJson(res: ServerResponse, status: number, body: string): void {
+function sendJson(res: HttpResponse, status: number, body: string): void {
   res.writeHead(status, { 'Content-Type': JSON_TYPE, 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 }
 
-function sendError(res: ServerResponse, err: unknown, extraHeaders: Record<string, string> = {}): void {
+function sendError(res: HttpResponse, err: unknown, extraHeaders: Record<string, string> = {}): void {
   const error = toNereidError(err);
   const body = JSON.stringify({ error: clientErrorMessage(error.message, 'body') });
   if (res.headersSent) {
@@ -140,7 +147,7 @@ function sendError(res: ServerResponse, err: unknown, extraHeaders: Record<strin
 }
 
 /** Health and model-ready answers carry no content type (protocol.md §3.2). */
-function sendStatus(res: ServerResponse, status: number): void {
+function sendStatus(res: HttpResponse, status: number): void {
   res.writeHead(status, { 'Content-Length': 0 });
   res.end();
 }
@@ -186,11 +193,11 @@ function decodeSegment(segment: string): string {
 
 export class HttpFrontend {
   readonly #server: Server;
-  readonly #http: HttpServer;
+  readonly #http: H1Server | NodeHttpServer;
   readonly #options: Required<Pick<HttpFrontendOptions, 'address' | 'port' | 'maxInputSize'>>;
   readonly #handlers: Record<string, Partial<Record<Method, Handler>>>;
   /** Responses not yet finished (for a shutdown that lets them complete). */
-  readonly #inflight = new LiveSet<ServerResponse>();
+  readonly #inflight = new LiveSet<HttpResponse>();
   /**
    * Buffers inference request bodies are read into (`readBodyInto`). A body, and the input
    * tensors that view it, belong to its request until the request has settled and its response
@@ -312,21 +319,29 @@ export class HttpFrontend {
     };
     const headersTimeout = options.headersTimeoutMs ?? DEFAULT_HTTP_LIMITS.headersTimeoutMs;
     const requestTimeout = options.requestTimeoutMs ?? DEFAULT_HTTP_LIMITS.requestTimeoutMs;
-    this.#http = createServer(
-      {
-        keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs,
-        headersTimeout,
-        // Node requires requestTimeout >= headersTimeout unless it is 0 (no limit).
-        requestTimeout: requestTimeout === 0 ? 0 : Math.max(requestTimeout, headersTimeout),
-        connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_MS, Math.max(10, Math.floor(headersTimeout / 4))),
-      },
-      (req, res) => void this.#handle(req, res),
-    );
+    const keepAliveTimeout = options.keepAliveTimeoutMs ?? DEFAULT_HTTP_LIMITS.keepAliveTimeoutMs;
+    const checkInterval = Math.min(TIMEOUT_CHECK_MS, Math.max(10, Math.floor(headersTimeout / 4)));
+    const handle = (req: HttpRequest, res: HttpResponse) => void this.#handle(req, res);
+    if ((options.server ?? 'nereid') === 'nereid') {
+      this.#http = new H1Server({ headersTimeout, requestTimeout, keepAliveTimeout, checkInterval }, handle);
+    } else {
+      const http = createServer(
+        {
+          keepAliveTimeout,
+          headersTimeout,
+          // Node requires requestTimeout >= headersTimeout unless it is 0 (no limit).
+          requestTimeout: requestTimeout === 0 ? 0 : Math.max(requestTimeout, headersTimeout),
+          connectionsCheckingInterval: checkInterval,
+        },
+        handle,
+      );
+      // The C++ client sends an empty `Expect:` header; Node would answer 417 without this.
+      http.on('checkExpectation', handle);
+      this.#http = http;
+    }
     this.#http.on('connection', () => (this.#lastConnectionAt = performance.now()));
     const maxConnections = options.maxConnections ?? DEFAULT_HTTP_LIMITS.maxConnections;
     if (maxConnections > 0) this.#http.maxConnections = maxConnections;
-    // The C++ client sends an empty `Expect:` header; Node would answer 417 without this.
-    this.#http.on('checkExpectation', (req, res) => void this.#handle(req, res));
   }
 
   /** Starts listening; resolves with the bound port. */
@@ -403,7 +418,7 @@ export class HttpFrontend {
     if (this.#closed !== undefined) this.#http.close();
   }
 
-  #track(req: IncomingMessage, res: ServerResponse): void {
+  #track(req: HttpRequest, res: HttpResponse): void {
     const id = this.#inflight.add(res);
     if (this.#draining) res.setHeader('Connection', 'close');
     afterResponse(req, res, () => {
@@ -509,7 +524,7 @@ export class HttpFrontend {
     return undefined;
   }
 
-  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async #handle(req: HttpRequest, res: HttpResponse): Promise<void> {
     this.#track(req, res);
     // Health probes keep their own answers (a liveness probe must not fail because of a drain).
     if (this.#stopping && !req.url?.startsWith('/v2/health/')) {
@@ -542,12 +557,12 @@ export class HttpFrontend {
   }
 
   /** `POST /v2/logging` (protocol.md §3.16): a JSON object of settings; null values are ignored. */
-  async #updateLogging(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async #updateLogging(req: HttpRequest, res: HttpResponse): Promise<void> {
     const update = jsonObjectBody(await readBody(req, this.#options.maxInputSize), 'logging');
     sendJson(res, 200, JSON.stringify(this.#server.updateLogSettings(update)));
   }
 
-  async #infer(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined): Promise<void> {
+  async #infer(req: HttpRequest, res: HttpResponse, model: string, version: string | undefined): Promise<void> {
     let trace: Trace | undefined;
     if (this.#server.tracing.enabled) trace = this.#startTrace(req, model);
     const signal = connectionSignal(req.socket);
@@ -598,7 +613,7 @@ export class HttpFrontend {
   }
 
   /** Samples an inference request for tracing (only while some trace setting is on). */
-  #startTrace(req: IncomingMessage, model: string): Trace | undefined {
+  #startTrace(req: HttpRequest, model: string): Trace | undefined {
     const parent = req.headers.traceparent;
     const trace = this.#server.tracing.sample(model, typeof parent === 'string');
     if (trace === undefined) return undefined;
@@ -612,8 +627,8 @@ export class HttpFrontend {
   }
 
   async #inferBody(
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: HttpRequest,
+    res: HttpResponse,
     model: string,
     version: string | undefined,
     body: Buffer,
@@ -669,7 +684,7 @@ export class HttpFrontend {
    * response of the request, decoupled models included, as one Server-Sent Event holding the
    * JSON response body of §3.7.2 with `parameters.triton_final_response`. Outputs are JSON only.
    */
-  async #inferEvents(res: ServerResponse, decoded: DecodedInferRequest, signal: AbortSignal, receivedAt: bigint, trace: Trace | undefined): Promise<void> {
+  async #inferEvents(res: HttpResponse, decoded: DecodedInferRequest, signal: AbortSignal, receivedAt: bigint, trace: Trace | undefined): Promise<void> {
     const { request } = decoded;
     for (const [name, binary] of decoded.binaryOutputs) {
       if (binary) {
@@ -690,7 +705,7 @@ export class HttpFrontend {
    * The generate extension (protocol.md §3.18): `generate` answers with the one response's JSON
    * object; `generate_stream` with one Server-Sent Event per response.
    */
-  async #generate(req: IncomingMessage, res: ServerResponse, model: string, version: string | undefined, stream: boolean): Promise<void> {
+  async #generate(req: HttpRequest, res: HttpResponse, model: string, version: string | undefined, stream: boolean): Promise<void> {
     const signal = connectionSignal(req.socket);
     const body = await readBody(req, this.#options.maxInputSize);
     const receivedAt = process.hrtime.bigint();
@@ -727,7 +742,7 @@ export class HttpFrontend {
    * final response adds no event.
    */
   async #events(
-    res: ServerResponse,
+    res: HttpResponse,
     request: InferRequest,
     signal: AbortSignal,
     receivedAt: bigint,

@@ -1,13 +1,12 @@
 /** Binding an HTTP listener the way every HTTP-based frontend (inference, metrics) reports it. */
-import type { Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import { NereidError } from '@nereid/protocol';
 
 /**
  * Starts `server` listening on `address:port`; resolves with the bound port (an ephemeral one
  * when `port` is 0). A failure to bind rejects with UNAVAILABLE naming `service` and the address.
  */
-export function listenHttp(server: HttpServer, service: string, address: string, port: number): Promise<number> {
+export function listenHttp(server: NetServer, service: string, address: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error) =>
       reject(new NereidError('UNAVAILABLE', `${service} service could not listen on ${address}:${port}: ${err.message}`));
@@ -20,6 +19,6 @@ export function listenHttp(server: HttpServer, service: string, address: string,
 }
 
 /** The port `server` is bound to, or `configured` while it is not listening. */
-export function boundPort(server: HttpServer, configured: number): number {
+export function boundPort(server: NetServer, configured: number): number {
   return (server.address() as AddressInfo | null)?.port ?? configured;
 }
