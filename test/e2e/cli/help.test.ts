@@ -145,6 +145,7 @@ describe('nereid serve --help', () => {
         'model-control-mode': ['none'],
         'log-format': ['default'],
         'grpc-server': ['http2'],
+        'http-server': ['nereid'],
         'rate-limit': ['off'],
         'rate-limit-resource': ['R:1'],
         'backend-config': ['default-max-batch-size=4'],

@@ -152,6 +152,17 @@ describe('--model-config-limit', () => {
   });
 });
 
+describe('server implementations', () => {
+  it("--http-server and --grpc-server pick a transport, Nereid's own by default, and refuse others naming the choices", () => {
+    const defaults = parseServeArgs([]);
+    assert.deepEqual([defaults.httpServer, defaults.grpcServer], ['nereid', 'http2']);
+    const o = parseServeArgs(['--http-server=node', '--grpc-server', 'node-http2']);
+    assert.deepEqual([o.httpServer, o.grpcServer], ['node', 'node-http2']);
+    assert.throws(() => parseServeArgs(['--http-server=evhtp']), /--http-server must be 'nereid' or 'node', got 'evhtp'/);
+    assert.throws(() => parseServeArgs(['--grpc-server=h3']), /--grpc-server must be 'http2', 'node-http2' or 'grpc-js', got 'h3'/);
+  });
+});
+
 describe('memory options', () => {
   it('read byte sizes and the sample interval, none by default', () => {
     const defaults = parseServeArgs([]);

@@ -323,7 +323,9 @@ export class HttpFrontend {
     const checkInterval = Math.min(TIMEOUT_CHECK_MS, Math.max(10, Math.floor(headersTimeout / 4)));
     const handle = (req: HttpRequest, res: HttpResponse) => void this.#handle(req, res);
     if ((options.server ?? 'nereid') === 'nereid') {
-      this.#http = new H1Server({ headersTimeout, requestTimeout, keepAliveTimeout, checkInterval }, handle);
+      const h1 = new H1Server({ headersTimeout, requestTimeout, keepAliveTimeout, checkInterval }, handle);
+      h1.on('handlerError', (err: unknown) => this.#server.logger.error(`HTTP request handler failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`));
+      this.#http = h1;
     } else {
       const http = createServer(
         {

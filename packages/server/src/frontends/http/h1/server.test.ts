@@ -393,6 +393,19 @@ describe('malformed requests and limits', () => {
     });
   }
 
+  it('a handler that throws: 500 with Connection: close, reported as handlerError, and the server goes on', async () => {
+    const reported: unknown[] = [];
+    const { server, port } = await serve((req, res) => {
+      if (req.url === '/throw') throw new Error('handler bug');
+      res.end('fine');
+    });
+    server.on('handlerError', (err) => reported.push(err));
+    const text = await exchange(port, GET('/throw'));
+    assert.match(text, /^HTTP\/1\.1 500 Internal Server Error\r\nConnection: close\r\n/);
+    assert.equal((reported[0] as Error).message, 'handler bug');
+    assert.equal(responses(await exchange(port, GET('/ok', 'Connection: close\r\n')))[0]!.body, 'fine');
+  });
+
   it('a header block never finished: 408 once the headers timeout passes', async () => {
     const { port } = await serve(echo, { headersTimeout: 150, checkInterval: 20 });
     const c = await client(port);

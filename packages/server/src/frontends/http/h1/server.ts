@@ -576,8 +576,12 @@ class H1Connection {
         } else break;
       }
     } catch (err) {
-      if (!(err instanceof ParseError)) throw err;
-      this.fail(err.status);
+      if (err instanceof ParseError) this.fail(err.status);
+      else {
+        // A handler that threw: its connection ends with a 500, the server goes on.
+        this.fail(500);
+        this.#server.emit('handlerError', err);
+      }
       return;
     } finally {
       this.#processing = false;
@@ -764,7 +768,10 @@ class H1Connection {
   }
 }
 
-/** The HTTP/1.1 server: a `net.Server` whose connections speak HTTP/1.1 to `handler`. */
+/**
+ * The HTTP/1.1 server: a `net.Server` whose connections speak HTTP/1.1 to `handler`. A handler
+ * that throws ends its connection with a 500 and is reported as `handlerError`.
+ */
 export class H1Server extends NetServer {
   readonly options: H1ServerOptions;
   readonly handler: H1Handler;
