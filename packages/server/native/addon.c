@@ -37,6 +37,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -528,6 +529,14 @@ static napi_value share_unmap(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* yieldCpu(): sched_yield(2), letting another runnable thread of this CPU run first. */
+static napi_value yield_cpu(napi_env env, napi_callback_info info) {
+  (void)env;
+  (void)info;
+  sched_yield();
+  return NULL;
+}
+
 NAPI_MODULE_INIT() {
   pthread_once(&install_once, install_handler);
   napi_property_descriptor properties[] = {
@@ -540,6 +549,7 @@ NAPI_MODULE_INIT() {
       {"shareMap", NULL, share_map, NULL, NULL, NULL, napi_default, NULL},
       {"shareDamaged", NULL, share_damaged, NULL, NULL, NULL, napi_default, NULL},
       {"shareUnmap", NULL, share_unmap, NULL, NULL, NULL, napi_default, NULL},
+      {"yieldCpu", NULL, yield_cpu, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
   return exports;

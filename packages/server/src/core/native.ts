@@ -31,6 +31,8 @@ export interface NativeAddon {
   shareDamaged(id: number): boolean;
   /** Releases mapping `id`; its views must not be used any more. */
   shareUnmap(id: number): void;
+  /** sched_yield(2): another runnable thread waiting for this CPU runs first. */
+  yieldCpu(): void;
 }
 
 let addon: NativeAddon | undefined;

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
-import { LoopPoller, pollingFor } from './loop-poll.js';
+import { nativeAddon } from '../../core/native.js';
+import { LoopPoller, pollYields, pollingFor } from './loop-poll.js';
 
 /** The event loop's utilization over `ms` of waiting: near 1 while it polls, near 0 while it sleeps. */
 async function utilization(ms: number): Promise<number> {
@@ -16,12 +17,18 @@ describe('LoopPoller (busy polling of the event loop for a stub answer)', () => 
     const poller = new LoopPoller(200_000, 2);
     poller.sent(1, 1);
     assert.equal(pollingFor(), 1);
+    const yieldsBefore = pollYields();
     const busy = await utilization(40);
     assert.ok(busy > 0.6, `the loop slept while polling (utilization ${busy.toFixed(2)})`);
+    // Each poll gives the CPU to any thread waiting for it (the native addon's sched_yield).
+    assert.ok(nativeAddon() !== undefined, 'the native addon is built');
+    assert.ok(pollYields() - yieldsBefore > 10, `the polling loop yielded ${pollYields() - yieldsBefore} times`);
     poller.answered(1);
     assert.equal(pollingFor(), 0);
     await sleep(5); // the chain sees the answer and ends
+    const yieldsAfter = pollYields();
     const idle = await utilization(40);
+    assert.equal(pollYields(), yieldsAfter, 'no yielding once the loop stopped polling');
     assert.ok(idle < 0.3, `the loop kept polling after the answer (utilization ${idle.toFixed(2)})`);
   });
 
