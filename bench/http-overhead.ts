@@ -4,14 +4,17 @@
  *   (b) the `Server` facade (validation, scheduling, worker-thread hop, response assembly);
  *   (c) HTTP infer with binary tensors against `nereid serve` in a child process, at
  *       concurrency 1 and 16;
- *   (d) a bare `node:http` server in a child process answering the same bytes, same load.
+ *   (d) a bare `node:http` server in a child process answering the same bytes, same load;
+ *   (e) `nereid serve --http-server=node`: the same server on `node:http` instead of Nereid's own
+ *       HTTP/1.1 transport, same load.
  * The HTTP load of (c) and (d) is the benchmarks' lean HTTP/1.1 client (bench/lean-http.ts);
  * `http_throughput_c16_node_client` repeats the c16 comparison with `node:http`'s own client.
  * Figures: HTTP overhead per request (c − a at concurrency 1), HTTP throughput against the bare
  * server at concurrency 16 (target ≥ 0.5), facade overhead per request (b − a; target < 20 µs),
  * and the floor under (b): an empty message to a worker thread and back.
  *
- * The two HTTP servers are measured in alternating windows, three rounds, and the medians kept.
+ * Figures of the transport itself: Nereid's latency at concurrency 1 and throughput at 16 against
+ * (e). The HTTP servers are measured in alternating windows, three rounds, and the medians kept.
  *
  * Usage: node dist/bench/http-overhead.js [--seconds N] [--json out.json]
  */
@@ -67,15 +70,15 @@ await server.stop();
 // The HTTP request: binary inputs and outputs, as the Python client sends it (protocol.md §7.1).
 const { body, headers } = simpleBinaryRequest(in0, in1);
 
-/** One window per server at concurrency `c`, alternating, `rounds` times (noise hits both alike). */
-async function measureBoth(ports: [number, number], c: number, rounds: number, poster = httpPoster) {
-  const [nereid, bare] = await alternate(ports, rounds, async (port) => {
+/** One window per server at concurrency `c`, alternating, `rounds` times (noise hits all alike). */
+async function measureAll(ports: readonly number[], c: number, rounds: number, poster = httpPoster) {
+  const results = await alternate(ports, rounds, async (port) => {
     const client = poster(port, '/v2/models/simple/infer', body, headers, c);
     const result = await runLoad(client.post, c, seconds);
     client.close();
     return result;
   });
-  return { nereid: medianOf(nereid!), bare: medianOf(bare!) };
+  return results.map((r) => medianOf(r));
 }
 
 // (c) nereid serve in a child process.
@@ -97,15 +100,24 @@ const responseFile = join(repo, 'response.bin');
 await writeFile(responseFile, sampleBody);
 const bare = await spawnServer([join(root, 'dist/bench/bare-http-server.js'), responseFile, sampleHeaderLength], /port (\d+)/);
 
+// (e) the same server on node:http.
+const nereidNode = await spawnServer(
+  [...nereidServeCommand(), `--model-repository=${repo}`, '--http-port=0', '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--http-server=node'],
+  /Started HTTPService at [^:]+:(\d+)/,
+);
+
 const rounds = 3;
-const c1 = await measureBoth([nereid.port, bare.port], 1, rounds);
-const c16 = await measureBoth([nereid.port, bare.port], 16, rounds);
-const c16NodeClient = await measureBoth([nereid.port, bare.port], 16, rounds, nodeHttpPoster);
+const [n1, b1, nn1] = await measureAll([nereid.port, bare.port, nereidNode.port], 1, rounds);
+const [n16, b16, nn16] = await measureAll([nereid.port, bare.port, nereidNode.port], 16, rounds);
+const [n16NodeClient, b16NodeClient] = await measureAll([nereid.port, bare.port], 16, rounds, nodeHttpPoster);
 await nereid.stop();
 await bare.stop();
+await nereidNode.stop();
 await rm(repo, { recursive: true, force: true });
-const httpNereid = { r1: c1.nereid, r16: c16.nereid };
-const httpBare = { r1: c1.bare, r16: c16.bare };
+const httpNereid = { r1: n1!, r16: n16! };
+const httpBare = { r1: b1!, r16: b16! };
+const onNodeHttp = { r1: nn1!, r16: nn16! };
+const c16NodeClient = { nereid: n16NodeClient!, bare: b16NodeClient! };
 
 const ortUs = ortRun.meanLatencyUs;
 const figures: Figure[] = [
@@ -171,6 +183,22 @@ const figures: Figure[] = [
     baseline: c16NodeClient.bare.throughput,
     baselineName: 'bare_node_http',
     ratio: c16NodeClient.nereid.throughput / c16NodeClient.bare.throughput,
+  },
+  {
+    name: 'http_transport_latency_c1',
+    value: httpNereid.r1.meanLatencyUs,
+    unit: 'us',
+    baseline: onNodeHttp.r1.meanLatencyUs,
+    baselineName: 'nereid_on_node_http',
+    ratio: httpNereid.r1.meanLatencyUs / onNodeHttp.r1.meanLatencyUs,
+  },
+  {
+    name: 'http_transport_throughput_c16',
+    value: httpNereid.r16.throughput,
+    unit: 'req/s',
+    baseline: onNodeHttp.r16.throughput,
+    baselineName: 'nereid_on_node_http',
+    ratio: httpNereid.r16.throughput / onNodeHttp.r16.throughput,
   },
   {
     name: 'http_p99_latency_c16',

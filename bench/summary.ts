@@ -26,6 +26,8 @@ export interface KeyFigure {
 /** The targets are the issues' (docs/benchmarks.md lists them with each script). */
 export const KEY_FIGURES: readonly KeyFigure[] = [
   { bench: 'http-overhead', figure: 'http_throughput_c16', label: 'HTTP throughput vs bare node:http, c16', target: { on: 'ratio', op: '>=', bound: 0.5 } },
+  { bench: 'http-overhead', figure: 'http_transport_latency_c1', label: "HTTP latency, Nereid's HTTP/1.1 vs node:http, c1" },
+  { bench: 'http-overhead', figure: 'http_transport_throughput_c16', label: "HTTP throughput, Nereid's HTTP/1.1 vs node:http, c16" },
   { bench: 'http-overhead', figure: 'facade_overhead_c1', label: 'facade overhead per request, c1 (µs)', target: { on: 'value', op: '<', bound: 20 } },
   { bench: 'grpc-overhead', figure: 'grpc_infer_throughput_c16', label: 'gRPC ModelInfer throughput vs bare grpc-js, c16', target: { on: 'ratio', op: '>=', bound: 0.6 } },
   { bench: 'grpc-overhead', figure: 'grpc_stream_throughput_16', label: 'gRPC stream throughput vs bare grpc-js, 16 in flight', target: { on: 'ratio', op: '>=', bound: 0.6 } },

@@ -2,7 +2,8 @@
  * Nereid's native addon (packages/server/native/addon.c, compiled by `npm run build` into
  * dist/native/nereid.node with the system C compiler): memory-mapped copies for shared-memory
  * files (`mapped-file.ts`), and slabs, memory every thread of the process views (`slabs.ts`),
- * which shared-memory regions join as shared mappings (`shared-memory.ts`).
+ * which shared-memory regions join as shared mappings (`shared-memory.ts`); and `sched_yield` for
+ * the event loop's busy polling (backends/python/loop-poll.ts).
  * Optional: without it the server uses positioned I/O and per-thread buffers.
  */
 import { createRequire } from 'node:module';

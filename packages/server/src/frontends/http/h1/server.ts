@@ -824,6 +824,12 @@ export class H1Server extends NetServer {
 
   /** Enforces the timeouts. */
   #check(): void {
+    if (this.#connections.size === 0) {
+      // Started again by the next connection.
+      clearInterval(this.#sweep);
+      this.#sweep = undefined;
+      return;
+    }
     const now = performance.now();
     const { headersTimeout, requestTimeout, keepAliveTimeout } = this.options;
     for (const conn of this.#connections) {
