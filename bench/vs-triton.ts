@@ -17,11 +17,18 @@
  * Nereid the main thread's event-loop delay and the GC pauses during each run (bench/loop-probe.ts
  * preloaded into the server), so that a tail can be put down to a stall or a collection.
  *
+ * Before a point's pairs, each server runs the point once unmeasured (a warm-up run): a fresh
+ * Node.js process runs a code path interpreted until V8 has compiled it, and on two cores those
+ * compilations (some 200–400 functions in a path's first seconds of load) take CPU from the load;
+ * the ratios are of servers that have run the path before, as in production. What the warm-up runs
+ * measured, each server's p99 on its first run of the point, is printed beside the probe's table.
+ *
  * Without the unpacked wheel or perf_analyzer it prints one `vs-triton: skipped …` line and exits 0.
  *
  * Usage: node dist/bench/vs-triton.js [--quick] [--rounds N] [--seconds N | --window-ms N]
- *          [--points a,b] [--generators perf_analyzer,nereid-perf] [--json out.json]
+ *          [--points a,b] [--generators perf_analyzer,nereid-perf] [--no-warmup] [--json out.json]
  *   --quick: one pair, 500 ms windows (a smoke run); default 3 pairs, 1500 ms windows.
+ *   --no-warmup: no warm-up runs; the first pair of a point measures a path the servers have not run.
  *   --seconds N: each measurement window (both generators' --measurement-interval), in seconds
  *     (fractions allowed), as in the other benchmarks; --window-ms N gives it in milliseconds.
  *   --points: only the points whose names contain one of these substrings.
@@ -41,6 +48,7 @@ import { benchArgs, compared, median, nereidServeCommand, processTreeCpuUs, repo
 
 const args = benchArgs();
 const quick = process.argv.includes('--quick');
+const warmup = !process.argv.includes('--no-warmup');
 const rounds = Math.floor(args.number('rounds', quick ? 1 : 3));
 const windowMs = measurementWindowMs();
 const pointFilter = args.value('points')?.split(',');
@@ -350,7 +358,9 @@ try {
         continue;
       }
       const pairs: { nereid: Measurement; triton: Measurement }[] = [];
+      let first: { nereid: Measurement; triton: Measurement } | undefined;
       try {
+        if (warmup) first = { nereid: await measure(generator, point, nereid.target), triton: await measure(generator, point, tritonTarget) };
         for (let i = 0; i < rounds; i++) {
           const order = i % 2 === 0 ? [nereid.target, tritonTarget] : [tritonTarget, nereid.target];
           const got: Partial<Record<'nereid' | 'triton', Measurement>> = {};
@@ -364,7 +374,7 @@ try {
         failures++;
         continue;
       }
-      json.push({ generator, point, pairs });
+      json.push({ generator, point, pairs, warmup: first });
       const id = `vs_triton_${generator === 'perf_analyzer' ? 'pa' : 'np'}_${point.name}`;
       const med = (who: 'nereid' | 'triton', pick: (m: Measurement) => number) => median(pairs.map((p) => pick(p[who])));
       const ratio = (pick: (m: Measurement) => number) => median(pairs.map((p) => pick(p.nereid) / pick(p.triton)));
@@ -384,15 +394,15 @@ try {
       breakdownRows.push(`| ${generator} | ${point.name} | ${b('nereid')} | ${b('triton')} |`);
       const p = (k: (r: LoopProbeReport) => number, digits = 2) => f(median(pairs.map((x) => (x.nereid.probe ? k(x.nereid.probe) : NaN))), digits);
       probeRows.push(
-        `| ${generator} | ${point.name} | ${p((r) => r.delay.p50)} / ${p((r) => r.delay.p99)} / ${p((r) => r.delay.max)} | ${p((r) => r.gc.count, 0)} (${p((r) => r.gc.major, 0)} major) / ${p((r) => r.gc.totalMs, 1)} / ${p((r) => r.gc.maxMs)} | ${p((r) => r.gc.survivedKB ?? NaN, 0)} | ${f(med('nereid', (m) => m.p99) / 1000, 2)} / ${f(med('triton', (m) => m.p99) / 1000, 2)} |`,
+        `| ${generator} | ${point.name} | ${p((r) => r.delay.p50)} / ${p((r) => r.delay.p99)} / ${p((r) => r.delay.max)} | ${p((r) => r.gc.count, 0)} (${p((r) => r.gc.major, 0)} major) / ${p((r) => r.gc.totalMs, 1)} / ${p((r) => r.gc.maxMs)} | ${p((r) => r.gc.survivedKB ?? NaN, 0)} | ${f(med('nereid', (m) => m.p99) / 1000, 2)} / ${f(med('triton', (m) => m.p99) / 1000, 2)} | ${first ? `${f(first.nereid.p99 / 1000, 2)} / ${f(first.triton.p99 / 1000, 2)}` : '–'} |`,
       );
     }
   }
   console.log('\nServer-side breakdown, µs (medians over the pairs): queue / compute input / compute infer / compute output / server request of client average latency');
   console.log('| generator | point | Nereid | Triton |\n|---|---|---|---|');
   for (const r of breakdownRows) console.log(r);
-  console.log('\nNereid main thread during each run (medians over the pairs): event-loop delay p50 / p99 / max (ms); GC pauses count / total ms / longest ms; KB a scavenge kept (mean); client p99 Nereid / Triton (ms)');
-  console.log('| generator | point | loop delay | GC | scavenge kept (KB) | p99 N / T |\n|---|---|---|---|---|---|');
+  console.log('\nNereid main thread during each run (medians over the pairs): event-loop delay p50 / p99 / max (ms); GC pauses count / total ms / longest ms; KB a scavenge kept (mean); client p99 Nereid / Triton (ms), over the pairs and in the warm-up run');
+  console.log('| generator | point | loop delay | GC | scavenge kept (KB) | p99 N / T | warm-up run p99 N / T |\n|---|---|---|---|---|---|---|');
   for (const r of probeRows) console.log(r);
   console.log('');
   report(figures);
