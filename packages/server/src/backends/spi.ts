@@ -113,6 +113,14 @@ export interface ExecutionTiming {
   markOutputsStart(at?: bigint): void;
   /** The batch finished executing. */
   markComputeEnd(at?: bigint): void;
+  /**
+   * Optional: the instance may take its next batch now, before `execute` returns. A backend calls
+   * it when the framework has finished this batch and what is left is handing the outputs to the
+   * requests, which needs nothing of the instance: the scheduler then sends the next batch at once
+   * instead of after every response has been handed over (and encoded and written by the
+   * frontends). At most once per execution; ignored under the rate limiter and for warmups.
+   */
+  releaseInstance?(): void;
 }
 
 export interface InstanceSpec {

@@ -103,8 +103,11 @@ export class DirectScheduler implements Scheduler {
 
   #start(runner: InstanceRunner, request: ScheduledRequest): void {
     this.#executing++;
-    void runner.run([request]).then(this.#onRunDone);
+    void runner.run([request], this.#onReleased).then(this.#onRunDone);
   }
+
+  /** The instance can take another request (released early, or `execute` returned). */
+  readonly #onReleased = (): void => this.#dispatch();
 
   readonly #onRunDone = (): void => {
     this.#executing--;

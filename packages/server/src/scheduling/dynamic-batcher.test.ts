@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { NereidError } from '@nereid/protocol';
-import type { BackendInstance, BackendRequest } from '../backends/spi.js';
+import type { BackendInstance, BackendRequest, ExecutionTiming } from '../backends/spi.js';
 import type { ModelDynamicBatching, ModelQueuePolicy } from '../config/model-config.js';
 import { InferenceRequest } from '../core/inference-request.js';
 import { createLogger, type Logger } from '../observability/logger.js';
@@ -72,6 +72,8 @@ interface Execution {
   /** Every request gets its own output (its input echoed) and `execute` returns. */
   finish(): void;
   readonly finished: boolean;
+  /** What the runner gave `execute`: `releaseInstance` releases the instance early. */
+  readonly timing: ExecutionTiming;
 }
 
 /** A backend instance that records the batches it receives and answers on command. */
@@ -93,10 +95,11 @@ class FakeInstance implements BackendInstance {
     return this.executions.filter((e) => !e.finished);
   }
 
-  execute(requests: readonly BackendRequest[]): Promise<void> {
+  execute(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     return new Promise((resolve) => {
       const execution = {
         requests,
+        timing,
         finished: false,
         finish() {
           assert.equal(execution.finished, false, 'execution finished twice');
@@ -431,6 +434,66 @@ describe('DynamicBatcher: worked examples (§4.9, max_batch_size 16, batch-1 req
     assert.deepEqual(t.sizes(t.instance, 1), []);
     t.clock.advance(1);
     assert.deepEqual(t.sizes(t.instance, 1), [3]);
+  });
+});
+
+describe('DynamicBatcher: an instance released before execute returns', () => {
+  it('takes its next batch at once, synchronously, while the released batch is still handing its outputs over', async () => {
+    const { instance, addN, occupy, free, observer, sizes } = setup({ maxBatchSize: 4 });
+    occupy();
+    const waiting = addN(3);
+    assert.equal(instance.executions.length, 1, 'a busy instance holds one batch');
+    instance.running[0]!.timing.releaseInstance!();
+    assert.deepEqual(sizes(), [4, 3], 'the 3 queued requests went out within releaseInstance');
+    assert.equal(instance.running.length, 2, 'the released batch has not returned yet');
+    // A second release of the same execution changes nothing.
+    addN(2);
+    instance.running[0]!.timing.releaseInstance!();
+    assert.deepEqual(sizes(), [4, 3]);
+    await free();
+    // The first batch returned: its instance holds one (the 3), so the 2 wait for that one.
+    assert.deepEqual(sizes(), [4, 3]);
+    await free();
+    assert.deepEqual(sizes(), [4, 3, 2]);
+    await free();
+    assert.ok(waiting.every((r) => r.completed && r.error === undefined));
+    assert.deepEqual(observer.executions, [4, 3, 2]);
+  });
+
+  it("idle() waits for execute to return, released or not; a warmup's release is ignored", async () => {
+    const inst = new FakeInstance();
+    const runner = new InstanceRunner({ name: 'm_0', groupName: 'm', kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 }, inst, 'fake');
+    const released: string[] = [];
+    const done = runner.run([req({ id: 'a' })], () => released.push('a'));
+    await settle();
+    inst.running[0]!.timing.releaseInstance!();
+    assert.deepEqual(released, ['a'], 'onReleased is called from releaseInstance');
+    assert.equal(runner.inflight, 0);
+    assert.equal(runner.available, true);
+    let idle = false;
+    void runner.idle().then(() => (idle = true));
+    await settle();
+    assert.equal(idle, false, 'idle before execute returned');
+    inst.finishNext();
+    await done;
+    await settle();
+    assert.equal(idle, true);
+    assert.deepEqual(released, ['a'], 'onReleased is called once');
+    // Not released early: onReleased when execute returns, before run settles.
+    const order: string[] = [];
+    const second = runner.run([req({ id: 'b' })], () => order.push('released')).then(() => order.push('settled'));
+    await settle();
+    inst.finishNext();
+    await second;
+    assert.deepEqual(order, ['released', 'settled']);
+    // A warmup batch keeps the instance until it returns.
+    const warm = runner.warm([req({ id: 'w' })]);
+    await settle();
+    inst.running[0]!.timing.releaseInstance?.();
+    assert.equal(runner.inflight, 1);
+    inst.finishNext();
+    await warm;
+    assert.equal(runner.inflight, 0);
   });
 });
 

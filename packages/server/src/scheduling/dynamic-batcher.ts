@@ -708,7 +708,9 @@ export class DynamicBatcher implements Scheduler {
       running = { requests: batch, levels, top: Math.min(...levels), order: this.#dispatched++, preempted: false };
       this.#running.set(runner, running);
     }
-    void runner.run(batch).then(() => {
+    // Released early (the backend has finished the batch and hands its outputs over), the
+    // instance takes its next batch at once; `#schedule` again once `execute` returns.
+    void runner.run(batch, this.#released).then(() => {
       if (running !== undefined) {
         if (this.#running.get(runner) === running) this.#running.delete(runner);
         if (running.preempted) this.#preempting--;
@@ -718,6 +720,8 @@ export class DynamicBatcher implements Scheduler {
       this.#settle();
     });
   }
+
+  readonly #released = (): void => this.#schedule();
 
   #settle(): void {
     if (this.inflightCount === 0 && this.#drainWaiters.length > 0) {

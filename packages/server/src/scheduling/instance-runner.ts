@@ -41,6 +41,15 @@ class BatchTiming implements ExecutionTiming {
   markComputeEnd(at?: bigint): void {
     this.end = at ?? process.hrtime.bigint();
   }
+
+  /** Set by the runner when the instance may be released before `execute` returns. */
+  onRelease: (() => void) | undefined = undefined;
+
+  releaseInstance(): void {
+    const release = this.onRelease;
+    this.onRelease = undefined;
+    release?.();
+  }
 }
 
 export class InstanceRunner {
@@ -55,7 +64,10 @@ export class InstanceRunner {
   #onReleased: (() => void) | undefined;
   /** This instance as the rate limiter knows it (executions × priority is its key, §7.3). */
   readonly limited: RateLimitedInstance;
+  /** Batches handed to the instance and not released (`inflight`). */
   #inflight = 0;
+  /** Batches whose `execute` has not returned, released or not (`idle`). */
+  #executing = 0;
   #idleWaiters: (() => void)[] = [];
   /** Requests of a decoupled model whose `execute` returned before their final response. */
   #open = 0;
@@ -104,7 +116,10 @@ export class InstanceRunner {
     return this.limited.executions * this.limited.priority;
   }
 
-  /** Batches handed to the instance and not finished. */
+  /**
+   * Batches handed to the instance and not finished: not returned from `execute`, nor released
+   * before it returned (`ExecutionTiming.releaseInstance`, while their outputs are handed over).
+   */
   get inflight(): number {
     return this.#inflight;
   }
@@ -115,7 +130,7 @@ export class InstanceRunner {
    * before unloading the instance.
    */
   idle(): Promise<void> {
-    if (this.#inflight === 0) return Promise.resolve();
+    if (this.#executing === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
@@ -126,10 +141,12 @@ export class InstanceRunner {
 
   /**
    * Executes one batch. Never rejects: backend failures become error responses for the requests
-   * that have no final response yet.
+   * that have no final response yet. `onReleased` is called once the instance can take another
+   * batch: when the backend releases it early (`ExecutionTiming.releaseInstance`, synchronously
+   * from there), else when `execute` returns, before the promise settles.
    */
-  run(batch: readonly ScheduledRequest[]): Promise<void> {
-    return this.#run(batch, false);
+  run(batch: readonly ScheduledRequest[], onReleased?: () => void): Promise<void> {
+    return this.#run(batch, false, onReleased);
   }
 
   /**
@@ -141,12 +158,22 @@ export class InstanceRunner {
     return this.#run(batch, true);
   }
 
-  async #run(batch: readonly ScheduledRequest[], warmup: boolean): Promise<void> {
+  async #run(batch: readonly ScheduledRequest[], warmup: boolean, onReleased?: () => void): Promise<void> {
     if (!this.available) throw new Error(`instance ${this.spec.name} already holds ${this.#inflight} batches`);
     const limiter = warmup ? undefined : this.#limiter;
     this.#inflight++;
+    this.#executing++;
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      this.#inflight--;
+      onReleased?.();
+    };
     if (limiter) await limiter.acquire(this.limited);
     const timing = new BatchTiming();
+    // Under the rate limiter the instance's resources are held until `execute` returns.
+    if (limiter === undefined && !warmup) timing.onRelease = release;
     try {
       await this.#instance.execute(batch, timing);
     } catch (err) {
@@ -155,8 +182,9 @@ export class InstanceRunner {
     } finally {
       if (limiter) limiter.release(this.limited);
       else if (!warmup) this.limited.executions++;
-      this.#inflight--;
-      if (this.#inflight === 0 && this.#idleWaiters.length > 0) {
+      timing.onRelease = undefined;
+      this.#executing--;
+      if (this.#executing === 0 && this.#idleWaiters.length > 0) {
         const waiters = this.#idleWaiters;
         this.#idleWaiters = [];
         for (const w of waiters) w();
@@ -172,6 +200,15 @@ export class InstanceRunner {
         r.times.computeEnd = end;
       }
     }
+    try {
+      this.#returned(batch, warmup);
+    } finally {
+      release();
+    }
+  }
+
+  /** After `execute` returned: requests left without a final response, and the observer. */
+  #returned(batch: readonly ScheduledRequest[], warmup: boolean): void {
     if (this.#decoupled) {
       for (const r of batch) {
         if (!r.completed) this.#trackDecoupled(r);
