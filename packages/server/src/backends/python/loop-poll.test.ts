@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
 import { nativeAddon } from '../../core/native.js';
-import { LoopPoller, pollYields, pollingFor } from './loop-poll.js';
+import { LoopPoller, loopSaturated, pollYields, pollingFor } from './loop-poll.js';
 
 /** The event loop's utilization over `ms` of waiting: near 1 while it polls, near 0 while it sleeps. */
 async function utilization(ms: number): Promise<number> {
@@ -83,5 +83,20 @@ describe('LoopPoller (busy polling of the event loop for a stub answer)', () => 
     next.sent(1, 1);
     assert.equal(pollingFor(), 1);
     next.answered(1);
+  });
+});
+
+describe('loopSaturated (whether the Python backend releases an instance early)', () => {
+  it('says true after a stretch the loop spent busy, false after one it spent waiting', async () => {
+    await sleep(60);
+    loopSaturated();
+    // Busy for 80 ms without a turn of the loop: utilisation 1 over the stretch.
+    const until = performance.now() + 80;
+    while (performance.now() < until);
+    assert.equal(loopSaturated(), true);
+    // Within the same 50 ms stretch the answer stands, without measuring again.
+    assert.equal(loopSaturated(), true);
+    await sleep(80);
+    assert.equal(loopSaturated(), false);
   });
 });

@@ -216,3 +216,96 @@ describe('Python backend: decoupled models through the SPI', () => {
     assert.deepEqual(ints(again.responses[0]!, 'OUT'), [8]);
   });
 });
+
+/** A model whose execute answers every request from its return value (not decoupled). */
+const ECHO_PY = String.raw`
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        if any("raise" in r.parameters() for r in requests):
+            raise pb_utils.TritonModelException("echo cannot run")
+        out = []
+        for request in requests:
+            values = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            out.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUT", values),
+                pb_utils.Tensor("IDX", values)]))
+        return out
+`;
+
+describe('Python backend: the instance is released when the stub is done with a batch', () => {
+  before(requireNumpy);
+  let dir: string;
+  let model: BackendModel;
+  let instance: BackendInstance;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'nereid-release-'));
+    await mkdir(join(dir, 'echo', '1'), { recursive: true });
+    await writeFile(join(dir, 'echo', '1', 'model.py'), ECHO_PY);
+    const config = normalizeModelConfig(
+      completeModelConfig(
+        modelConfigFromJson({
+          name: 'echo',
+          backend: 'python',
+          default_model_filename: 'model.py',
+          input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [-1] }],
+          output: [
+            { name: 'OUT', data_type: 'TYPE_INT32', dims: [-1] },
+            { name: 'IDX', data_type: 'TYPE_INT32', dims: [-1] },
+          ],
+          instance_group: [{ name: 'echo', kind: 'KIND_CPU', count: 1 }],
+        }),
+      ),
+    );
+    const ctx: ModelContext = {
+      name: 'echo',
+      version: 1,
+      config,
+      modelDirectory: join(dir, 'echo'),
+      versionDirectory: join(dir, 'echo', '1'),
+      modelPath: join(dir, 'echo', '1', 'model.py'),
+      backendConfig: {},
+      logger: silentLogger(),
+    };
+    model = await pythonBackend.createModel(ctx);
+    instance = await model.createInstance({ name: 'echo_0', groupName: 'echo', kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 });
+  });
+
+  after(async () => {
+    await instance?.unload();
+    await model?.unload();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** A timing whose releaseInstance, and the requests' responses, are written into `log`. */
+  function logged(log: string[], ...requests: (BackendRequest & Received)[]): ExecutionTiming {
+    for (const [i, r] of requests.entries()) {
+      const respond = r.respond.bind(r);
+      r.respond = (response, final) => {
+        log.push(`respond ${i}`);
+        respond(response, final);
+      };
+    }
+    return { ...timing, releaseInstance: () => log.push('release') };
+  }
+
+  it('releases the instance before it hands the responses over, once', async () => {
+    const log: string[] = [];
+    const a = request([1, 2], {});
+    const b = request([3], {});
+    await instance.execute([a, b], logged(log, a, b));
+    assert.deepEqual(log, ['release', 'respond 0', 'respond 1']);
+    assert.deepEqual(ints(a.responses[0]!, 'OUT'), [1, 2]);
+    assert.deepEqual(ints(b.responses[0]!, 'OUT'), [3]);
+  });
+
+  it('does not release an instance whose execute raised (the runner does when execute returns)', async () => {
+    const log: string[] = [];
+    const r = request([1], { raise: true });
+    await assert.rejects(instance.execute([r], logged(log, r)), /echo cannot run/);
+    assert.deepEqual(log, []);
+  });
+});

@@ -72,6 +72,7 @@ import { processMemoryBytes } from '../../core/memory.js';
 import { watchAbort } from '../../core/abort-watch.js';
 import { IdMap } from '../../core/id-map.js';
 import { StubProcess, type StubMessage } from './stub-process.js';
+import { loopSaturated } from './loop-poll.js';
 
 /** The interpreter of the stubs (and of the CUDA shared-memory helper) when none is configured. */
 export const DEFAULT_PYTHON = '/usr/bin/python3';
@@ -328,6 +329,8 @@ interface HeldExecute {
   readonly aborts: (() => void)[];
   done: boolean;
   settle?: { resolve(): void; reject(e: NereidError): void };
+  /** Releases the instance for its next batch (`ExecutionTiming.releaseInstance`), from `done` on. */
+  release?: () => void;
   timer?: NodeJS.Timeout;
   /**
    * When the stub's `done` arrived, also for an execute that raised: the end of compute_infer
@@ -553,7 +556,7 @@ class PythonInstance implements BackendInstance {
       const flags = (r.sequenceStart ? SEQUENCE_START_FLAG : 0) | (r.sequenceEnd ? SEQUENCE_END_FLAG : 0);
       return { id: r.id, outputs: r.requestedOutputs, parameters: parametersJson(r.parameters), ...correlationJson(r.correlationId), flags, inputs };
     });
-    const held: HeldExecute = { requests, final: requests.map(() => false), aborts: [], done: false };
+    const held: HeldExecute = { requests, final: requests.map(() => false), aborts: [], done: false, release: () => timing.releaseInstance?.() };
     this.#held.set(x, held);
     const finished = new Promise<void>((resolve, reject) => (held.settle = { resolve, reject }));
     requests.forEach((r, i) => {
@@ -825,6 +828,10 @@ class PythonInstance implements BackendInstance {
         request.respond(toNereidError(err, 'BACKEND_ERROR'), true);
       }
     }
+    // The stub is done with the batch: the instance takes its next one now (the scheduler sends it
+    // from a microtask that runs before the frontends encode these responses), while the
+    // responses are handed over here. Not while the event loop is saturated (loop-poll.ts).
+    if (held.release !== undefined && !loopSaturated()) held.release();
     const wire = (m['outputs'] as WireTensor[] | undefined) ?? [];
     if (held.batched === true) {
       this.#applyBatched(held, wire, tensors);
