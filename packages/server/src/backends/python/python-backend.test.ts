@@ -123,51 +123,63 @@ function ints(r: BackendResponse | NereidError | null, name: string): number[] {
   return [...new Int32Array(new Uint8Array(t.data).buffer)];
 }
 
+/**
+ * A one-instance Python model `name` from `source`, INT32 input IN [-1] and outputs OUT and IDX of
+ * `outputDims`, in a directory of its own; `close` unloads it and removes the directory.
+ */
+async function loadModel(name: string, source: string, outputDims: number[], extra: Record<string, unknown> = {}) {
+  const dir = await mkdtemp(join(tmpdir(), `nereid-${name}-`));
+  await mkdir(join(dir, name, '1'), { recursive: true });
+  await writeFile(join(dir, name, '1', 'model.py'), source);
+  const config = normalizeModelConfig(
+    completeModelConfig(
+      modelConfigFromJson({
+        name,
+        backend: 'python',
+        default_model_filename: 'model.py',
+        ...extra,
+        input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [-1] }],
+        output: [
+          { name: 'OUT', data_type: 'TYPE_INT32', dims: outputDims },
+          { name: 'IDX', data_type: 'TYPE_INT32', dims: outputDims },
+        ],
+        instance_group: [{ name, kind: 'KIND_CPU', count: 1 }],
+      }),
+    ),
+  );
+  const ctx: ModelContext = {
+    name,
+    version: 1,
+    config,
+    modelDirectory: join(dir, name),
+    versionDirectory: join(dir, name, '1'),
+    modelPath: join(dir, name, '1', 'model.py'),
+    backendConfig: {},
+    logger: silentLogger(),
+  };
+  const model: BackendModel = await pythonBackend.createModel(ctx);
+  const instance: BackendInstance = await model.createInstance({ name: `${name}_0`, groupName: name, kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 });
+  return {
+    instance,
+    async close() {
+      await instance.unload();
+      await model.unload();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 describe('Python backend: decoupled models through the SPI', () => {
   before(requireNumpy);
-  let dir: string;
-  let model: BackendModel;
+  let loaded: Awaited<ReturnType<typeof loadModel>> | undefined;
   let instance: BackendInstance;
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'nereid-decoupled-'));
-    await mkdir(join(dir, 'repeat', '1'), { recursive: true });
-    await writeFile(join(dir, 'repeat', '1', 'model.py'), REPEAT_PY);
-    const config = normalizeModelConfig(
-      completeModelConfig(
-        modelConfigFromJson({
-          name: 'repeat',
-          backend: 'python',
-          default_model_filename: 'model.py',
-          model_transaction_policy: { decoupled: true },
-          input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [-1] }],
-          output: [
-            { name: 'OUT', data_type: 'TYPE_INT32', dims: [1] },
-            { name: 'IDX', data_type: 'TYPE_INT32', dims: [1] },
-          ],
-          instance_group: [{ name: 'repeat', kind: 'KIND_CPU', count: 1 }],
-        }),
-      ),
-    );
-    const ctx: ModelContext = {
-      name: 'repeat',
-      version: 1,
-      config,
-      modelDirectory: join(dir, 'repeat'),
-      versionDirectory: join(dir, 'repeat', '1'),
-      modelPath: join(dir, 'repeat', '1', 'model.py'),
-      backendConfig: {},
-      logger: silentLogger(),
-    };
-    model = await pythonBackend.createModel(ctx);
-    instance = await model.createInstance({ name: 'repeat_0', groupName: 'repeat', kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 });
+    loaded = await loadModel('repeat', REPEAT_PY, [1], { model_transaction_policy: { decoupled: true } });
+    instance = loaded.instance;
   });
 
-  after(async () => {
-    await instance?.unload();
-    await model?.unload();
-    await rm(dir, { recursive: true, force: true });
-  });
+  after(() => loaded?.close());
 
   it('sends many responses per request from a thread, then a flags-only final', async () => {
     const a = request([5, 6, 7], { mode: 'thread' });
@@ -237,48 +249,15 @@ class TritonPythonModel:
 
 describe('Python backend: the instance is released when the stub is done with a batch', () => {
   before(requireNumpy);
-  let dir: string;
-  let model: BackendModel;
+  let loaded: Awaited<ReturnType<typeof loadModel>> | undefined;
   let instance: BackendInstance;
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'nereid-release-'));
-    await mkdir(join(dir, 'echo', '1'), { recursive: true });
-    await writeFile(join(dir, 'echo', '1', 'model.py'), ECHO_PY);
-    const config = normalizeModelConfig(
-      completeModelConfig(
-        modelConfigFromJson({
-          name: 'echo',
-          backend: 'python',
-          default_model_filename: 'model.py',
-          input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [-1] }],
-          output: [
-            { name: 'OUT', data_type: 'TYPE_INT32', dims: [-1] },
-            { name: 'IDX', data_type: 'TYPE_INT32', dims: [-1] },
-          ],
-          instance_group: [{ name: 'echo', kind: 'KIND_CPU', count: 1 }],
-        }),
-      ),
-    );
-    const ctx: ModelContext = {
-      name: 'echo',
-      version: 1,
-      config,
-      modelDirectory: join(dir, 'echo'),
-      versionDirectory: join(dir, 'echo', '1'),
-      modelPath: join(dir, 'echo', '1', 'model.py'),
-      backendConfig: {},
-      logger: silentLogger(),
-    };
-    model = await pythonBackend.createModel(ctx);
-    instance = await model.createInstance({ name: 'echo_0', groupName: 'echo', kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 });
+    loaded = await loadModel('echo', ECHO_PY, [-1]);
+    instance = loaded.instance;
   });
 
-  after(async () => {
-    await instance?.unload();
-    await model?.unload();
-    await rm(dir, { recursive: true, force: true });
-  });
+  after(() => loaded?.close());
 
   /** A timing whose releaseInstance, and the requests' responses, are written into `log`. */
   function logged(log: string[], ...requests: (BackendRequest & Received)[]): ExecutionTiming {
