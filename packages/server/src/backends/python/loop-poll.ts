@@ -133,7 +133,7 @@ export function pollingFor(): number {
  * within the noise either way.
  */
 const LOOP_SAMPLE_MS = 50;
-export const LOOP_BUSY = 0.9;
+const LOOP_BUSY = 0.9;
 let loopSample = performance.eventLoopUtilization();
 let loopSampledAt = performance.now();
 let loopBusy = false;
