@@ -11,7 +11,7 @@
  * What it is: a `net.Server` whose connections parse requests in JavaScript, one at a time per
  * connection (a pipelined request is parsed once the response before it has been written), and
  * answer through small request and response objects with the subset of `node:http`'s interface the
- * frontend uses (`HttpRequest` and `HttpResponse` in ../http-frontend.ts), so that the frontend
+ * frontend uses (`HttpRequest` and `HttpResponse` in ../transport.ts), so that the frontend
  * runs unchanged on either.
  *
  * - Requests: request line (`METHOD target HTTP/1.x`), header fields (token names, values without
@@ -32,6 +32,7 @@
 import { EventEmitter } from 'node:events';
 import { STATUS_CODES } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
+import type { HttpHeaders } from '../transport.js';
 
 export interface H1ServerOptions {
   /** ms to receive a request's header block (0: no limit). */
@@ -71,8 +72,6 @@ const SINGLE = new Set([
   'age', 'authorization', 'content-type', 'etag', 'expires', 'from', 'host', 'if-modified-since', 'if-unmodified-since',
   'last-modified', 'location', 'max-forwards', 'proxy-authorization', 'referer', 'retry-after', 'server', 'user-agent',
 ]);
-
-export type H1Headers = Record<string, string | string[] | undefined>;
 
 class ParseError extends Error {
   constructor(
@@ -114,7 +113,7 @@ export class H1Request extends EventEmitter {
   readonly method: string;
   readonly url: string;
   readonly httpVersion: string;
-  readonly headers: H1Headers;
+  readonly headers: HttpHeaders;
   readonly socket: Socket;
   /** The whole body has arrived (`end` may still be due). */
   complete = false;
@@ -126,7 +125,7 @@ export class H1Request extends EventEmitter {
   #failed = false;
   readonly #conn: H1Connection;
 
-  constructor(conn: H1Connection, method: string, url: string, minor: string, headers: H1Headers) {
+  constructor(conn: H1Connection, method: string, url: string, minor: string, headers: HttpHeaders) {
     super();
     this.#conn = conn;
     this.socket = conn.socket;
@@ -331,7 +330,6 @@ export class H1Response extends EventEmitter {
         head += 'Transfer-Encoding: chunked\r\n';
       } else this.#keepAlive = false; // close-delimited
     }
-    if (this.#conn.peerEnded) this.#keepAlive = false;
     head += `Date: ${httpDate()}\r\n`;
     head += this.#keepAlive ? `Connection: keep-alive\r\nKeep-Alive: timeout=${this.#conn.keepAliveSeconds}\r\n\r\n` : 'Connection: close\r\n\r\n';
     this.#headText = head;
@@ -420,8 +418,6 @@ class H1Connection {
   /** performance.now() when the current request's first byte came (0: none yet), and when idle began. */
   headStart = 0;
   idleSince: number;
-  /** The client half-closed its side: the connection ends after the response in progress. */
-  #peerEnded = false;
   #paused = false;
   /** Inside #process. */
   #processing = false;
@@ -437,17 +433,12 @@ class H1Connection {
     socket.on('end', () => {
       // The client ended its side: as node:http does, its request is cancelled (a response in
       // progress ends with the connection) and the connection closes once what was written is out.
-      this.#peerEnded = true;
       this.#state = 'closed';
       this.#buf = undefined;
       this.#req?.fail();
       socket.end();
       setTimeout(() => this.destroy(), LINGER_MS).unref();
     });
-  }
-
-  get peerEnded(): boolean {
-    return this.#peerEnded;
   }
 
   get keepAliveSeconds(): number {
@@ -502,7 +493,7 @@ class H1Connection {
   responseEnded(res: H1Response): void {
     if (res !== this.#res || this.#state === 'closed') return;
     this.#res = undefined;
-    if (!res.keepAlive || this.#peerEnded) {
+    if (!res.keepAlive) {
       this.#state = 'closed';
       this.#req?.fail();
       this.#req = undefined;
@@ -624,7 +615,7 @@ class H1Connection {
     const rest = end + 4 === buf.length ? undefined : buf.subarray(end + 4);
     const line = REQUEST_LINE.exec(lines[0]!);
     if (line === null) throw new ParseError(400, 'malformed request line');
-    const headers: H1Headers = {};
+    const headers: HttpHeaders = {};
     let contentLength = -1;
     let transferEncoding: string | undefined;
     let connection = '';
@@ -780,7 +771,8 @@ export class H1Server extends NetServer {
   #sweep: NodeJS.Timeout | undefined;
 
   constructor(options: H1ServerOptions, handler: H1Handler) {
-    // Half-open: a client that sends its request and then ends its side still gets the answer.
+    // Half-open: the connection, not net, decides what a client's end means (H1Connection's
+    // 'end' handler: the request is cancelled, and the connection closes once its writes are out).
     super({ noDelay: true, allowHalfOpen: true });
     this.options = options;
     this.handler = handler;
