@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // Compiles the server's native addon (packages/server/native/addon.c: memory mappings of shared-
-// memory files with a SIGBUS guard) into
+// memory files with a SIGBUS guard; ort.c: direct ONNX Runtime sessions) into
 // packages/server/dist/native/nereid.node with the system C compiler (`$CC`, else `cc`) and the
 // Node-API headers of the `node-api-headers` package (else the running Node's own include
 // directory). No node-gyp, no download. Runs after `tsc -b`; skips the compile when the output
-// is newer than the source.
+// is newer than the sources.
 //
 // Without a C compiler the build still succeeds: the server then reads and writes shared memory
 // with positioned I/O (slower for large tensors; packages/server/src/core/mapped-file.ts) and says
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const required = process.argv.includes('--require') || process.env.NEREID_REQUIRE_NATIVE === '1';
-const source = join(root, 'packages', 'server', 'native', 'addon.c');
+const sources = ['addon.c', 'ort.c'].map((name) => join(root, 'packages', 'server', 'native', name));
 const output = join(root, 'packages', 'server', 'dist', 'native', 'nereid.node');
 
 function headersDir() {
@@ -43,7 +43,8 @@ function fail(reason) {
   process.exit(0);
 }
 
-if (existsSync(output) && statSync(output).mtimeMs >= statSync(source).mtimeMs && statSync(output).mtimeMs >= statSync(fileURLToPath(import.meta.url)).mtimeMs) {
+const newest = Math.max(statSync(fileURLToPath(import.meta.url)).mtimeMs, ...sources.map((s) => statSync(s).mtimeMs));
+if (existsSync(output) && statSync(output).mtimeMs >= newest) {
   console.log(`build-native: ${relative(root, output)} up to date`);
   process.exit(0);
 }
@@ -52,10 +53,10 @@ if (include === undefined) fail('no Node-API headers (npm package node-api-heade
 const cc = process.env.CC || 'cc';
 mkdirSync(dirname(output), { recursive: true });
 try {
-  execFileSync(cc, ['-O2', '-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-fPIC', '-shared', '-pthread', '-I', include, '-o', output, source], {
+  execFileSync(cc, ['-O2', '-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-fPIC', '-shared', '-pthread', '-I', include, '-o', output, ...sources, '-ldl'], {
     stdio: ['ignore', 'inherit', 'inherit'],
   });
 } catch (err) {
-  fail(`compiling ${relative(root, source)} with '${cc}' failed (${err.code === 'ENOENT' ? 'no C compiler' : err.message})`);
+  fail(`compiling ${sources.map((s) => relative(root, s)).join(', ')} with '${cc}' failed (${err.code === 'ENOENT' ? 'no C compiler' : err.message})`);
 }
 console.log(`build-native: ${relative(root, output)} built`);

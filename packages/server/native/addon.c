@@ -537,6 +537,9 @@ static napi_value yield_cpu(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* Direct ONNX Runtime sessions (ort.c). */
+int nereid_ort_define(napi_env env, napi_value exports);
+
 NAPI_MODULE_INIT() {
   pthread_once(&install_once, install_handler);
   napi_property_descriptor properties[] = {
@@ -552,5 +555,6 @@ NAPI_MODULE_INIT() {
       {"yieldCpu", NULL, yield_cpu, NULL, NULL, NULL, napi_default, NULL},
   };
   if (napi_define_properties(env, exports, sizeof properties / sizeof properties[0], properties) != napi_ok) return NULL;
+  if (nereid_ort_define(env, exports) != 0) return NULL;
   return exports;
 }
