@@ -3,7 +3,8 @@
  * results and errors on the worker thread and on the event loop's thread; `auto` moves a tiny
  * model onto the event loop's thread and keeps a slow one on its worker, so the event loop keeps
  * turning while it computes (an ordering assertion, never a timing one); unloading releases the
- * worker of an instance that went inline.
+ * worker of an instance that went inline. Each mode runs with direct ONNX Runtime sessions (the
+ * default) and, for `worker` and `inline`, with the binding's (`direct_session: false`).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -18,6 +19,9 @@ const thread = (mode: string) => `parameters { key: "execution_thread" value: { 
 /** A bound no `simple` run exceeds however busy the machine: the choice is then certain. */
 const GENEROUS = 'parameters { key: "execution_thread_max_run_us" value: { string_value: "20000" } }\n';
 const MODES = ['worker', 'inline', 'auto'] as const;
+const BINDING = 'parameters { key: "direct_session" value: { string_value: "false" } }\n';
+/** The modes, and two of them on onnxruntime-node's binding instead of direct sessions. */
+const VARIANTS = [...MODES.map((mode) => ({ name: mode, config: thread(mode) })), ...(['worker', 'inline'] as const).map((mode) => ({ name: `${mode}_binding`, config: thread(mode) + BINDING }))];
 
 /** A logger that keeps info lines (the backend says when an instance changes threads). */
 function recordingLogger(): Logger & { lines: string[] } {
@@ -71,13 +75,15 @@ describe('execution_thread', () => {
 
   before(async () => {
     const models: Record<string, Record<string, string | Uint8Array>> = {};
+    for (const variant of VARIANTS) {
+      const simple = simpleModel({ name: `simple_${variant.name}` });
+      models[simple.name] = { 'config.pbtxt': simple.config! + ONE_INSTANCE + variant.config + GENEROUS, '1/model.onnx': simple.onnx.bytes };
+      const add = addModel(`add_${variant.name}`);
+      models[add.name] = { 'config.pbtxt': add.config! + ONE_INSTANCE + variant.config, '1/model.onnx': add.onnx.bytes };
+    }
     for (const mode of MODES) {
-      const simple = simpleModel({ name: `simple_${mode}` });
-      models[simple.name] = { 'config.pbtxt': simple.config! + ONE_INSTANCE + thread(mode) + GENEROUS, '1/model.onnx': simple.onnx.bytes };
       const strings = simpleStringModel({ name: `strings_${mode}` });
       models[strings.name] = { 'config.pbtxt': strings.config! + ONE_INSTANCE + thread(mode), '1/model.onnx': strings.onnx.bytes };
-      const add = addModel(`add_${mode}`);
-      models[add.name] = { 'config.pbtxt': add.config! + ONE_INSTANCE + thread(mode), '1/model.onnx': add.onnx.bytes };
     }
     repo = await makeRepository(models);
     logger = recordingLogger();
@@ -90,8 +96,8 @@ describe('execution_thread', () => {
     if (repo) await removeDir(repo);
   });
 
-  it('gives the same results on either thread, batched, with inputs at any offset', async () => {
-    for (const mode of MODES) {
+  it('gives the same results on either thread, batched, with inputs at any offset, direct or through the binding', async () => {
+    for (const { name: mode } of VARIANTS) {
       for (const [batch, offset, asBuffer] of [[1, 0, false], [1, 3, false], [1, 1, true], [8, 0, false], [5, 2, true]] as const) {
         const { request, sum, difference } = simpleRequest(`simple_${mode}`, batch, offset, asBuffer);
         const response = await server.infer(request);
@@ -148,9 +154,9 @@ describe('execution_thread', () => {
     assert.deepEqual(results, [results[0], results[0], results[0]]);
   });
 
-  it("answers ONNX Runtime's run errors on either thread the same way, and keeps serving", async () => {
+  it("answers ONNX Runtime's run errors on either thread the same way, direct or through the binding, and keeps serving", async () => {
     const messages: string[] = [];
-    for (const mode of MODES) {
+    for (const { name: mode } of VARIANTS) {
       const model = `add_${mode}`;
       const bad = server.infer({
         model,
@@ -174,7 +180,7 @@ describe('execution_thread', () => {
       });
       assert.deepEqual(typedArrayOf('INT32', out(good, 'C')), new Int32Array([11, 22]));
     }
-    assert.deepEqual(messages, [messages[0], messages[0], messages[0]]);
+    assert.deepEqual(messages, VARIANTS.map(() => messages[0]));
   });
 
   it('answers cancelled requests CANCELLED on either thread', async () => {
@@ -276,6 +282,27 @@ describe('execution_thread and unloading', () => {
       }
       assert.equal(now, before);
       await assert.rejects(server.infer(simpleRequest('tiny', 1).request), (err: unknown) => err instanceof NereidError);
+    } finally {
+      await server.stop();
+      await removeDir(repo);
+    }
+  });
+});
+
+describe('direct_session', () => {
+  it('refuses a value that is not true or false at load, naming the model, and serves the others', async () => {
+    const bad = simpleModel({ name: 'direct_maybe' });
+    const good = simpleModel({ name: 'direct_off' });
+    const repo = await makeRepository({
+      direct_maybe: { 'config.pbtxt': bad.config! + 'parameters { key: "direct_session" value: { string_value: "maybe" } }\n', '1/model.onnx': bad.onnx.bytes },
+      direct_off: { 'config.pbtxt': good.config! + BINDING, '1/model.onnx': good.onnx.bytes },
+    });
+    const server = await Server.start({ modelRepositories: [repo], logger: silentLogger() });
+    try {
+      assert.deepEqual(server.startReport.failures.map((f) => f.name), ['direct_maybe']);
+      assert.match(server.startReport.failures[0]!.reason, /model 'direct_maybe': parameter 'direct_session' must be true or false, got 'maybe'/);
+      const { request, sum } = simpleRequest('direct_off', 2);
+      assert.deepEqual(typedArrayOf('INT32', out(await server.infer(request), 'OUTPUT0')), sum);
     } finally {
       await server.stop();
       await removeDir(repo);

@@ -1,16 +1,26 @@
 /**
- * onnxruntime-node's session without its promise wrapper, and the tensor conversions around it.
- * Shared by the session worker (`session-worker.ts`) and by instances that run on the event
+ * ONNX Runtime sessions that compute on the calling thread, and the tensor conversions around
+ * them. Shared by the session worker (`session-worker.ts`) and by instances that run on the event
  * loop's thread (`onnxruntime-backend.ts`, `execution_thread`).
  *
- * `run()` is synchronous native work on the calling thread: the binding's public `run()` only
- * defers the same call to `setImmediate`. With `intraOpNumThreads` 1 the calling thread computes
- * alone; with more, it computes with the session's pool and waits for it. Either way the caller's
- * thread is blocked for the whole run.
+ * Two kinds, the same `SyncSession`:
+ *   - direct: ONNX Runtime's C API called by Nereid's native addon (packages/server/native/ort.c),
+ *     on the library onnxruntime-node ships. For a small model it costs a fraction of the
+ *     binding's run (Triton's `simple`: about 13 µs against 35). Models whose inputs and outputs
+ *     are all numeric tensors get it, unless the model parameter `direct_session` is false or the
+ *     addon is not built.
+ *   - binding: onnxruntime-node's native session without its promise wrapper (its public `run()`
+ *     only defers the same call to `setImmediate`). Every other model.
+ * `run()` is synchronous native work on the calling thread. With `intraOpNumThreads` 1 the calling
+ * thread computes alone; with more, it computes with the session's pool and waits for it. Either
+ * way the caller's thread is blocked for the whole run.
  */
+import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import type * as ort from 'onnxruntime-node';
 import { NereidError } from '@nereid/protocol';
+import { nativeAddon } from '../../core/native.js';
 import type { OrtTensorType } from './ort-types.js';
 import type { SessionWorkerOptions } from './worker-protocol.js';
 
@@ -41,11 +51,29 @@ export function onnxRuntimeVersion(): string {
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-/** A tensor as the native binding returns it (an `ort.Tensor` or a plain record). */
+/** A tensor as a session returns it (an `ort.Tensor` or a plain record). */
 export interface RawTensor {
   type: string;
   dims: readonly number[];
   data: unknown;
+}
+
+/** An input as a session takes it: a typed array (numeric) or the strings of a STRING tensor. */
+export interface Feed {
+  type: OrtTensorType;
+  dims: readonly number[];
+  data: ArrayBufferView | string[];
+}
+
+/** `feeds` as onnxruntime-node's tensors. */
+export function ortTensors(feeds: Record<string, Feed>): Record<string, ort.Tensor> {
+  const { Tensor } = ortLibrary();
+  const out: Record<string, ort.Tensor> = {};
+  for (const name in feeds) {
+    const f = feeds[name]!;
+    out[name] = new Tensor(f.type, f.data as ort.Tensor.DataTypeMap[typeof f.type], f.dims);
+  }
+  return out;
 }
 
 interface NativeBindingSession {
@@ -58,8 +86,10 @@ interface NativeBindingSession {
 export interface SyncSession {
   /** How long ONNX Runtime took to load the model (ns). */
   readonly loadNs: number;
+  /** Which kind it is (see the top of this file). */
+  readonly kind: 'direct' | 'binding';
   /** Throws ONNX Runtime's error (an `Error`) when the run fails. */
-  run(feeds: Record<string, ort.Tensor>, fetches: readonly string[]): Record<string, RawTensor>;
+  run(feeds: Record<string, Feed>, fetches: readonly string[]): Record<string, RawTensor>;
   /** Releases the session's native memory and threads; the session is unusable afterwards. */
   dispose(): void;
 }
@@ -96,6 +126,15 @@ export function syncSessionsAvailable(): boolean {
 }
 
 /** The session options ONNX Runtime gets for `options`. */
+/**
+ * Session configuration entries every session gets. ONNX Runtime's intra-op pool's threads stop
+ * spinning when a run returns (they still spin between the parallel sections of a run). Between
+ * runs the session's thread hands results on and waits for the next batch; threads spinning
+ * meanwhile take the cores the main thread needs to receive and answer requests (measured on the
+ * MLP example at batch 14: about 190 µs of spinning per request, more than the run itself).
+ */
+const SESSION_CONFIG = ['session.force_spinning_stop', '1'];
+
 export function ortSessionOptions(options: SessionWorkerOptions): ort.InferenceSession.SessionOptions {
   return {
     intraOpNumThreads: options.intraOpNumThreads,
@@ -104,20 +143,21 @@ export function ortSessionOptions(options: SessionWorkerOptions): ort.InferenceS
     executionMode: options.executionMode,
     enableCpuMemArena: options.enableCpuMemArena,
     enableMemPattern: options.enableMemPattern,
-    // The intra-op pool's threads stop spinning when a run returns (they still spin between the
-    // parallel sections of a run). Between runs the session's thread hands results on and waits
-    // for the next batch; threads spinning meanwhile take the cores the main thread needs to
-    // receive and answer requests (measured on the MLP example at batch 14: about 190 µs of
-    // spinning per request, more than the run itself).
+    // SESSION_CONFIG (the binding joins the keys with dots).
     extra: { session: { force_spinning_stop: '1' } },
   };
 }
 
 /**
- * Loads the model on this thread, synchronously. Returns undefined when the binding does not
- * offer synchronous sessions (see `syncSessionsAvailable`); throws ONNX Runtime's load error.
+ * Loads the model on this thread, synchronously: a direct session where it can be one (see the
+ * top of this file), else the binding's. Returns undefined when neither is available (the binding
+ * does not offer synchronous sessions: `syncSessionsAvailable`); throws ONNX Runtime's load error.
  */
 export function loadSyncSession(options: SessionWorkerOptions): SyncSession | undefined {
+  if (options.direct) {
+    const direct = loadDirectSession(options);
+    if (direct !== undefined) return direct;
+  }
   const Native = nativeSessionClass();
   if (Native === undefined) return undefined;
   const native = new Native();
@@ -126,14 +166,140 @@ export function loadSyncSession(options: SessionWorkerOptions): SyncSession | un
   const loadNs = Number(process.hrtime.bigint() - start);
   const noOptions = {};
   return {
+    kind: 'binding',
     loadNs,
     run(feeds, fetches) {
       const wanted: Record<string, null> = {};
       for (const name of fetches) wanted[name] = null;
-      return native.run(feeds, wanted, noOptions);
+      return native.run(ortTensors(feeds), wanted, noOptions);
     },
     dispose() {
       native.dispose();
+    },
+  };
+}
+
+/** What the addon's `ortLoad` answers (packages/server/native/ort.c). */
+interface DirectModel {
+  session: object;
+  inputs: string[];
+  inputTypes: number[];
+  outputs: string[];
+  outputTypes: number[];
+}
+
+interface DirectRuntime {
+  ortInit(libraryPath: string): string;
+  ortLoad(path: string, intra: number, inter: number, level: number, parallel: boolean, arena: boolean, pattern: boolean, config: string[]): DirectModel;
+  ortRun(session: object, inputs: unknown[], outputs: Uint32Array, meta: Float64Array): ArrayBuffer[];
+  ortRelease(session: object): void;
+}
+
+/** ONNX's element type numbers (TensorProto.DataType) of the numeric types. */
+const ELEMENT_TYPE: Record<Exclude<OrtTensorType, 'string'>, number> = {
+  float32: 1,
+  uint8: 2,
+  int8: 3,
+  uint16: 4,
+  int16: 5,
+  int32: 6,
+  int64: 7,
+  bool: 9,
+  float16: 10,
+  float64: 11,
+  uint32: 12,
+  uint64: 13,
+};
+const TYPE_OF_ELEMENT = new Map<number, OrtTensorType>(Object.entries(ELEMENT_TYPE).map(([k, v]) => [v, k as OrtTensorType]));
+/** Numbers per output in the run's `meta` (ort.c: its type, its rank, up to 64 dimensions). */
+const META_STRIDE = 66;
+const LEVEL: Record<SessionWorkerOptions['graphOptimizationLevel'], number> = { disabled: 0, basic: 1, extended: 2, all: 99 };
+
+let direct: DirectRuntime | null | undefined;
+
+/**
+ * The addon's direct calls, opened on the libonnxruntime beside onnxruntime-node's binding (the
+ * library the binding already loaded, so there is one ONNX Runtime in the process); undefined
+ * when the addon is not built or the library is not where the binding keeps it.
+ */
+function directRuntime(): DirectRuntime | undefined {
+  if (direct !== undefined) return direct ?? undefined;
+  direct = null;
+  const addon = nativeAddon() as (ReturnType<typeof nativeAddon> & Partial<DirectRuntime>) | undefined;
+  if (addon?.ortInit === undefined || process.platform !== 'linux') return undefined;
+  try {
+    ortLibrary();
+    const bin = join(dirname(requireHere.resolve('onnxruntime-node/package.json')), 'bin');
+    const library = readdirSync(bin)
+      .filter((d) => d.startsWith('napi-v'))
+      .map((d) => join(bin, d, process.platform, process.arch, 'libonnxruntime.so.1'))
+      .find((path) => existsSync(path));
+    if (library === undefined) return undefined;
+    addon.ortInit(library);
+    direct = addon as DirectRuntime;
+  } catch {
+    return undefined;
+  }
+  return direct;
+}
+
+/**
+ * A direct session for the model, or undefined when one cannot be had here (no addon) or the model
+ * has an input or output that is not a numeric tensor. Throws ONNX Runtime's load error.
+ */
+function loadDirectSession(options: SessionWorkerOptions): SyncSession | undefined {
+  const runtime = directRuntime();
+  if (runtime === undefined) return undefined;
+  const start = process.hrtime.bigint();
+  const model = runtime.ortLoad(
+    options.modelPath,
+    options.intraOpNumThreads,
+    options.interOpNumThreads,
+    LEVEL[options.graphOptimizationLevel],
+    options.executionMode === 'parallel',
+    options.enableCpuMemArena,
+    options.enableMemPattern,
+    SESSION_CONFIG,
+  );
+  const loadNs = Number(process.hrtime.bigint() - start);
+  if (![...model.inputTypes, ...model.outputTypes].every((t) => TYPE_OF_ELEMENT.has(t))) {
+    runtime.ortRelease(model.session);
+    return undefined;
+  }
+  const inputIndex = new Map(model.inputs.map((name, i) => [name, i]));
+  const outputIndex = new Map(model.outputs.map((name, i) => [name, i]));
+  const meta = new Float64Array(META_STRIDE * model.outputs.length);
+  const session = model.session;
+  return {
+    kind: 'direct',
+    loadNs,
+    run(feeds, fetches) {
+      const inputs: unknown[] = [];
+      for (const name in feeds) {
+        const index = inputIndex.get(name);
+        if (index === undefined) throw new Error(`'${name}' is not an input of the model (its inputs: ${model.inputs.join(', ')})`);
+        const feed = feeds[name]!;
+        inputs.push(index, ELEMENT_TYPE[feed.type as Exclude<OrtTensorType, 'string'>] ?? 0, feed.dims, feed.data);
+      }
+      const wanted = new Uint32Array(fetches.length);
+      for (let k = 0; k < fetches.length; k++) {
+        const index = outputIndex.get(fetches[k]!);
+        if (index === undefined) throw new Error(`'${fetches[k]}' is not an output of the model (its outputs: ${model.outputs.join(', ')})`);
+        wanted[k] = index;
+      }
+      const buffers = runtime.ortRun(session, inputs, wanted, meta);
+      const results: Record<string, RawTensor> = {};
+      for (let k = 0; k < fetches.length; k++) {
+        const at = k * META_STRIDE;
+        const rank = meta[at + 1]!;
+        const dims: number[] = [];
+        for (let d = 0; d < rank; d++) dims.push(meta[at + 2 + d]!);
+        results[fetches[k]!] = { type: TYPE_OF_ELEMENT.get(meta[at]!)!, dims, data: new Uint8Array(buffers[k]!) };
+      }
+      return results;
+    },
+    dispose() {
+      runtime.ortRelease(session);
     },
   };
 }
@@ -184,19 +350,17 @@ const ARRAY_OF: Record<Exclude<OrtTensorType, 'string'>, TypedArrayClass> = {
 };
 
 /**
- * An ONNX Runtime tensor over `bytes` (BYTES: 4-byte length-prefixed elements). Numeric data is
- * viewed in place when aligned for its element type and copied otherwise; the tensor must not
- * outlive `bytes`' contents (a run reads its inputs before it returns).
+ * A session input over `bytes` (BYTES: 4-byte length-prefixed elements). Numeric data is viewed
+ * in place when aligned for its element type and copied otherwise; the input must not outlive
+ * `bytes`' contents (a run reads its inputs before it returns).
  */
-export function toOrtTensor(type: OrtTensorType, dims: readonly number[], bytes: Uint8Array): ort.Tensor {
-  const { Tensor } = ortLibrary();
-  if (type === 'string') return new Tensor('string', decodeStrings(bytes), dims);
+export function toFeed(type: OrtTensorType, dims: readonly number[], bytes: Uint8Array): Feed {
+  if (type === 'string') return { type, dims, data: decodeStrings(bytes) };
   const Array = ARRAY_OF[type];
   const size = Array.BYTES_PER_ELEMENT;
   // `new Uint8Array(view)` copies; `slice()` would not for a Buffer.
   const aligned = bytes.byteOffset % size === 0 ? bytes : new Uint8Array(bytes);
-  const data = new Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / size);
-  return new Tensor(type, data as ort.Tensor.DataTypeMap[typeof type], dims);
+  return { type, dims, data: new Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / size) };
 }
 
 /** The bytes of an output tensor: a view over its data, or the BYTES encoding of its strings. */

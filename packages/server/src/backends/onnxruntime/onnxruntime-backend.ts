@@ -16,7 +16,6 @@ import { availableParallelism } from 'node:os';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type * as ort from 'onnxruntime-node';
 import { NereidError } from '@nereid/protocol';
 import type { ModelConfig } from '../../config/model-config.js';
 import type { Logger } from '../../observability/logger.js';
@@ -38,7 +37,7 @@ import {
 } from '../spi.js';
 import { autoCompleteOnnxConfig, checkConfigAgainstModel } from './auto-complete.js';
 import { DEFAULT_INLINE_LIMITS, InlineChoice, parseExecutionThread, type ExecutionThread, type InlineLimits } from './execution-thread.js';
-import { loadSyncSession, outputBytes, syncSessionsAvailable, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
+import { loadSyncSession, outputBytes, syncSessionsAvailable, toFeed, type Feed, type RawTensor, type SyncSession } from './native-session.js';
 import { readOnnxModelInfo } from './onnx-model-info.js';
 import { fromOrtType, toOrtType } from './ort-types.js';
 import { POOLED_OUTPUT_MIN_BYTES, type CloseMessage, type OutputTarget, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply } from './worker-protocol.js';
@@ -129,6 +128,7 @@ function sessionOptions(config: ModelConfig, modelPath: string, instanceCount: n
     executionMode: mode === 1 ? 'parallel' : 'sequential',
     enableCpuMemArena: boolParameter(config, 'enable_mem_arena', true),
     enableMemPattern: boolParameter(config, 'enable_mem_pattern', true),
+    direct: boolParameter(config, 'direct_session', true),
   };
 }
 
@@ -493,14 +493,14 @@ class OnnxInstance implements BackendInstance {
   #runInline(requests: readonly BackendRequest[], timing: ExecutionTiming, session: SyncSession): void {
     const start = process.hrtime.bigint();
     const batching = this.#config.max_batch_size > 0;
-    const feeds: Record<string, ort.Tensor> = {};
+    const feeds: Record<string, Feed> = {};
     const first = requests[0]!;
     for (const [name, tensor] of first.inputs) {
       if (requests.length === 1) {
-        feeds[name] = toOrtTensor(toOrtType(tensor.datatype)!, tensor.shape, tensor.data);
+        feeds[name] = toFeed(toOrtType(tensor.datatype)!, tensor.shape, tensor.data);
       } else {
         const gathered = gatherInput(requests, name, batching);
-        feeds[name] = toOrtTensor(toOrtType(gathered.datatype)!, gathered.shape, gathered.data);
+        feeds[name] = toFeed(toOrtType(gathered.datatype)!, gathered.shape, gathered.data);
       }
     }
     const fetches = unionOfRequestedOutputs(requests);

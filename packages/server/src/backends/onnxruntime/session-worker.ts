@@ -10,16 +10,16 @@ import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from '
 import * as ort from 'onnxruntime-node';
 import { BufferPool } from '../../core/buffer-pool.js';
 import { slabView } from '../../core/slabs.js';
-import { loadSyncSession, ortSessionOptions, outputBytes, toOrtTensor, type RawTensor, type SyncSession } from './native-session.js';
+import { loadSyncSession, ortSessionOptions, ortTensors, outputBytes, toFeed, type Feed, type RawTensor, type SyncSession } from './native-session.js';
 import { POOLED_OUTPUT_MIN_BYTES, type OutputTarget, type RunOutcome, type RunRequest, type RunsMessage, type SessionWorkerOptions, type WireTensor, type WorkerReply, type WorkerRequest } from './worker-protocol.js';
 
 const options = workerData as SessionWorkerOptions;
 const port = parentPort!;
 
-function toFeed(t: WireTensor): ort.Tensor {
-  if (t.slab !== undefined) return toOrtTensor(t.type, t.dims, new Uint8Array(slabView(t.slab), t.byteOffset ?? 0, t.byteLength ?? 0));
+function feedOf(t: WireTensor): Feed {
+  if (t.slab !== undefined) return toFeed(t.type, t.dims, new Uint8Array(slabView(t.slab), t.byteOffset ?? 0, t.byteLength ?? 0));
   const data = t.data!;
-  return toOrtTensor(t.type, t.dims, new Uint8Array(data, 0, t.byteLength ?? data.byteLength));
+  return toFeed(t.type, t.dims, new Uint8Array(data, 0, t.byteLength ?? data.byteLength));
 }
 
 /** Spare output buffers from the main thread (`RunsMessage.spares`). */
@@ -123,8 +123,8 @@ async function main(): Promise<void> {
     execute = (run) => {
       const start = process.hrtime.bigint();
       try {
-        const feeds: Record<string, ort.Tensor> = {};
-        for (const t of run.feeds) feeds[t.name] = toFeed(t);
+        const feeds: Record<string, Feed> = {};
+        for (const t of run.feeds) feeds[t.name] = feedOf(t);
         const inputsReady = process.hrtime.bigint();
         const results = s.run(feeds, run.fetches);
         return outcome(run, results, start, inputsReady, process.hrtime.bigint());
@@ -137,10 +137,10 @@ async function main(): Promise<void> {
     execute = async (run) => {
       const start = process.hrtime.bigint();
       try {
-        const feeds: Record<string, ort.Tensor> = {};
-        for (const t of run.feeds) feeds[t.name] = toFeed(t);
+        const feeds: Record<string, Feed> = {};
+        for (const t of run.feeds) feeds[t.name] = feedOf(t);
         const inputsReady = process.hrtime.bigint();
-        const results = await s.run(feeds, run.fetches);
+        const results = await s.run(ortTensors(feeds), run.fetches);
         return outcome(run, results, start, inputsReady, process.hrtime.bigint());
       } catch (err) {
         return failure(run, err);

@@ -23,6 +23,8 @@ export interface SessionWorkerOptions {
   executionMode: 'sequential' | 'parallel';
   enableCpuMemArena: boolean;
   enableMemPattern: boolean;
+  /** Run through ONNX Runtime's C API where the model allows (native-session.ts), else the binding. */
+  direct: boolean;
 }
 
 export interface WireTensor {
