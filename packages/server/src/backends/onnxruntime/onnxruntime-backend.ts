@@ -150,6 +150,7 @@ interface RunOutput {
 }
 
 interface InlineJob {
+  instance: OnnxInstance;
   requests: readonly BackendRequest[];
   timing: ExecutionTiming;
   resolve: () => void;
@@ -219,8 +220,11 @@ class OnnxInstance implements BackendInstance {
   #onClosed: (() => void) | undefined;
   /** The session on the event loop's thread (modes `inline`, and `auto` once chosen). */
   #inline: SyncSession | undefined;
-  /** Batches waiting for the inline session (`#runSoon`). */
-  #inlineQueue: InlineJob[] = [];
+  /**
+   * Batches of every instance waiting for their inline sessions (`#runSoon`): they run in one
+   * callback, so the responses of all of them leave in one write per connection.
+   */
+  static #inlineQueue: InlineJob[] = [];
   /** Mode `auto`: the measurements that decide (set once the worker reports its load time). */
   #choice: InlineChoice | undefined;
 
@@ -376,34 +380,39 @@ class OnnxInstance implements BackendInstance {
   }
 
   /**
-   * Queues a batch for the inline session. Queued batches run, in call order, in one
-   * `setImmediate` callback: an inference always takes an event-loop turn, as it does on the
-   * worker, so a caller awaiting inferences in a loop cannot starve timers and I/O.
+   * Queues a batch for the inline session. Queued batches, of this instance and of every other
+   * instance of the process, run in call order in one `setImmediate` callback: an inference
+   * always takes an event-loop turn, as it does on the worker, so a caller awaiting inferences in
+   * a loop cannot starve timers and I/O; and the responses of every batch that ran in the
+   * callback are written together when it ends (the transports write once per turn), where a
+   * callback per instance wrote once per instance.
    */
   #runSoon(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.#inlineQueue.push({ requests, timing, resolve, reject });
-      if (this.#inlineQueue.length === 1) setImmediate(this.#drainInline);
+      OnnxInstance.#inlineQueue.push({ instance: this, requests, timing, resolve, reject });
+      if (OnnxInstance.#inlineQueue.length === 1) setImmediate(OnnxInstance.#drainInline);
     });
   }
 
-  readonly #drainInline = (): void => {
-    const jobs = this.#inlineQueue;
-    this.#inlineQueue = [];
-    for (const job of jobs) {
-      const session = this.#inline;
-      if (session === undefined) {
-        job.reject(new NereidError('BACKEND_ERROR', `${this.#what} was unloaded before its batch ran`));
-        continue;
-      }
-      try {
-        this.#runInline(job.requests, job.timing, session);
-        job.resolve();
-      } catch (err) {
-        job.reject(err);
-      }
-    }
+  static readonly #drainInline = (): void => {
+    const jobs = OnnxInstance.#inlineQueue;
+    OnnxInstance.#inlineQueue = [];
+    for (const job of jobs) job.instance.#runJob(job);
   };
+
+  #runJob(job: InlineJob): void {
+    const session = this.#inline;
+    if (session === undefined) {
+      job.reject(new NereidError('BACKEND_ERROR', `${this.#what} was unloaded before its batch ran`));
+      return;
+    }
+    try {
+      this.#runInline(job.requests, job.timing, session);
+      job.resolve();
+    } catch (err) {
+      job.reject(err);
+    }
+  }
 
   async #runOnWorker(requests: readonly BackendRequest[], timing: ExecutionTiming): Promise<void> {
     if (!this.#isReady) {
