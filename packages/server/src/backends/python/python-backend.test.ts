@@ -3,7 +3,8 @@
  * §8.1, §8.5), with a real stub process: many responses per request through
  * `InferenceResponseSender`, sent from a thread after execute returned and from `async def
  * execute` coroutines, flags-only final responses, cancellation seen by `is_cancelled()`, and an
- * execute that raises. Needs /usr/bin/python3 with numpy (npm test installs it); fails naming
+ * execute that raises; the instance released early, by model.py executes and by a built-in
+ * runner's (TorchScript). Needs /usr/bin/python3 with numpy and torch (npm test installs them); fails naming
  * what is missing otherwise.
  */
 import assert from 'node:assert/strict';
@@ -15,7 +16,8 @@ import { NereidError, type ParameterValue } from '@nereid/protocol';
 import { completeModelConfig, modelConfigFromJson, normalizeModelConfig } from '../../config/index.js';
 import { silentLogger } from '../../observability/logger.js';
 import type { BackendInstance, BackendModel, BackendRequest, BackendResponse, BackendTensor, ExecutionTiming, ModelContext } from '../spi.js';
-import { pythonBackend } from './python-backend.js';
+import { spawnSync } from 'node:child_process';
+import { pythonBackend, pytorchBackend } from './python-backend.js';
 import { requireNumpy } from './test-support.js';
 
 
@@ -286,5 +288,88 @@ describe('Python backend: the instance is released when the stub is done with a 
     const r = request([1], { raise: true });
     await assert.rejects(instance.execute([r], logged(log, r)), /echo cannot run/);
     assert.deepEqual(log, []);
+  });
+});
+
+/** forward(a) = a * 2 on INT32 rows of any length: requests of other lengths form groups of their own. */
+const DOUBLE_TORCH = `
+class M(torch.nn.Module):
+    def forward(self, a: torch.Tensor):
+        return a * 2
+`;
+
+describe("Python backend: the instance is released when the stub is done with a built-in runner's batch", () => {
+  let dir: string | undefined;
+  let model: BackendModel | undefined;
+  let instance: BackendInstance;
+
+  before(async () => {
+    requireNumpy();
+    dir = await mkdtemp(join(tmpdir(), 'nereid-torch-release-'));
+    await mkdir(join(dir, 'double', '1'), { recursive: true });
+    const script = join(dir, 'make_model.py');
+    await writeFile(script, `import sys, torch\n${DOUBLE_TORCH}\ntorch.jit.save(torch.jit.script(M()), sys.argv[1])\n`);
+    const saved = spawnSync('/usr/bin/python3', [script, join(dir, 'double', '1', 'model.pt')], { encoding: 'utf8' });
+    assert.equal(saved.status, 0, `saving a TorchScript model needs /usr/bin/python3 with torch (npm test installs python3-torch): ${saved.stderr}`);
+    const config = normalizeModelConfig(
+      completeModelConfig(
+        modelConfigFromJson({
+          name: 'double',
+          platform: 'pytorch_libtorch',
+          max_batch_size: 8,
+          input: [{ name: 'INPUT__0', data_type: 'TYPE_INT32', dims: [-1], allow_ragged_batch: true }],
+          output: [{ name: 'OUTPUT__0', data_type: 'TYPE_INT32', dims: [-1] }],
+          instance_group: [{ name: 'double', kind: 'KIND_CPU', count: 1 }],
+        }),
+      ),
+    );
+    model = await pytorchBackend.createModel({
+      name: 'double',
+      version: 1,
+      config,
+      modelDirectory: join(dir, 'double'),
+      versionDirectory: join(dir, 'double', '1'),
+      modelPath: join(dir, 'double', '1', 'model.pt'),
+      backendConfig: {},
+      logger: silentLogger(),
+    });
+    instance = await model.createInstance({ name: 'double_0', groupName: 'double', kind: 'KIND_CPU', deviceId: 0, instanceCount: 1 });
+  });
+
+  after(async () => {
+    await instance?.unload();
+    await model?.unload();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  function row(values: number[], log: string[], i: number): BackendRequest & { out?: number[] } {
+    const r: BackendRequest & { out?: number[] } = {
+      id: String(i),
+      inputs: new Map([['INPUT__0', { name: 'INPUT__0', datatype: 'INT32', shape: [1, values.length], data: new Uint8Array(new Int32Array(values).buffer) }]]),
+      requestedOutputs: ['OUTPUT__0'],
+      parameters: {},
+      batchSize: 1,
+      signal: new AbortController().signal,
+      respond(response) {
+        log.push(`respond ${i}`);
+        if (response !== null && !(response instanceof NereidError)) r.out = [...new Int32Array(response.outputs[0]!.data.slice().buffer)];
+      },
+    };
+    return r;
+  }
+
+  it('releases it once, when the last group of the batch is done, before that group is answered', async () => {
+    const log: string[] = [];
+    const released: ExecutionTiming = { ...timing, releaseInstance: () => log.push('release') };
+    const same = [row([1, 2], log, 0), row([3, 4], log, 1)];
+    await instance.execute(same, released);
+    assert.deepEqual(log, ['release', 'respond 0', 'respond 1']);
+    assert.deepEqual(same.map((r) => r.out), [[2, 4], [6, 8]]);
+
+    log.length = 0;
+    const ragged = [row([1, 2], log, 0), row([5, 6, 7], log, 1)];
+    await instance.execute(ragged, released);
+    assert.deepEqual(log, ['respond 0', 'release', 'respond 1']);
+    assert.deepEqual(ragged.map((r) => r.out), [[2, 4], [10, 12, 14]]);
   });
 });

@@ -626,7 +626,9 @@ class PythonInstance implements BackendInstance {
         counts.push(group.length);
         descriptors.push({ name: t.name, d: t.datatype, s: group.length === 1 ? [...t.shape] : [rows, ...t.shape.slice(1)] });
       }
-      const held: HeldExecute = { requests: group, final: group.map(() => false), aborts: [], done: false, batched: true };
+      const last = g === groups.length - 1;
+      // The stub runs the groups in order: once the last one is done, it is free for the next batch.
+      const held: HeldExecute = { requests: group, final: group.map(() => false), aborts: [], done: false, batched: true, ...(last && { release: () => timing.releaseInstance?.() }) };
       this.#held.set(x, held);
       helds.push(held);
       finished.push(new Promise<void>((resolve, reject) => (held.settle = { resolve, reject })));
@@ -637,7 +639,6 @@ class PythonInstance implements BackendInstance {
         );
       }
       if (this.#closing) this.#boundByUnload(stub, held);
-      const last = g === groups.length - 1;
       stub.send(
         { t: 'bexec', x, n: group.length, inputs: descriptors, outputs: wantedOutputs(this.#outputNames, group) },
         parts,
