@@ -125,7 +125,6 @@ export function syncSessionsAvailable(): boolean {
   return nativeSessionClass() !== undefined;
 }
 
-/** The session options ONNX Runtime gets for `options`. */
 /**
  * Session configuration entries every session gets. ONNX Runtime's intra-op pool's threads stop
  * spinning when a run returns (they still spin between the parallel sections of a run). Between
@@ -135,6 +134,7 @@ export function syncSessionsAvailable(): boolean {
  */
 const SESSION_CONFIG = ['session.force_spinning_stop', '1'];
 
+/** The session options ONNX Runtime gets for `options`. */
 export function ortSessionOptions(options: SessionWorkerOptions): ort.InferenceSession.SessionOptions {
   return {
     intraOpNumThreads: options.intraOpNumThreads,
@@ -274,6 +274,7 @@ function loadDirectSession(options: SessionWorkerOptions): SyncSession | undefin
     kind: 'direct',
     loadNs,
     run(feeds, fetches) {
+      if (fetches.length === 0) return {};
       const inputs: unknown[] = [];
       for (const name in feeds) {
         const index = inputIndex.get(name);

@@ -128,7 +128,8 @@ function sessionOptions(config: ModelConfig, modelPath: string, instanceCount: n
     executionMode: mode === 1 ? 'parallel' : 'sequential',
     enableCpuMemArena: boolParameter(config, 'enable_mem_arena', true),
     enableMemPattern: boolParameter(config, 'enable_mem_pattern', true),
-    direct: boolParameter(config, 'direct_session', true),
+    // A model with STRING tensors would load once to find out it cannot run direct (native-session.ts).
+    direct: boolParameter(config, 'direct_session', true) && ![...config.input, ...config.output].some((t) => t.data_type === 'TYPE_STRING'),
   };
 }
 
