@@ -7,7 +7,8 @@
 // is newer than the sources.
 //
 // Without a C compiler the build still succeeds: the server then reads and writes shared memory
-// with positioned I/O (slower for large tensors; packages/server/src/core/mapped-file.ts) and says
+// with positioned I/O (slower for large tensors; packages/server/src/core/mapped-file.ts), runs ONNX
+// models through onnxruntime-node's binding, and says
 // so at startup. `--require` (or NEREID_REQUIRE_NATIVE=1) makes
 // a failed build an error (CI).
 import { execFileSync } from 'node:child_process';
@@ -34,7 +35,7 @@ function headersDir() {
 }
 
 function fail(reason) {
-  const message = `build-native: ${reason}; the server will use positioned I/O for shared memory`;
+  const message = `build-native: ${reason}; the server will use positioned I/O for shared memory and run ONNX models through onnxruntime-node's binding`;
   if (required) {
     console.error(message);
     process.exit(1);

@@ -90,7 +90,6 @@ enum {
 #define ORT_ARENA_ALLOCATOR 1
 #define ORT_MEM_TYPE_DEFAULT 0
 #define ONNX_TYPE_TENSOR 1
-#define ORT_TYPE_STRING 8
 /* The most dimensions an output may have; `meta` holds 2 + this many numbers per output. */
 #define MAX_RANK 64
 #define META_STRIDE (2 + MAX_RANK)
@@ -102,7 +101,6 @@ static OrtMemoryInfo *cpu_memory;
 static char version[64];
 
 #define FN(index, type) ((type)api[index])
-typedef OrtStatus *(*status_fn_t)();
 typedef void (*release_fn_t)(void *);
 
 static void release(int index, void *object) {
@@ -136,7 +134,7 @@ static int throw_status(napi_env env, OrtStatus *status, const char *context) {
 static size_t element_size(int type) {
   switch (type) {
     case 2: case 3: case 9: return 1;            /* uint8, int8, bool */
-    case 4: case 5: case 10: case 16: return 2;  /* uint16, int16, float16, bfloat16 */
+    case 4: case 5: case 10: return 2;           /* uint16, int16, float16 */
     case 1: case 6: case 12: return 4;           /* float, int32, uint32 */
     case 7: case 11: case 13: return 8;          /* int64, double, uint64 */
     default: return 0;

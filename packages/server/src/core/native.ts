@@ -3,7 +3,8 @@
  * dist/native/nereid.node with the system C compiler): memory-mapped copies for shared-memory
  * files (`mapped-file.ts`), and slabs, memory every thread of the process views (`slabs.ts`),
  * which shared-memory regions join as shared mappings (`shared-memory.ts`); and `sched_yield` for
- * the event loop's busy polling (backends/python/loop-poll.ts).
+ * the event loop's busy polling (backends/python/loop-poll.ts); and direct ONNX Runtime sessions
+ * (native/ort.c, backends/onnxruntime/native-session.ts).
  * Optional: without it the server uses positioned I/O and per-thread buffers.
  */
 import { createRequire } from 'node:module';
@@ -34,6 +35,23 @@ export interface NativeAddon {
   shareUnmap(id: number): void;
   /** sched_yield(2): another runnable thread waiting for this CPU runs first. */
   yieldCpu(): void;
+  /** Opens ONNX Runtime's C API in the library at `libraryPath` (once per process); its version. */
+  ortInit(libraryPath: string): string;
+  /** Loads a model on the calling thread (native/ort.c says what each argument is). */
+  ortLoad(path: string, intra: number, inter: number, level: number, parallel: boolean, arena: boolean, pattern: boolean, config: string[]): OrtDirectModel;
+  /** One run on the calling thread: ArrayBuffers of the outputs, their types and shapes in `meta`. */
+  ortRun(session: object, inputs: unknown[], outputs: Uint32Array, meta: Float64Array): ArrayBuffer[];
+  /** Releases a session's native memory and threads now. */
+  ortRelease(session: object): void;
+}
+
+/** What `ortLoad` answers: the session, and its inputs' and outputs' names and ONNX element types (-1: not a tensor). */
+export interface OrtDirectModel {
+  session: object;
+  inputs: string[];
+  inputTypes: number[];
+  outputs: string[];
+  outputTypes: number[];
 }
 
 let addon: NativeAddon | undefined;

@@ -20,8 +20,9 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type * as ort from 'onnxruntime-node';
 import { NereidError } from '@nereid/protocol';
-import { nativeAddon } from '../../core/native.js';
-import type { OrtTensorType } from './ort-types.js';
+import { nativeAddon, type NativeAddon } from '../../core/native.js';
+import { onnxElemTypeToDataType } from './onnx-model-info.js';
+import { toOrtType, type OrtTensorType } from './ort-types.js';
 import type { SessionWorkerOptions } from './worker-protocol.js';
 
 const requireHere = createRequire(import.meta.url);
@@ -179,54 +180,30 @@ export function loadSyncSession(options: SessionWorkerOptions): SyncSession | un
   };
 }
 
-/** What the addon's `ortLoad` answers (packages/server/native/ort.c). */
-interface DirectModel {
-  session: object;
-  inputs: string[];
-  inputTypes: number[];
-  outputs: string[];
-  outputTypes: number[];
+/** ONNX's element type numbers (TensorProto.DataType) of the numeric types, both ways. */
+const TYPE_OF_ELEMENT = new Map<number, OrtTensorType>();
+for (let n = 0; n < 32; n++) {
+  const datatype = onnxElemTypeToDataType(n);
+  const type = datatype === undefined ? undefined : toOrtType(datatype);
+  if (type !== undefined && type !== 'string') TYPE_OF_ELEMENT.set(n, type);
 }
-
-interface DirectRuntime {
-  ortInit(libraryPath: string): string;
-  ortLoad(path: string, intra: number, inter: number, level: number, parallel: boolean, arena: boolean, pattern: boolean, config: string[]): DirectModel;
-  ortRun(session: object, inputs: unknown[], outputs: Uint32Array, meta: Float64Array): ArrayBuffer[];
-  ortRelease(session: object): void;
-}
-
-/** ONNX's element type numbers (TensorProto.DataType) of the numeric types. */
-const ELEMENT_TYPE: Record<Exclude<OrtTensorType, 'string'>, number> = {
-  float32: 1,
-  uint8: 2,
-  int8: 3,
-  uint16: 4,
-  int16: 5,
-  int32: 6,
-  int64: 7,
-  bool: 9,
-  float16: 10,
-  float64: 11,
-  uint32: 12,
-  uint64: 13,
-};
-const TYPE_OF_ELEMENT = new Map<number, OrtTensorType>(Object.entries(ELEMENT_TYPE).map(([k, v]) => [v, k as OrtTensorType]));
+const ELEMENT_TYPE = new Map([...TYPE_OF_ELEMENT].map(([n, type]) => [type, n]));
 /** Numbers per output in the run's `meta` (ort.c: its type, its rank, up to 64 dimensions). */
 const META_STRIDE = 66;
 const LEVEL: Record<SessionWorkerOptions['graphOptimizationLevel'], number> = { disabled: 0, basic: 1, extended: 2, all: 99 };
 
-let direct: DirectRuntime | null | undefined;
+let direct: NativeAddon | null | undefined;
 
 /**
  * The addon's direct calls, opened on the libonnxruntime beside onnxruntime-node's binding (the
  * library the binding already loaded, so there is one ONNX Runtime in the process); undefined
  * when the addon is not built or the library is not where the binding keeps it.
  */
-function directRuntime(): DirectRuntime | undefined {
+function directRuntime(): NativeAddon | undefined {
   if (direct !== undefined) return direct ?? undefined;
   direct = null;
-  const addon = nativeAddon() as (ReturnType<typeof nativeAddon> & Partial<DirectRuntime>) | undefined;
-  if (addon?.ortInit === undefined || process.platform !== 'linux') return undefined;
+  const addon = nativeAddon();
+  if (addon === undefined || process.platform !== 'linux') return undefined;
   try {
     ortLibrary();
     const bin = join(dirname(requireHere.resolve('onnxruntime-node/package.json')), 'bin');
@@ -236,7 +213,7 @@ function directRuntime(): DirectRuntime | undefined {
       .find((path) => existsSync(path));
     if (library === undefined) return undefined;
     addon.ortInit(library);
-    direct = addon as DirectRuntime;
+    direct = addon;
   } catch {
     return undefined;
   }
@@ -280,7 +257,7 @@ function loadDirectSession(options: SessionWorkerOptions): SyncSession | undefin
         const index = inputIndex.get(name);
         if (index === undefined) throw new Error(`'${name}' is not an input of the model (its inputs: ${model.inputs.join(', ')})`);
         const feed = feeds[name]!;
-        inputs.push(index, ELEMENT_TYPE[feed.type as Exclude<OrtTensorType, 'string'>] ?? 0, feed.dims, feed.data);
+        inputs.push(index, ELEMENT_TYPE.get(feed.type) ?? 0, feed.dims, feed.data);
       }
       const wanted = new Uint32Array(fetches.length);
       for (let k = 0; k < fetches.length; k++) {
